@@ -1,0 +1,219 @@
+//! Decoders the checks need: transfer encodings (to read HTML and encoded encapsulated
+//! messages), charsets (to read HTML) and RFC 2047 encoded-words (Content-Location).
+//!
+//! All are lenient in the way mail readers are: garbage is skipped, never an error, since
+//! a finding about a reference must not depend on a perfect encoding elsewhere.
+
+use super::mime::Encoding;
+
+/// Decodes a body in `enc`; identity for 7bit/8bit/binary/unknown.
+pub fn transfer_decode(body: &[u8], enc: Encoding) -> Vec<u8> {
+    match enc {
+        Encoding::Base64 => base64(body),
+        Encoding::QuotedPrintable => quoted_printable(body),
+        _ => body.to_vec(),
+    }
+}
+
+fn b64_value(c: u8) -> Option<u32> {
+    Some(match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' | b'-' => 62,
+        b'/' | b'_' => 63,
+        _ => return None,
+    } as u32)
+}
+
+/// Base64 (also the URL-safe alphabet), skipping every octet outside the alphabet and
+/// stopping at the first `=`-padded end.
+pub fn base64(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len() / 4 * 3);
+    let (mut acc, mut n) = (0u32, 0);
+    for &c in s {
+        if c == b'=' {
+            if n >= 2 {
+                break;
+            }
+            continue;
+        }
+        let Some(v) = b64_value(c) else { continue };
+        acc = acc << 6 | v;
+        n += 1;
+        if n == 4 {
+            out.extend_from_slice(&[(acc >> 16) as u8, (acc >> 8) as u8, acc as u8]);
+            acc = 0;
+            n = 0;
+        }
+    }
+    match n {
+        2 => out.push((acc >> 4) as u8),
+        3 => out.extend_from_slice(&[(acc >> 10) as u8, (acc >> 2) as u8]),
+        _ => {}
+    }
+    out
+}
+
+/// Quoted-printable body (RFC 2045 §6.7): soft line breaks removed, `=HH` decoded, a bad
+/// escape kept as written.
+pub fn quoted_printable(s: &[u8]) -> Vec<u8> {
+    qp(s, false)
+}
+
+fn qp(s: &[u8], underscore_space: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        let c = s[i];
+        if c == b'=' {
+            // soft break: "=" [WSP...] CRLF / LF
+            let mut j = i + 1;
+            while j < s.len() && matches!(s[j], b' ' | b'\t') {
+                j += 1;
+            }
+            if j < s.len() && s[j] == b'\n' {
+                i = j + 1;
+                continue;
+            }
+            if j + 1 < s.len() && s[j] == b'\r' && s[j + 1] == b'\n' {
+                i = j + 2;
+                continue;
+            }
+            if i + 2 < s.len() {
+                if let (Some(h), Some(l)) = (hexval(s[i + 1]), hexval(s[i + 2])) {
+                    out.push(h << 4 | l);
+                    i += 3;
+                    continue;
+                }
+            }
+            out.push(c);
+        } else if underscore_space && c == b'_' {
+            out.push(b' ');
+        } else {
+            out.push(c);
+        }
+        i += 1;
+    }
+    out
+}
+
+fn hexval(b: u8) -> Option<u8> {
+    (b as char).to_digit(16).map(|d| d as u8)
+}
+
+/// Decodes `bytes` from `charset` (a MIME charset name) into UTF-8. Unknown or missing
+/// charsets are read as UTF-8 with replacement characters; malformed input never fails.
+pub fn charset_decode(bytes: &[u8], charset: Option<&str>) -> String {
+    let enc = charset
+        .and_then(|c| encoding_rs::Encoding::for_label(c.trim().as_bytes()))
+        .unwrap_or(encoding_rs::UTF_8);
+    let (text, _, _) = enc.decode(bytes);
+    text.into_owned()
+}
+
+/// Decodes RFC 2047 encoded-words in an unstructured value; whitespace between two
+/// adjacent encoded-words is dropped (RFC 2047 §6.2). Text that only looks like an
+/// encoded-word is kept as written.
+pub fn rfc2047(value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(value.len());
+    let mut i = 0;
+    let mut pending_ws: Option<std::ops::Range<usize>> = None;
+    let mut last_was_word = false;
+    while i < value.len() {
+        if value[i..].starts_with(b"=?") {
+            if let Some((decoded, len)) = encoded_word(&value[i..]) {
+                if let Some(ws) = pending_ws.take() {
+                    if !last_was_word {
+                        out.extend_from_slice(&value[ws]);
+                    }
+                }
+                out.extend_from_slice(decoded.as_bytes());
+                i += len;
+                last_was_word = true;
+                continue;
+            }
+        }
+        if matches!(value[i], b' ' | b'\t' | b'\r' | b'\n') {
+            let start = i;
+            while i < value.len() && matches!(value[i], b' ' | b'\t' | b'\r' | b'\n') {
+                i += 1;
+            }
+            pending_ws = Some(start..i);
+            continue;
+        }
+        if let Some(ws) = pending_ws.take() {
+            out.extend_from_slice(&value[ws]);
+        }
+        out.push(value[i]);
+        last_was_word = false;
+        i += 1;
+    }
+    if let Some(ws) = pending_ws {
+        out.extend_from_slice(&value[ws]);
+    }
+    out
+}
+
+/// `=?charset?B|Q?text?=` at the start of `s`: (decoded text, octets consumed).
+fn encoded_word(s: &[u8]) -> Option<(String, usize)> {
+    let body = &s[2..];
+    let q1 = body.iter().position(|&b| b == b'?')?;
+    let charset = std::str::from_utf8(&body[..q1]).ok()?;
+    // RFC 2231 §5 language suffix: charset*lang
+    let charset = charset.split('*').next().unwrap_or(charset);
+    let rest = &body[q1 + 1..];
+    if rest.len() < 2 || rest[1] != b'?' {
+        return None;
+    }
+    let enc = rest[0].to_ascii_lowercase();
+    let text_and_end = &rest[2..];
+    let end = memchr::memmem::find(text_and_end, b"?=")?;
+    let text = &text_and_end[..end];
+    if text
+        .iter()
+        .any(|&b| b == b' ' || b == b'\t' || b == b'\r' || b == b'\n')
+    {
+        return None;
+    }
+    let bytes = match enc {
+        b'b' => base64(text),
+        b'q' => qp(text, true),
+        _ => return None,
+    };
+    let consumed = 2 + q1 + 1 + 2 + end + 2;
+    Some((charset_decode(&bytes, Some(charset)), consumed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_lenient() {
+        assert_eq!(base64(b"aGVs\r\nbG8=\r\n"), b"hello");
+        assert_eq!(base64(b"aGVsbG8"), b"hello");
+        assert_eq!(base64(b"!!!"), b"");
+    }
+
+    #[test]
+    fn qp_soft_breaks_and_bad_escapes() {
+        assert_eq!(quoted_printable(b"a=3Db=\r\nc=\nd=zz="), b"a=bcd=zz=");
+    }
+
+    #[test]
+    fn encoded_words() {
+        assert_eq!(
+            rfc2047(b"=?utf-8?q?caf=C3=A9?= =?us-ascii?b?eA==?= y"),
+            "caféx y".as_bytes()
+        );
+        assert_eq!(rfc2047(b"a =?bogus"), b"a =?bogus");
+        assert_eq!(rfc2047(b" http://x/"), b" http://x/");
+    }
+
+    #[test]
+    fn charsets() {
+        assert_eq!(charset_decode(b"caf\xe9", Some("iso-8859-1")), "café");
+        assert_eq!(charset_decode(b"caf\xe9", Some("x-unknown")), "caf\u{fffd}");
+    }
+}

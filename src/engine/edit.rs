@@ -1,0 +1,235 @@
+//! Edits over the original message bytes.
+//!
+//! Fixes never touch anything but the value of the header field concerned, so an edit is
+//! always "replace the value of field F" (the bytes between the colon and the line ending
+//! that ends the field). Several rules may want to change the same field (a Content-Type
+//! that is missing `type=` and also has a 1000-octet line): they go through [`EditSet`],
+//! which hands each fixer the value as the previous fixers left it, so that their repairs
+//! compose into one edit per field.
+
+use std::ops::Range;
+
+use super::rules::Rule;
+
+/// Where an edited field lives, in the terms a milter needs: top-level header fields are
+/// changed with `change_header(name, index)`, everything else by replacing the body.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FieldLoc {
+    /// Part path of the heading that holds the field (`0` = top-level heading).
+    pub part: String,
+    /// The field name as written in the message.
+    pub name: String,
+    /// 1-based occurrence among the fields of this heading with the same name
+    /// (case-insensitive): the index `smfi_chgheader` expects.
+    pub occurrence: usize,
+    /// True for a field of the top-level heading (`part == "0"`).
+    pub top_level: bool,
+}
+
+/// One replacement of a byte range of the original message.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Edit {
+    /// The field value's range in the original message (after the colon, before the line
+    /// ending that ends the field).
+    #[serde(skip)]
+    pub range: Range<usize>,
+    /// The new value: what goes between the colon and the final line ending. It keeps the
+    /// leading space of the original value and the original line-ending convention.
+    #[serde(serialize_with = "lossy")]
+    pub replacement: Vec<u8>,
+    pub field: FieldLoc,
+    /// The rules this edit repairs.
+    pub rules: Vec<Rule>,
+}
+
+fn lossy<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&String::from_utf8_lossy(v))
+}
+
+/// Why [`apply`] refused a set of edits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApplyError {
+    Overlap {
+        first: Range<usize>,
+        second: Range<usize>,
+    },
+    OutOfBounds {
+        range: Range<usize>,
+        len: usize,
+    },
+}
+
+impl std::fmt::Display for ApplyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApplyError::Overlap { first, second } => {
+                write!(f, "edits overlap: {first:?} and {second:?}")
+            }
+            ApplyError::OutOfBounds { range, len } => {
+                write!(f, "edit {range:?} outside a message of {len} octets")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ApplyError {}
+
+/// Applies edits to `raw`. Every byte outside the edited ranges is copied unchanged.
+pub fn apply<'e>(
+    raw: &[u8],
+    edits: impl IntoIterator<Item = &'e Edit>,
+) -> Result<Vec<u8>, ApplyError> {
+    let mut sorted: Vec<&Edit> = edits.into_iter().collect();
+    sorted.sort_by_key(|e| (e.range.start, e.range.end));
+    let mut out =
+        Vec::with_capacity(raw.len() + sorted.iter().map(|e| e.replacement.len()).sum::<usize>());
+    let mut pos = 0;
+    let mut prev: Option<&Range<usize>> = None;
+    for e in sorted {
+        if e.range.start > e.range.end || e.range.end > raw.len() {
+            return Err(ApplyError::OutOfBounds {
+                range: e.range.clone(),
+                len: raw.len(),
+            });
+        }
+        if let Some(p) = prev {
+            if e.range.start < p.end {
+                return Err(ApplyError::Overlap {
+                    first: p.clone(),
+                    second: e.range.clone(),
+                });
+            }
+        }
+        out.extend_from_slice(&raw[pos..e.range.start]);
+        out.extend_from_slice(&e.replacement);
+        pos = e.range.end;
+        prev = Some(&e.range);
+    }
+    out.extend_from_slice(&raw[pos..]);
+    Ok(out)
+}
+
+/// Field rewrites collected during one analysis, at most one per field.
+#[derive(Debug, Default)]
+pub struct EditSet {
+    edits: Vec<Edit>,
+}
+
+impl EditSet {
+    /// The value of the field as previous fixers left it, if any fixer touched it.
+    pub fn pending(&self, range: &Range<usize>) -> Option<&[u8]> {
+        self.edits
+            .iter()
+            .find(|e| &e.range == range)
+            .map(|e| e.replacement.as_slice())
+    }
+
+    /// Records that `rule` rewrites the field at `range` to `value`. A second rewrite of the
+    /// same field replaces the value (the caller started from [`EditSet::pending`]) and adds
+    /// its rule. Returns the edit's index.
+    pub fn rewrite(
+        &mut self,
+        range: Range<usize>,
+        field: FieldLoc,
+        value: Vec<u8>,
+        rule: Rule,
+    ) -> usize {
+        if let Some(i) = self.edits.iter().position(|e| e.range == range) {
+            let e = &mut self.edits[i];
+            e.replacement = value;
+            if !e.rules.contains(&rule) {
+                e.rules.push(rule);
+            }
+            return i;
+        }
+        self.edits.push(Edit {
+            range,
+            replacement: value,
+            field,
+            rules: vec![rule],
+        });
+        self.edits.len() - 1
+    }
+
+    /// Adds `rule` to an edit that already repairs it as a side effect (e.g. a fold that
+    /// also cures an over-long line).
+    pub fn also_fixes(&mut self, index: usize, rule: Rule) {
+        if let Some(e) = self.edits.get_mut(index) {
+            if !e.rules.contains(&rule) {
+                e.rules.push(rule);
+            }
+        }
+    }
+
+    pub fn find(&self, range: &Range<usize>) -> Option<usize> {
+        self.edits.iter().position(|e| &e.range == range)
+    }
+
+    pub fn into_vec(self) -> Vec<Edit> {
+        self.edits
+    }
+
+    pub fn as_slice(&self) -> &[Edit] {
+        &self.edits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loc() -> FieldLoc {
+        FieldLoc {
+            part: "0".into(),
+            name: "X".into(),
+            occurrence: 1,
+            top_level: true,
+        }
+    }
+
+    fn edit(range: Range<usize>, rep: &str) -> Edit {
+        Edit {
+            range,
+            replacement: rep.into(),
+            field: loc(),
+            rules: vec![Rule::HeaderLineTooLong],
+        }
+    }
+
+    #[test]
+    fn apply_keeps_everything_outside_the_edits() {
+        let raw = b"0123456789";
+        let out = apply(raw, &[edit(7..9, "xyz"), edit(2..3, "")]).unwrap();
+        assert_eq!(out, b"013456xyz9");
+        assert_eq!(apply(raw, &[]).unwrap(), raw);
+    }
+
+    #[test]
+    fn apply_refuses_overlaps_and_out_of_range() {
+        let raw = b"0123456789";
+        assert!(matches!(
+            apply(raw, &[edit(1..5, ""), edit(4..6, "")]),
+            Err(ApplyError::Overlap { .. })
+        ));
+        assert!(matches!(
+            apply(raw, &[edit(8..11, "")]),
+            Err(ApplyError::OutOfBounds { .. })
+        ));
+    }
+
+    #[test]
+    fn rewrites_of_one_field_compose() {
+        let mut set = EditSet::default();
+        let a = set.rewrite(3..8, loc(), b" one".to_vec(), Rule::RelatedTypeMissing);
+        assert_eq!(set.pending(&(3..8)), Some(&b" one"[..]));
+        let b = set.rewrite(3..8, loc(), b" two".to_vec(), Rule::HeaderLineTooLong);
+        assert_eq!(a, b);
+        let v = set.into_vec();
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].replacement, b" two");
+        assert_eq!(
+            v[0].rules,
+            vec![Rule::RelatedTypeMissing, Rule::HeaderLineTooLong]
+        );
+    }
+}

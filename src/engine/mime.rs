@@ -1,0 +1,750 @@
+//! MIME structure with byte offsets: every heading, every header field, every body.
+//!
+//! Our own scanner rather than a full parser: fixes need the exact bytes of each field,
+//! and the checks never need decoded attachments, so bodies are only searched for
+//! boundary delimiters (memmem), never copied or decoded. The walk is iterative, so deep
+//! nesting costs heap, not stack, and it stops at the configured limits.
+//!
+//! Encapsulated messages sent base64- or quoted-printable-encoded are decoded into a
+//! side buffer and analysed there; their offsets do not point into the original bytes,
+//! so they are marked not editable (`buf != 0`).
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use memchr::memmem;
+
+use super::params::ContentType;
+use super::Limits;
+
+/// One header field: `name: value EOL` (with any folded continuation lines).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Field {
+    /// First octet of the name.
+    pub start: usize,
+    pub name: Range<usize>,
+    /// After the colon up to (not including) the line ending that ends the field.
+    pub value: Range<usize>,
+    /// After the line ending that ends the field (or `value.end` at end of input).
+    pub end: usize,
+}
+
+/// What an entity's body is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    Leaf,
+    /// A multipart; `children` are its body parts, in order.
+    Multipart {
+        boundary: Vec<u8>,
+        /// The close delimiter was found.
+        closed: bool,
+        /// No delimiter at all was found (the whole body is preamble).
+        no_parts: bool,
+    },
+    /// message/rfc822 (or global/news): the child is the encapsulated message.
+    Message,
+    /// message/external-body: the child is the phantom heading and body.
+    ExternalBody,
+    /// The phantom heading and body inside a message/external-body.
+    Phantom,
+}
+
+/// Transfer encodings that matter to the checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    SevenBit,
+    EightBit,
+    Binary,
+    Base64,
+    QuotedPrintable,
+    Other,
+}
+
+/// One MIME entity: a heading and a body.
+#[derive(Debug, Clone)]
+pub struct Entity {
+    /// IMAP-style part path (`0`, `1`, `2.3`, `2.0` for the message encapsulated in 2).
+    pub path: String,
+    /// Index into [`Message::buffers`]; 0 is the original message.
+    pub buf: usize,
+    pub parent: Option<usize>,
+    /// 0 for the top level; +1 per multipart or encapsulation.
+    pub depth: usize,
+    /// From the first field to the end of the last one (the blank line excluded).
+    pub header: Range<usize>,
+    pub body: Range<usize>,
+    pub fields: Vec<Field>,
+    /// The effective Content-Type (defaults applied: text/plain, or message/rfc822
+    /// inside multipart/digest).
+    pub ctype: ContentType,
+    /// Index into `fields` of the Content-Type field used, if any.
+    pub ctype_field: Option<usize>,
+    pub encoding: Encoding,
+    pub kind: Kind,
+    pub children: Vec<usize>,
+    /// The heading uses CRLF line endings (else LF).
+    pub crlf: bool,
+    /// The heading did not end with an empty line: the body starts at the first line
+    /// that is not a header field.
+    pub no_separator: bool,
+}
+
+impl Entity {
+    /// Fields can be edited in place (they lie in the original bytes).
+    pub fn editable(&self) -> bool {
+        self.buf == 0
+    }
+
+    pub fn eol(&self) -> &'static [u8] {
+        if self.crlf {
+            b"\r\n"
+        } else {
+            b"\n"
+        }
+    }
+}
+
+/// Limits hit while scanning.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Overflow {
+    /// Entity whose children were not analysed because of the depth limit.
+    pub depth_at: Option<usize>,
+    /// Entity whose further children were not analysed because of the part limit.
+    pub parts_at: Option<usize>,
+}
+
+/// A scanned message.
+#[derive(Debug, Clone)]
+pub struct Message<'a> {
+    /// 0 is the original message; later buffers hold decoded encapsulated messages.
+    pub buffers: Vec<Cow<'a, [u8]>>,
+    /// Entities in document order; 0 is the top level.
+    pub entities: Vec<Entity>,
+    pub overflow: Overflow,
+    /// Length of the original input.
+    pub len: usize,
+}
+
+impl<'a> Message<'a> {
+    pub fn parse(raw: &'a [u8], limits: &Limits) -> Message<'a> {
+        let mut m = Message {
+            buffers: vec![Cow::Borrowed(raw)],
+            entities: Vec::new(),
+            overflow: Overflow::default(),
+            len: raw.len(),
+        };
+        m.scan(limits);
+        m
+    }
+
+    pub fn buf(&self, e: &Entity) -> &[u8] {
+        &self.buffers[e.buf]
+    }
+
+    pub fn name<'s>(&'s self, e: &Entity, f: &Field) -> &'s [u8] {
+        &self.buffers[e.buf][f.name.clone()]
+    }
+
+    pub fn value<'s>(&'s self, e: &Entity, f: &Field) -> &'s [u8] {
+        &self.buffers[e.buf][f.value.clone()]
+    }
+
+    /// The fields of `e` named `name` (case-insensitive), in order.
+    pub fn fields_named<'s>(
+        &'s self,
+        e: &'s Entity,
+        name: &'s str,
+    ) -> impl Iterator<Item = (usize, &'s Field)> + 's {
+        e.fields
+            .iter()
+            .enumerate()
+            .filter(move |(_, f)| self.name(e, f).eq_ignore_ascii_case(name.as_bytes()))
+    }
+
+    /// The first field of `e` named `name`.
+    pub fn field<'s>(&'s self, e: &'s Entity, name: &'s str) -> Option<&'s Field> {
+        self.fields_named(e, name).next().map(|(_, f)| f)
+    }
+
+    /// 1-based occurrence of field `i` among the same-named fields of its heading.
+    pub fn occurrence(&self, e: &Entity, i: usize) -> usize {
+        let name = self.name(e, &e.fields[i]);
+        e.fields[..=i]
+            .iter()
+            .filter(|f| self.name(e, f).eq_ignore_ascii_case(name))
+            .count()
+    }
+
+    /// The location of field `i` of entity `e` for an edit.
+    pub fn field_loc(&self, e: &Entity, i: usize) -> super::FieldLoc {
+        super::FieldLoc {
+            part: e.path.clone(),
+            name: String::from_utf8_lossy(self.name(e, &e.fields[i])).into_owned(),
+            occurrence: self.occurrence(e, i),
+            top_level: e.parent.is_none() && e.buf == 0,
+        }
+    }
+
+    /// The body bytes of `e` (still transfer-encoded).
+    pub fn body(&self, e: &Entity) -> &[u8] {
+        &self.buffers[e.buf][e.body.clone()]
+    }
+
+    /// Ancestors of entity `i`, innermost first.
+    pub fn ancestors(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
+        std::iter::successors(self.entities[i].parent, move |&p| self.entities[p].parent)
+    }
+
+    fn scan(&mut self, limits: &Limits) {
+        let raw_len = self.buffers[0].len();
+        // (buffer, range, parent, path, default content type is message/rfc822, kind override)
+        let mut work: Vec<Pending> = vec![Pending {
+            buf: 0,
+            range: 0..raw_len,
+            parent: None,
+            path: "0".into(),
+            digest: false,
+            phantom: false,
+        }];
+        while let Some(p) = work.pop() {
+            let idx = self.entities.len();
+            let depth = p.parent.map_or(0, |q| self.entities[q].depth + 1);
+            let mut e = self.read_entity(&p, depth);
+            if let Some(parent) = p.parent {
+                self.entities[parent].children.push(idx);
+            }
+            let mut children: Vec<Pending> = Vec::new();
+            let descend = if depth >= limits.max_depth {
+                if !matches!(e.kind, Kind::Leaf) && self.overflow.depth_at.is_none() {
+                    self.overflow.depth_at = Some(idx);
+                }
+                false
+            } else {
+                true
+            };
+            match e.kind.clone() {
+                Kind::Multipart { boundary, .. } => {
+                    let (parts, closed) =
+                        split_multipart(&self.buffers[e.buf], e.body.clone(), &boundary);
+                    e.kind = Kind::Multipart {
+                        boundary,
+                        closed,
+                        no_parts: parts.is_empty(),
+                    };
+                    if descend {
+                        let prefix = child_prefix(&e.path);
+                        let digest = e.ctype.subtype == "digest";
+                        for (n, r) in parts.into_iter().enumerate() {
+                            let path = if prefix.is_empty() {
+                                format!("{}", n + 1)
+                            } else {
+                                format!("{prefix}.{}", n + 1)
+                            };
+                            children.push(Pending {
+                                buf: e.buf,
+                                range: r,
+                                parent: Some(idx),
+                                path,
+                                digest,
+                                phantom: false,
+                            });
+                        }
+                    }
+                }
+                Kind::Message if descend => {
+                    let path = encapsulated_path(&e.path);
+                    match e.encoding {
+                        Encoding::Base64 | Encoding::QuotedPrintable => {
+                            let decoded = super::decode::transfer_decode(
+                                &self.buffers[e.buf][e.body.clone()],
+                                e.encoding,
+                            );
+                            let len = decoded.len();
+                            self.buffers.push(Cow::Owned(decoded));
+                            children.push(Pending {
+                                buf: self.buffers.len() - 1,
+                                range: 0..len,
+                                parent: Some(idx),
+                                path,
+                                digest: false,
+                                phantom: false,
+                            });
+                        }
+                        _ => children.push(Pending {
+                            buf: e.buf,
+                            range: e.body.clone(),
+                            parent: Some(idx),
+                            path,
+                            digest: false,
+                            phantom: false,
+                        }),
+                    }
+                }
+                Kind::ExternalBody if descend => {
+                    children.push(Pending {
+                        buf: e.buf,
+                        range: e.body.clone(),
+                        parent: Some(idx),
+                        path: e.path.clone(),
+                        digest: false,
+                        phantom: true,
+                    });
+                }
+                _ => {}
+            }
+            self.entities.push(e);
+            // Children go on the stack in reverse so that they are read in document order.
+            for c in children.into_iter().rev() {
+                if self.entities.len() + work.len() >= limits.max_parts {
+                    if self.overflow.parts_at.is_none() {
+                        self.overflow.parts_at = c.parent;
+                    }
+                    continue;
+                }
+                work.push(c);
+            }
+        }
+        // Children were pushed to the stack in reverse but entity indices follow the
+        // order of reading, which is document order; the children lists are too.
+    }
+
+    fn read_entity(&self, p: &Pending, depth: usize) -> Entity {
+        let buf: &[u8] = &self.buffers[p.buf];
+        let h = read_heading(buf, p.range.clone(), p.parent.is_none() && p.buf == 0);
+        let mut e = Entity {
+            path: p.path.clone(),
+            buf: p.buf,
+            parent: p.parent,
+            depth,
+            header: h.header,
+            body: h.body,
+            fields: h.fields,
+            ctype: ContentType::default(),
+            ctype_field: None,
+            encoding: Encoding::SevenBit,
+            kind: Kind::Leaf,
+            children: Vec::new(),
+            crlf: h.crlf,
+            no_separator: h.no_separator,
+        };
+        for (i, f) in e.fields.iter().enumerate() {
+            let name = &buf[f.name.clone()];
+            if e.ctype_field.is_none() && name.eq_ignore_ascii_case(b"content-type") {
+                let ct = ContentType::parse(&buf[f.value.clone()]);
+                // RFC 2045 §5.2: an unreadable Content-Type means text/plain.
+                if !ct.mtype.is_empty() {
+                    e.ctype = ct;
+                }
+                e.ctype_field = Some(i);
+            } else if name.eq_ignore_ascii_case(b"content-transfer-encoding") {
+                e.encoding = parse_encoding(&buf[f.value.clone()]);
+            }
+        }
+        if e.ctype.mtype.is_empty() {
+            e.ctype = default_type(p.digest);
+        }
+        if p.phantom {
+            e.kind = Kind::Phantom;
+        } else if e.ctype.is_multipart() {
+            match e.ctype.get("boundary") {
+                Some(b) if !b.value.is_empty() => {
+                    e.kind = Kind::Multipart {
+                        boundary: b.value,
+                        closed: false,
+                        no_parts: true,
+                    }
+                }
+                _ => {}
+            }
+        } else if e.ctype.mtype == "message" {
+            e.kind = match e.ctype.subtype.as_str() {
+                "rfc822" | "global" | "news" => Kind::Message,
+                "external-body" => Kind::ExternalBody,
+                _ => Kind::Leaf,
+            };
+        }
+        e
+    }
+}
+
+struct Pending {
+    buf: usize,
+    range: Range<usize>,
+    parent: Option<usize>,
+    path: String,
+    digest: bool,
+    phantom: bool,
+}
+
+fn default_type(digest: bool) -> ContentType {
+    let (t, s) = if digest {
+        ("message", "rfc822")
+    } else {
+        ("text", "plain")
+    };
+    ContentType {
+        mtype: t.into(),
+        subtype: s.into(),
+        ..Default::default()
+    }
+}
+
+/// The prefix children of a multipart at `path` are numbered under: the top-level
+/// heading `0` numbers its parts 1, 2…; an encapsulated heading `P.0` numbers them P.1…
+fn child_prefix(path: &str) -> &str {
+    if path == "0" {
+        ""
+    } else {
+        path.strip_suffix(".0").unwrap_or(path)
+    }
+}
+
+/// Path of the message encapsulated in the message/rfc822 entity at `path`. A body part
+/// P holds message P.0; a heading whose own type is message/rfc822 (`0`, `P.0`) has the
+/// encapsulated message as its body part 1, as IMAP numbers it.
+fn encapsulated_path(path: &str) -> String {
+    if path == "0" {
+        "1.0".into()
+    } else if let Some(p) = path.strip_suffix(".0") {
+        format!("{p}.1.0")
+    } else {
+        format!("{path}.0")
+    }
+}
+
+fn parse_encoding(v: &[u8]) -> Encoding {
+    let t = String::from_utf8_lossy(v);
+    let t = t.trim_matches(|c: char| c.is_ascii_whitespace());
+    let t = t
+        .split(|c: char| c == '(' || c.is_ascii_whitespace())
+        .next()
+        .unwrap_or("");
+    match t.to_ascii_lowercase().as_str() {
+        "" | "7bit" => Encoding::SevenBit,
+        "8bit" => Encoding::EightBit,
+        "binary" => Encoding::Binary,
+        "base64" => Encoding::Base64,
+        "quoted-printable" => Encoding::QuotedPrintable,
+        _ => Encoding::Other,
+    }
+}
+
+struct Heading {
+    header: Range<usize>,
+    body: Range<usize>,
+    fields: Vec<Field>,
+    crlf: bool,
+    no_separator: bool,
+}
+
+/// Reads header fields from `range.start` until an empty line, or until a line that is
+/// neither a field nor a continuation (then the body starts at that line).
+fn read_heading(buf: &[u8], range: Range<usize>, top: bool) -> Heading {
+    let end = range.end;
+    let mut pos = range.start;
+    let mut fields: Vec<Field> = Vec::new();
+    let mut crlf_lines = 0usize;
+    let mut lf_lines = 0usize;
+    // An mbox "From " envelope line is not part of the message proper.
+    if top && buf[pos..end].starts_with(b"From ") {
+        pos = line_end(buf, pos, end).1;
+    }
+    let header_start = pos;
+    let mut body_start = end;
+    let mut no_separator = true;
+    let mut last_line_end = pos;
+    while pos < end {
+        let (content_end, next) = line_end(buf, pos, end);
+        if next - content_end == 2 {
+            crlf_lines += 1;
+        } else if next > content_end {
+            lf_lines += 1;
+        }
+        let line = &buf[pos..content_end];
+        if line.is_empty() {
+            body_start = next;
+            no_separator = false;
+            break;
+        }
+        if line[0] == b' ' || line[0] == b'\t' {
+            // A continuation. Before any field it belongs to nothing; keep it in the
+            // heading so that the bytes are not mistaken for body.
+            if let Some(f) = fields.last_mut() {
+                f.value.end = content_end;
+                f.end = next;
+            }
+            last_line_end = next;
+            pos = next;
+            continue;
+        }
+        match field_name_end(line) {
+            Some(colon) => {
+                let mut name_end = pos + colon;
+                while name_end > pos && matches!(buf[name_end - 1], b' ' | b'\t') {
+                    name_end -= 1;
+                }
+                fields.push(Field {
+                    start: pos,
+                    name: pos..name_end,
+                    value: pos + colon + 1..content_end,
+                    end: next,
+                });
+                last_line_end = next;
+                pos = next;
+            }
+            None => {
+                body_start = pos;
+                break;
+            }
+        }
+    }
+    if pos >= end {
+        body_start = end;
+    }
+    let header_end = fields
+        .last()
+        .map_or(header_start, |f| f.end)
+        .max(last_line_end.min(body_start));
+    Heading {
+        header: header_start..header_end.max(header_start),
+        body: body_start.min(end)..end,
+        fields,
+        crlf: crlf_lines >= lf_lines && crlf_lines > 0,
+        no_separator,
+    }
+}
+
+/// Position of the colon when `line` starts with a field name (printable ASCII, no
+/// colon; obsolete whitespace before the colon allowed).
+fn field_name_end(line: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    while i < line.len() && line[i] > 0x20 && line[i] < 0x7f && line[i] != b':' {
+        i += 1;
+    }
+    if i == 0 {
+        return None;
+    }
+    let mut j = i;
+    while j < line.len() && matches!(line[j], b' ' | b'\t') {
+        j += 1;
+    }
+    (j < line.len() && line[j] == b':').then_some(j)
+}
+
+/// (end of line content, start of next line). CRLF or LF end a line; a bare CR does not.
+pub fn line_end(buf: &[u8], pos: usize, end: usize) -> (usize, usize) {
+    match memchr::memchr(b'\n', &buf[pos..end]) {
+        Some(n) => {
+            let lf = pos + n;
+            let content_end = if lf > pos && buf[lf - 1] == b'\r' {
+                lf - 1
+            } else {
+                lf
+            };
+            (content_end, lf + 1)
+        }
+        None => (end, end),
+    }
+}
+
+/// Splits a multipart body into its parts (ranges of each part's heading and body) and
+/// says whether the close delimiter was seen. RFC 2046 §5.1.1: the line break before a
+/// delimiter belongs to the delimiter; after the boundary only `--` (close) and
+/// transport padding may follow on the line, so a longer boundary that merely starts with
+/// this one is not a delimiter.
+pub fn split_multipart(
+    buf: &[u8],
+    body: Range<usize>,
+    boundary: &[u8],
+) -> (Vec<Range<usize>>, bool) {
+    let mut dash = Vec::with_capacity(boundary.len() + 2);
+    dash.extend_from_slice(b"--");
+    dash.extend_from_slice(boundary);
+    let finder = memmem::Finder::new(&dash);
+    let hay = &buf[body.clone()];
+    let mut parts = Vec::new();
+    let mut open: Option<usize> = None; // start of the current part (absolute)
+    let mut from = 0;
+    while let Some(rel) = finder.find(&hay[from..]) {
+        let at = from + rel; // relative to body start
+        from = at + 1;
+        if at > 0 && hay[at - 1] != b'\n' {
+            continue;
+        }
+        let mut k = at + dash.len();
+        let close = hay[k..].starts_with(b"--");
+        if close {
+            k += 2;
+        }
+        while k < hay.len() && matches!(hay[k], b' ' | b'\t') {
+            k += 1;
+        }
+        let line_ok = k == hay.len()
+            || hay[k] == b'\n'
+            || (hay[k] == b'\r' && hay.get(k + 1) == Some(&b'\n'));
+        if !line_ok {
+            continue;
+        }
+        let delim_start = if at == 0 {
+            0
+        } else if at >= 2 && hay[at - 2] == b'\r' {
+            at - 2
+        } else {
+            at - 1
+        };
+        let next_line = if k == hay.len() {
+            k
+        } else if hay[k] == b'\n' {
+            k + 1
+        } else {
+            k + 2
+        };
+        if let Some(s) = open.take() {
+            parts.push(body.start + s..body.start + delim_start.max(s));
+        }
+        if close {
+            return (parts, true);
+        }
+        open = Some(next_line);
+        from = next_line.max(from);
+    }
+    if let Some(s) = open {
+        parts.push(body.start + s..body.end);
+    }
+    (parts, false)
+}
+
+/// Removes the line breaks of folding (CR and LF), keeping the whitespace after them.
+pub fn unfold(v: &[u8]) -> Cow<'_, [u8]> {
+    if !v.iter().any(|&b| b == b'\n' || b == b'\r') {
+        return Cow::Borrowed(v);
+    }
+    Cow::Owned(
+        v.iter()
+            .copied()
+            .filter(|&b| b != b'\n' && b != b'\r')
+            .collect(),
+    )
+}
+
+/// The lengths of the physical lines of a field, name included, line endings excluded.
+pub fn line_lengths<'b>(buf: &'b [u8], f: &Field) -> impl Iterator<Item = usize> + 'b {
+    let bytes = &buf[f.start..f.value.end];
+    bytes
+        .split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l).len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(raw: &[u8]) -> Message<'_> {
+        Message::parse(raw, &Limits::default())
+    }
+
+    #[test]
+    fn fields_and_body_offsets() {
+        let raw = b"From: a\r\nSubject: x\r\n  y\r\nContent-Type: text/plain\r\n\r\nbody\r\n";
+        let m = parse(raw);
+        let e = &m.entities[0];
+        assert_eq!(e.fields.len(), 3);
+        assert_eq!(m.value(e, &e.fields[1]), b" x\r\n  y");
+        assert_eq!(
+            &raw[e.fields[1].start..e.fields[1].end],
+            b"Subject: x\r\n  y\r\n"
+        );
+        assert_eq!(m.body(e), b"body\r\n");
+        assert!(e.crlf);
+        assert_eq!(e.path, "0");
+    }
+
+    #[test]
+    fn nested_multipart_paths_and_ranges() {
+        let raw = b"Content-Type: multipart/mixed; boundary=a\n\npre\n--a\nContent-Type: text/plain\n\none\n--a\nContent-Type: multipart/related; boundary=\"ab\"\n\n--ab\n\ntwo\n--ab\nContent-Type: message/rfc822\n\nSubject: in\n\nthree\n--ab--\n--a--\nepi\n";
+        let m = parse(raw);
+        let paths: Vec<&str> = m.entities.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["0", "1", "2", "2.1", "2.2", "2.2.0"]);
+        assert_eq!(m.body(&m.entities[1]), b"one");
+        assert_eq!(m.body(&m.entities[3]), b"two");
+        assert_eq!(m.body(&m.entities[5]), b"three");
+        assert_eq!(m.entities[0].children, vec![1, 2]);
+        assert_eq!(m.entities[2].children, vec![3, 4]);
+        assert!(matches!(
+            m.entities[0].kind,
+            Kind::Multipart { closed: true, .. }
+        ));
+    }
+
+    #[test]
+    fn prefix_boundaries_are_not_delimiters() {
+        let raw =
+            b"Content-Type: multipart/mixed; boundary=abc\n\n--abc\n\nx\n--abcd\n\ny\n--abc--\n";
+        let m = parse(raw);
+        assert_eq!(m.entities.len(), 2);
+        assert_eq!(m.body(&m.entities[1]), b"x\n--abcd\n\ny");
+    }
+
+    #[test]
+    fn limits_stop_descent() {
+        let mut raw = Vec::new();
+        for i in 0..200 {
+            raw.extend_from_slice(
+                format!("Content-Type: multipart/mixed; boundary=b{i}\n\n--b{i}\n").as_bytes(),
+            );
+        }
+        let m = Message::parse(
+            &raw,
+            &Limits {
+                max_depth: 10,
+                ..Limits::default()
+            },
+        );
+        assert_eq!(m.entities.len(), 11);
+        assert!(m.overflow.depth_at.is_some());
+        let m = Message::parse(
+            &raw,
+            &Limits {
+                max_parts: 5,
+                ..Limits::default()
+            },
+        );
+        assert_eq!(m.entities.len(), 5);
+        assert!(m.overflow.parts_at.is_some());
+    }
+
+    #[test]
+    fn missing_separator_and_garbage_never_panic() {
+        for raw in [
+            &b""[..],
+            b"\n",
+            b"no colon here\nx",
+            b" leading continuation\nA: b\n\nc",
+            b"A: b",
+            b"A:\r",
+            b"\r\n\r\n",
+            b"Content-Type: multipart/mixed\n\n--\n",
+        ] {
+            let m = parse(raw);
+            assert!(!m.entities.is_empty());
+        }
+        let m = parse(b"A: b\nnot a field\nmore");
+        assert!(m.entities[0].no_separator);
+        assert_eq!(m.body(&m.entities[0]), b"not a field\nmore");
+    }
+
+    #[test]
+    fn mbox_from_line_is_skipped() {
+        let m = parse(b"From someone Mon Jan  1 00:00:00 2001\nSubject: x\n\nb");
+        assert_eq!(m.entities[0].fields.len(), 1);
+    }
+
+    #[test]
+    fn occurrence_counts_same_name_fields() {
+        let raw = b"Received: a\nX: 1\nreceived: b\n\n";
+        let m = parse(raw);
+        let e = &m.entities[0];
+        assert_eq!(m.occurrence(e, 2), 2);
+        assert_eq!(m.field_loc(e, 2).name, "received");
+    }
+}

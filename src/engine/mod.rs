@@ -1,0 +1,218 @@
+//! The reference engine: raw message bytes in, findings and byte-range edits out.
+//!
+//! Pure by design: no I/O, no async, no logging, no globals. The milter, the CLI, the
+//! tests and the fuzzers all drive it through [`check`] and [`fix`].
+//!
+//! Layout, one file per standard:
+//! - `mime` (structure scan with byte offsets), `params` (RFC 2045/2231 parameters),
+//!   `decode` (transfer encodings, charsets, RFC 2047)
+//! - `extbody` (RFC 2046 §5.2.3 / RFC 2017), `fold` (the RFC 2017 folding and %-encoding)
+//! - `related` (RFC 2387 / RFC 2557), `resolve` (RFC 3986 resolution of Content-Location),
+//!   `html` (references inside text/html)
+//! - `cid` (RFC 2392 URLs), `cturi` (draft-eastlake-cturi), `ids` (Content-ID rules),
+//!   `headers` (line limits), `signed` (DKIM / S/MIME protection)
+//! - `edit` (edits and `apply`), `rules` (the catalogue)
+
+pub mod cid;
+pub mod cturi;
+pub mod decode;
+pub mod edit;
+pub mod extbody;
+pub mod fold;
+pub mod headers;
+pub mod html;
+pub mod ids;
+pub mod mime;
+pub mod params;
+pub mod related;
+pub mod resolve;
+pub mod rules;
+pub mod signed;
+
+pub use edit::{apply, Edit, EditSet, FieldLoc};
+pub use rules::{Rule, Severity};
+
+/// Structural limits. Exceeding one is a finding, never a panic or a hang.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Deepest nesting of multiparts and encapsulated messages analysed.
+    pub max_depth: usize,
+    /// Most MIME entities analysed per message.
+    pub max_parts: usize,
+    /// Largest message analysed, in octets (`message-too-large` beyond it).
+    pub max_message_size: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_depth: 64,
+            max_parts: 20_000,
+            max_message_size: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// URL scheme policy shared by external-body URLs and ContentType: URIs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemePolicy {
+    /// When non-empty, only these schemes (lower-case) are allowed.
+    pub allow: Vec<String>,
+    /// Schemes (lower-case) that are always denied.
+    pub deny: Vec<String>,
+}
+
+impl Default for SchemePolicy {
+    fn default() -> Self {
+        SchemePolicy {
+            allow: Vec::new(),
+            deny: ["file", "javascript", "data", "vbscript"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        }
+    }
+}
+
+impl SchemePolicy {
+    pub fn denies(&self, scheme: &str) -> bool {
+        let s = scheme.to_ascii_lowercase();
+        self.deny.iter().any(|d| *d == s)
+            || (!self.allow.is_empty() && !self.allow.iter().any(|a| *a == s))
+    }
+}
+
+/// What the engine is asked to do beyond the catalogue defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Options {
+    pub limits: Limits,
+    pub schemes: SchemePolicy,
+    /// Offer fixes even where they would break a DKIM signature, multipart/signed or
+    /// S/MIME (for milters placed before the signer). Off by default.
+    pub fix_signed: bool,
+    /// Offer the normalisation of RFC 2231 `URL*n` continuations to RFC 2017 form.
+    pub normalize_url_continuations: bool,
+    /// Octets of the message the caller did not hand over (e.g. the milter stopped
+    /// buffering at its size limit). Non-zero means the message is incomplete: it is
+    /// analysed as far as given, `message-too-large` is reported, and no edit is offered
+    /// outside the top-level heading.
+    pub octets_not_given: u64,
+}
+
+/// One finding of one rule at one place.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Finding {
+    pub rule: Rule,
+    /// IMAP-style part path (`0` = top-level heading, `2.1.3`, `2.0` = heading of the
+    /// message encapsulated in part 2).
+    pub part: String,
+    pub severity: Severity,
+    /// Whether an edit that repairs this finding is on offer (see `edit`).
+    pub fixable: bool,
+    pub message: String,
+    /// Index into [`Analysis::edits`] of the edit that repairs this finding.
+    #[serde(skip)]
+    pub edit: Option<usize>,
+}
+
+impl Finding {
+    pub fn new(rule: Rule, part: impl Into<String>, message: impl Into<String>) -> Self {
+        Finding {
+            rule,
+            part: part.into(),
+            severity: rule.severity(),
+            fixable: false,
+            message: message.into(),
+            edit: None,
+        }
+    }
+
+    pub fn with_edit(mut self, edit: usize) -> Self {
+        self.fixable = true;
+        self.edit = Some(edit);
+        self
+    }
+}
+
+/// The result of analysing one message.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Analysis {
+    pub findings: Vec<Finding>,
+    /// Edits on offer, at most one per header field; findings point at them.
+    pub edits: Vec<Edit>,
+}
+
+impl Analysis {
+    /// The edits that repair at least one of the findings `wanted` says yes to.
+    pub fn edits_for(&self, mut wanted: impl FnMut(&Finding) -> bool) -> Vec<&Edit> {
+        let mut chosen = vec![false; self.edits.len()];
+        for f in &self.findings {
+            if let Some(i) = f.edit {
+                if !chosen[i] && wanted(f) {
+                    chosen[i] = true;
+                }
+            }
+        }
+        self.edits
+            .iter()
+            .zip(chosen)
+            .filter(|(_, c)| *c)
+            .map(|(e, _)| e)
+            .collect()
+    }
+}
+
+/// Analyses `raw` and returns every finding with the edits that would repair them.
+pub fn check(raw: &[u8], opts: &Options) -> Analysis {
+    let msg = mime::Message::parse(raw, &opts.limits);
+    let mut cx = Context {
+        msg: &msg,
+        opts,
+        findings: Vec::new(),
+        edits: EditSet::default(),
+    };
+    cx.run();
+    let Context {
+        mut findings,
+        edits,
+        ..
+    } = cx;
+    let edits = edits.into_vec();
+    signed::withhold_signed_fixes(&msg, opts, &mut findings, &edits);
+    Analysis { findings, edits }
+}
+
+/// Applies every fixable finding's edit. Returns the fixed bytes and the analysis of the
+/// input. A message with nothing fixable comes back byte-identical.
+pub fn fix(raw: &[u8], opts: &Options) -> (Vec<u8>, Analysis) {
+    let analysis = check(raw, opts);
+    let edits = analysis.edits_for(|f| f.fixable);
+    // Edits are built one per field over disjoint field ranges, so they cannot overlap.
+    let out = apply(raw, edits).unwrap_or_else(|_| raw.to_vec());
+    (out, analysis)
+}
+
+/// State shared by the checks of one analysis.
+pub struct Context<'m, 'a> {
+    pub msg: &'m mime::Message<'a>,
+    pub opts: &'m Options,
+    pub findings: Vec<Finding>,
+    pub edits: EditSet,
+}
+
+impl Context<'_, '_> {
+    fn run(&mut self) {
+        headers::check_limits(self);
+        extbody::check(self);
+        related::check(self);
+        ids::check(self);
+        html::check(self);
+        cturi::check(self);
+        // Last: line lengths are judged on the values as the fixes above left them.
+        headers::check_line_lengths(self);
+    }
+
+    pub fn report(&mut self, f: Finding) {
+        self.findings.push(f);
+    }
+}

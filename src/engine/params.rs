@@ -1,0 +1,512 @@
+//! Content-Type values and their parameters: RFC 2045 §5.1 syntax with RFC 5322 CFWS
+//! (comments, quoted-pairs, folding) and RFC 2231 extended parameters and continuations.
+//!
+//! The parser keeps the byte span of every parameter so that fixes can rewrite one
+//! parameter and leave the rest of the field alone. It never fails: what it cannot read
+//! ends the parameter list and is kept in [`ContentType::trailing`] for the checks to
+//! report (e.g. a missing `;`, RFC 2046 erratum 589).
+
+use std::ops::Range;
+
+/// A parsed Content-Type value.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ContentType {
+    /// Lower-case type, e.g. `message`. Empty when the value has no readable type.
+    pub mtype: String,
+    /// Lower-case subtype, e.g. `external-body`.
+    pub subtype: String,
+    pub params: Vec<Param>,
+    /// Byte offset (within the parsed value) where parsing stopped on unreadable input,
+    /// if it did. Parameters after it are not in `params`.
+    pub trailing: Option<usize>,
+}
+
+/// One parameter as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Param {
+    /// Lower-case attribute without any RFC 2231 section or `*` marker.
+    pub name: String,
+    /// RFC 2231 section number (`name*3`), if any.
+    pub section: Option<u32>,
+    /// RFC 2231 `*` marker: the value is `%`-encoded (and, in section 0 or an unsectioned
+    /// parameter, starts with `charset'language'`).
+    pub extended: bool,
+    /// The value was a quoted-string.
+    pub quoted: bool,
+    /// The value with quotes removed, quoted-pairs resolved and line breaks of folding
+    /// removed (the folding whitespace itself stays). Not %-decoded.
+    pub value: Vec<u8>,
+    /// From the first octet of the attribute to the last octet of the value.
+    pub span: Range<usize>,
+    /// The value as written, quotes included.
+    pub value_span: Range<usize>,
+}
+
+/// Which form a merged parameter value came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamForm {
+    /// `name=value`
+    Plain,
+    /// `name*=charset'lang'%xx` (RFC 2231 §4)
+    Extended,
+    /// `name*0=…; name*1*=…` (RFC 2231 §3)
+    Continued,
+}
+
+/// A parameter value after RFC 2231 reassembly and %-decoding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamValue {
+    pub value: Vec<u8>,
+    pub charset: Option<String>,
+    pub language: Option<String>,
+    pub form: ParamForm,
+    /// Section numbers were missing, repeated or did not start at 0.
+    pub gaps: bool,
+}
+
+impl ContentType {
+    /// Parses a Content-Type field value (the bytes after the colon).
+    pub fn parse(value: &[u8]) -> ContentType {
+        let mut p = Cursor { s: value, i: 0 };
+        let mut ct = ContentType::default();
+        p.skip_cfws();
+        let t = p.token();
+        p.skip_cfws();
+        if t.is_empty() || !p.eat(b'/') {
+            ct.trailing = Some(p.i.min(value.len()));
+            if !t.is_empty() {
+                // A bare "text" is unreadable, not text/plain: keep the type empty.
+                ct.trailing = Some(0);
+            }
+            return ct;
+        }
+        p.skip_cfws();
+        let st = p.token();
+        if st.is_empty() {
+            ct.trailing = Some(p.i);
+            return ct;
+        }
+        ct.mtype = String::from_utf8_lossy(t).to_ascii_lowercase();
+        ct.subtype = String::from_utf8_lossy(st).to_ascii_lowercase();
+        ct.params = parse_params(&mut p, &mut ct.trailing);
+        ct
+    }
+
+    /// `type/subtype` in lower case.
+    pub fn essence(&self) -> String {
+        format!("{}/{}", self.mtype, self.subtype)
+    }
+
+    pub fn is(&self, mtype: &str, subtype: &str) -> bool {
+        self.mtype == mtype && self.subtype == subtype
+    }
+
+    pub fn is_multipart(&self) -> bool {
+        self.mtype == "multipart"
+    }
+
+    /// The plain (`name=value`) parameter, first occurrence.
+    pub fn plain(&self, name: &str) -> Option<&Param> {
+        self.params
+            .iter()
+            .find(|p| p.name == name && p.section.is_none() && !p.extended)
+    }
+
+    /// Every RFC 2231 piece of `name` (`name*`, `name*0`, `name*1*`…), in written order.
+    pub fn pieces<'s>(&'s self, name: &'s str) -> impl Iterator<Item = &'s Param> + 's {
+        self.params
+            .iter()
+            .filter(move |p| p.name == name && (p.section.is_some() || p.extended))
+    }
+
+    /// The RFC 2231 value of `name`, reassembled (sections sorted, only `*`-marked
+    /// sections %-decoded, once). `None` when there is no RFC 2231 piece.
+    pub fn extended(&self, name: &str) -> Option<ParamValue> {
+        let mut pieces: Vec<&Param> = self.pieces(name).collect();
+        if pieces.is_empty() {
+            return None;
+        }
+        let single = pieces.len() == 1 && pieces[0].section.is_none();
+        if single {
+            let (charset, language, rest) = split_charset(&pieces[0].value);
+            return Some(ParamValue {
+                value: percent_decode(rest),
+                charset,
+                language,
+                form: ParamForm::Extended,
+                gaps: false,
+            });
+        }
+        pieces.sort_by_key(|p| p.section.unwrap_or(0));
+        let mut gaps = pieces.iter().any(|p| p.section.is_none());
+        let mut value = Vec::new();
+        let (mut charset, mut language) = (None, None);
+        for (n, piece) in pieces.iter().enumerate() {
+            if piece.section != Some(n as u32) {
+                gaps = true;
+            }
+            let mut raw: &[u8] = &piece.value;
+            if n == 0 && piece.extended {
+                let (c, l, rest) = split_charset(raw);
+                charset = c;
+                language = l;
+                raw = rest;
+            }
+            if piece.extended {
+                value.extend_from_slice(&percent_decode(raw));
+            } else {
+                value.extend_from_slice(raw);
+            }
+        }
+        Some(ParamValue {
+            value,
+            charset,
+            language,
+            form: ParamForm::Continued,
+            gaps,
+        })
+    }
+
+    /// The value of `name` in whichever form it is given; the RFC 2231 form wins when
+    /// both are present (RFC 2231 §4.1 lets senders add a plain fallback).
+    pub fn get(&self, name: &str) -> Option<ParamValue> {
+        if let Some(v) = self.extended(name) {
+            return Some(v);
+        }
+        self.plain(name).map(|p| ParamValue {
+            value: p.value.clone(),
+            charset: None,
+            language: None,
+            form: ParamForm::Plain,
+            gaps: false,
+        })
+    }
+
+    /// The value of `name` as text (lossy UTF-8), whichever form.
+    pub fn get_str(&self, name: &str) -> Option<String> {
+        self.get(name)
+            .map(|v| String::from_utf8_lossy(&v.value).into_owned())
+    }
+}
+
+fn split_charset(v: &[u8]) -> (Option<String>, Option<String>, &[u8]) {
+    let Some(a) = v.iter().position(|&b| b == b'\'') else {
+        return (None, None, v);
+    };
+    let Some(b) = v[a + 1..].iter().position(|&b| b == b'\'') else {
+        return (None, None, v);
+    };
+    let text = |s: &[u8]| (!s.is_empty()).then(|| String::from_utf8_lossy(s).into_owned());
+    (text(&v[..a]), text(&v[a + 1..a + 1 + b]), &v[a + 2 + b..])
+}
+
+/// Decodes `%HH`; a `%` not followed by two hex digits stays as it is.
+pub fn percent_decode(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        if s[i] == b'%' && i + 2 < s.len() {
+            if let (Some(h), Some(l)) = (hex(s[i + 1]), hex(s[i + 2])) {
+                out.push(h << 4 | l);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(s[i]);
+        i += 1;
+    }
+    out
+}
+
+fn hex(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// RFC 2045 tspecials plus SP and CTLs end a token.
+pub fn is_token_byte(b: u8) -> bool {
+    b > 0x20
+        && b != 0x7f
+        && !matches!(
+            b,
+            b'(' | b')'
+                | b'<'
+                | b'>'
+                | b'@'
+                | b','
+                | b';'
+                | b':'
+                | b'\\'
+                | b'"'
+                | b'/'
+                | b'['
+                | b']'
+                | b'?'
+                | b'='
+        )
+}
+
+fn parse_params(p: &mut Cursor, trailing: &mut Option<usize>) -> Vec<Param> {
+    let mut params = Vec::new();
+    loop {
+        p.skip_cfws();
+        if p.at_end() {
+            break;
+        }
+        let before = p.i;
+        if !p.eat(b';') {
+            *trailing = Some(before);
+            break;
+        }
+        p.skip_cfws();
+        if p.at_end() {
+            break; // a trailing ";" is common and harmless
+        }
+        if p.peek() == Some(b';') {
+            continue; // ";;" likewise
+        }
+        let start = p.i;
+        // The attribute may carry `*N` and `*`, which is_token_byte allows (`*` is not a
+        // tspecial), so split them off afterwards.
+        let attr = p.token();
+        if attr.is_empty() {
+            *trailing = Some(start);
+            break;
+        }
+        p.skip_cfws();
+        if !p.eat(b'=') {
+            *trailing = Some(start);
+            break;
+        }
+        p.skip_cfws();
+        let vstart = p.i;
+        let (value, quoted) = if p.peek() == Some(b'"') {
+            match p.quoted_string() {
+                Some(v) => (v, true),
+                None => {
+                    // Unterminated quoted-string: take the rest as the value, as most
+                    // readers do, and say so.
+                    *trailing = Some(vstart);
+                    break;
+                }
+            }
+        } else {
+            let t = p.token();
+            if t.is_empty() {
+                *trailing = Some(vstart);
+                break;
+            }
+            (t.to_vec(), false)
+        };
+        let vend = p.i;
+        let (name, section, extended) = split_attribute(attr);
+        params.push(Param {
+            name,
+            section,
+            extended,
+            quoted,
+            value,
+            span: start..vend,
+            value_span: vstart..vend,
+        });
+    }
+    params
+}
+
+fn split_attribute(attr: &[u8]) -> (String, Option<u32>, bool) {
+    let mut a = attr;
+    let mut extended = false;
+    if a.len() > 1 && a.ends_with(b"*") {
+        extended = true;
+        a = &a[..a.len() - 1];
+    }
+    let mut section = None;
+    if let Some(star) = a.iter().rposition(|&b| b == b'*') {
+        let digits = &a[star + 1..];
+        if !digits.is_empty() && digits.len() <= 9 && digits.iter().all(u8::is_ascii_digit) {
+            // RFC 2231 forbids leading zeros except for 0 itself; accept them anyway.
+            section = std::str::from_utf8(digits)
+                .ok()
+                .and_then(|d| d.parse().ok());
+            a = &a[..star];
+        }
+    }
+    (
+        String::from_utf8_lossy(a).to_ascii_lowercase(),
+        section,
+        extended,
+    )
+}
+
+struct Cursor<'s> {
+    s: &'s [u8],
+    i: usize,
+}
+
+impl<'s> Cursor<'s> {
+    fn at_end(&self) -> bool {
+        self.i >= self.s.len()
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.i).copied()
+    }
+
+    fn eat(&mut self, b: u8) -> bool {
+        if self.peek() == Some(b) {
+            self.i += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn token(&mut self) -> &'s [u8] {
+        let start = self.i;
+        while self.peek().is_some_and(is_token_byte) {
+            self.i += 1;
+        }
+        &self.s[start..self.i]
+    }
+
+    /// Skips whitespace, line breaks of folding and (nested) comments. An unterminated
+    /// comment runs to the end of the value.
+    fn skip_cfws(&mut self) {
+        while let Some(b) = self.peek() {
+            match b {
+                b' ' | b'\t' | b'\r' | b'\n' => self.i += 1,
+                b'(' => {
+                    let mut depth = 0usize;
+                    while let Some(c) = self.peek() {
+                        self.i += 1;
+                        match c {
+                            b'\\' => self.i = (self.i + 1).min(self.s.len()),
+                            b'(' => depth += 1,
+                            b')' => {
+                                depth -= 1;
+                                if depth == 0 {
+                                    break;
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                _ => break,
+            }
+        }
+    }
+
+    /// At a `"`: returns the content with quoted-pairs resolved and CR/LF of folding
+    /// removed, or `None` (cursor unchanged) when the closing quote is missing.
+    fn quoted_string(&mut self) -> Option<Vec<u8>> {
+        let start = self.i;
+        self.i += 1;
+        let mut out = Vec::new();
+        while let Some(c) = self.peek() {
+            self.i += 1;
+            match c {
+                b'"' => return Some(out),
+                b'\\' => {
+                    if let Some(n) = self.peek() {
+                        out.push(n);
+                        self.i += 1;
+                    }
+                }
+                b'\r' | b'\n' => {}
+                _ => out.push(c),
+            }
+        }
+        self.i = start;
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_subtype_and_params_with_comments_and_quotes() {
+        let ct = ContentType::parse(b" Message/External-Body (c) ; access-type = \"URL\" (x\\)y);\r\n\tURL=\"ftp://a/b\\\"c\"");
+        assert_eq!(ct.essence(), "message/external-body");
+        assert_eq!(ct.trailing, None);
+        assert_eq!(ct.get_str("access-type").as_deref(), Some("URL"));
+        let url = ct.plain("url").unwrap();
+        assert!(url.quoted);
+        assert_eq!(url.value, b"ftp://a/b\"c");
+    }
+
+    #[test]
+    fn spans_point_into_the_value() {
+        let v = b"text/plain; charset=us-ascii; name=\"a b\"";
+        let ct = ContentType::parse(v);
+        let name = ct.plain("name").unwrap();
+        assert_eq!(&v[name.span.clone()], b"name=\"a b\"");
+        assert_eq!(&v[name.value_span.clone()], b"\"a b\"");
+    }
+
+    #[test]
+    fn rfc2231_section3_continuations() {
+        // RFC 2231 §3 example, plus §4.1's mix of encoded and plain sections.
+        let ct = ContentType::parse(
+            b"message/external-body; access-type=URL;\r\n URL*0=\"ftp://\";\r\n URL*1=\"cs.utk.edu/pub/moore/bulk-mailer/bulk-mailer.tar\"",
+        );
+        let v = ct.get("url").unwrap();
+        assert_eq!(v.form, ParamForm::Continued);
+        assert_eq!(
+            v.value,
+            b"ftp://cs.utk.edu/pub/moore/bulk-mailer/bulk-mailer.tar"
+        );
+        let ct = ContentType::parse(
+            b"application/x-stuff; title*0*=us-ascii'en'This%20is%20even%20more%20; title*2=\"isn't it!\"; title*1*=%2A%2A%2Afun%2A%2A%2A%20",
+        );
+        let v = ct.get("title").unwrap();
+        assert_eq!(v.value, b"This is even more ***fun*** isn't it!");
+        assert_eq!(v.charset.as_deref(), Some("us-ascii"));
+        assert_eq!(v.language.as_deref(), Some("en"));
+        assert!(!v.gaps);
+    }
+
+    #[test]
+    fn missing_semicolon_stops_the_list() {
+        // RFC 2046 §5.2.3.7 as printed (erratum 589).
+        let ct = ContentType::parse(
+            b"message/external-body; access-type=mail-server\r\n server=\"listserv@bogus.bitnet\"",
+        );
+        assert_eq!(ct.get_str("access-type").as_deref(), Some("mail-server"));
+        assert!(ct.get("server").is_none());
+        assert!(ct.trailing.is_some());
+    }
+
+    #[test]
+    fn unreadable_values_never_panic() {
+        for v in [
+            &b""[..],
+            b"/",
+            b"text/",
+            b"text",
+            b"(",
+            b"a/b; x=\"unterminated",
+            b"a/b; =v",
+            b"a/b;;; c=d;",
+            b"a/b; x*=''",
+        ] {
+            let _ = ContentType::parse(v);
+        }
+        assert_eq!(
+            ContentType::parse(b"a/b;;; c=d;").get_str("c").as_deref(),
+            Some("d")
+        );
+    }
+
+    #[test]
+    fn percent_decode_leaves_stray_percent() {
+        assert_eq!(percent_decode(b"a%41%zz%4"), b"aA%zz%4");
+        assert_eq!(percent_decode(b"%"), b"%");
+    }
+}

@@ -1,0 +1,132 @@
+//! The rule catalogue of `RULES.md` as code. Rule ids are public interface (logs, report
+//! header, JSON, metrics labels, policy keys): add rules, never rename one.
+
+use std::fmt;
+
+/// How bad a finding is by default; policy, not severity, decides what happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+macro_rules! rules {
+    ($( $variant:ident = $id:literal, $sev:ident, $fixable:literal; )*) => {
+        /// One rule of the catalogue.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Rule { $( $variant, )* }
+
+        impl Rule {
+            /// Every rule, in catalogue order.
+            pub const ALL: &'static [Rule] = &[ $( Rule::$variant, )* ];
+
+            /// The stable rule id, e.g. `extbody-url-word-too-long`.
+            pub fn id(self) -> &'static str {
+                match self { $( Rule::$variant => $id, )* }
+            }
+
+            pub fn severity(self) -> Severity {
+                match self { $( Rule::$variant => Severity::$sev, )* }
+            }
+
+            /// Whether the engine has a repair for this rule at all. A given finding may
+            /// still be unfixable (see `Finding::fixable`), e.g. inside an encoded part.
+            pub fn has_fix(self) -> bool {
+                match self { $( Rule::$variant => $fixable, )* }
+            }
+
+            pub fn from_id(id: &str) -> Option<Rule> {
+                match id { $( $id => Some(Rule::$variant), )* _ => None }
+            }
+        }
+    };
+}
+
+rules! {
+    // message/external-body (RFC 2046 §5.2.3, RFC 2017)
+    ExtbodyAccessTypeMissing = "extbody-access-type-missing", Error, false;
+    ExtbodyParamMissing = "extbody-param-missing", Error, false;
+    ExtbodyUrlUnquoted = "extbody-url-unquoted", Warning, true;
+    ExtbodyUrlUnencoded = "extbody-url-unencoded", Warning, true;
+    ExtbodyUrlWordTooLong = "extbody-url-word-too-long", Warning, true;
+    ExtbodyUrlContinuation = "extbody-url-continuation", Info, true;
+    ExtbodyUrlConflict = "extbody-url-conflict", Error, false;
+    ExtbodyUrlInvalid = "extbody-url-invalid", Error, false;
+    ExtbodyUrlNotRetrieval = "extbody-url-not-retrieval", Error, false;
+    ExtbodyUrlSchemeDenied = "extbody-url-scheme-denied", Error, false;
+    ExtbodyLegacyAccessType = "extbody-legacy-access-type", Info, true;
+    ExtbodyUnknownAccessType = "extbody-unknown-access-type", Info, false;
+    ExtbodyBadEncoding = "extbody-bad-encoding", Error, false;
+    ExtbodyInnerContentIdMissing = "extbody-inner-content-id-missing", Warning, false;
+    ExtbodyPhantomBodyNotEmpty = "extbody-phantom-body-not-empty", Info, false;
+    // multipart/related and MHTML (RFC 2387, RFC 2557)
+    RelatedTypeMissing = "related-type-missing", Warning, true;
+    RelatedTypeMismatch = "related-type-mismatch", Warning, false;
+    RelatedStartDangling = "related-start-dangling", Error, false;
+    RelatedCidDuplicate = "related-cid-duplicate", Error, false;
+    RelatedLocationDuplicate = "related-location-duplicate", Error, false;
+    RelatedRefDangling = "related-ref-dangling", Warning, false;
+    LocationMultiple = "location-multiple", Error, false;
+    LocationIllegalChars = "location-illegal-chars", Warning, false;
+    LocationLineTooLong = "location-line-too-long", Warning, true;
+    LocationBaseNotAbsolute = "location-base-not-absolute", Warning, false;
+    // identifiers, headers and structure
+    ContentIdSyntax = "content-id-syntax", Warning, false;
+    ContentIdDuplicate = "content-id-duplicate", Warning, false;
+    CidUrlSyntax = "cid-url-syntax", Warning, false;
+    MidUrlExternal = "mid-url-external", Info, false;
+    HeaderLineTooLong = "header-line-too-long", Error, true;
+    MimeDepthExceeded = "mime-depth-exceeded", Error, false;
+    MimePartsExceeded = "mime-parts-exceeded", Error, false;
+    MessageTooLarge = "message-too-large", Error, false;
+    SignedContent = "signed-content", Info, false;
+    // ContentType: URIs (draft-eastlake-cturi)
+    CturiUriType = "cturi-uri-type", Info, false;
+    CturiUriDenied = "cturi-uri-denied", Error, false;
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+impl serde::Serialize for Rule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.id())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip_and_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for &r in Rule::ALL {
+            assert!(seen.insert(r.id()), "duplicate id {}", r.id());
+            assert_eq!(Rule::from_id(r.id()), Some(r));
+        }
+        assert_eq!(Rule::ALL.len(), 36);
+        assert_eq!(Rule::from_id("no-such-rule"), None);
+    }
+}

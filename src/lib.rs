@@ -1,0 +1,5 @@
+//! mimeref-milter: keeps the references inside MIME messages well-formed.
+//!
+//! [`engine`] is the pure analysis library; everything else is glue around it.
+
+pub mod engine;
