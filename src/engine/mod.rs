@@ -178,7 +178,18 @@ pub fn check(raw: &[u8], opts: &Options) -> Analysis {
         ..
     } = cx;
     let edits = edits.into_vec();
-    signed::withhold_signed_fixes(&msg, opts, &mut findings, &edits);
+    if opts.octets_not_given > 0 {
+        // Only the top-level heading can still be changed (change_header); the rest of
+        // the message was never seen whole.
+        for f in &mut findings {
+            if f.edit.is_some_and(|i| !edits[i].field.top_level) {
+                f.fixable = false;
+                f.edit = None;
+            }
+        }
+    }
+    let signed = signed::withhold_signed_fixes(&msg, opts, &mut findings, &edits);
+    findings.extend(signed);
     Analysis { findings, edits }
 }
 
