@@ -1,0 +1,141 @@
+//! Golden files: `tests/fixtures/<area>/NAME.eml` with the expected findings in
+//! `NAME.findings` (sorted `PART RULE` lines) and, where a fix applies, the expected
+//! output in `NAME.fixed.eml`. Optional `NAME.opts` sets engine options, one `key=value`
+//! a line (`normalize_url_continuations`, `fix_signed`, `deny`, `allow`, `max_depth`,
+//! `max_parts`, `max_message_size`).
+//!
+//! Every fixture runs twice, as stored (LF) and with CRLF line endings. On a mismatch the
+//! actual result is written beside the fixture as `NAME.failed` / `NAME.fixed.failed`.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use mimeref_milter::engine::Options;
+
+fn fixtures() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut out = Vec::new();
+    let mut dirs = vec![root];
+    while let Some(d) = dirs.pop() {
+        for entry in fs::read_dir(&d).unwrap() {
+            let p = entry.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "eml")
+                && !p.to_string_lossy().ends_with(".fixed.eml")
+                && p.with_extension("findings").exists()
+            {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn options(eml: &Path) -> Options {
+    let mut opts = Options::default();
+    let Ok(text) = fs::read_to_string(eml.with_extension("opts")) else {
+        return opts;
+    };
+    for line in text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let (k, v) = line
+            .split_once('=')
+            .unwrap_or_else(|| panic!("{}: bad line {line:?}", eml.display()));
+        let list = || {
+            v.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        };
+        match k.trim() {
+            "normalize_url_continuations" => opts.normalize_url_continuations = v.trim() == "true",
+            "fix_signed" => opts.fix_signed = v.trim() == "true",
+            "deny" => opts.schemes.deny = list(),
+            "allow" => opts.schemes.allow = list(),
+            "max_depth" => opts.limits.max_depth = v.trim().parse().unwrap(),
+            "max_parts" => opts.limits.max_parts = v.trim().parse().unwrap(),
+            "max_message_size" => opts.limits.max_message_size = v.trim().parse().unwrap(),
+            other => panic!("{}: unknown option {other}", eml.display()),
+        }
+    }
+    opts
+}
+
+#[test]
+fn golden_fixtures() {
+    let files = fixtures();
+    assert!(
+        files.len() >= 10,
+        "expected golden fixtures, found {}",
+        files.len()
+    );
+    let mut failures = Vec::new();
+    for eml in &files {
+        let opts = options(eml);
+        let raw_lf = fs::read(eml).unwrap();
+        let expected: Vec<String> = fs::read_to_string(eml.with_extension("findings"))
+            .unwrap()
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .collect();
+        let fixed_path = PathBuf::from(eml.to_string_lossy().replace(".eml", ".fixed.eml"));
+        let fixed_lf = fs::read(&fixed_path).ok();
+        for crlf in [false, true] {
+            let variant = if crlf { "CRLF" } else { "LF" };
+            let raw = if crlf {
+                common::to_crlf(&raw_lf)
+            } else {
+                raw_lf.clone()
+            };
+            let name = format!("{} ({variant})", eml.display());
+            let (fixed, analysis) = common::fix_and_verify(&name, &raw, &opts);
+            let mut got: Vec<String> = analysis
+                .findings
+                .iter()
+                .map(|f| format!("{} {}", f.part, f.rule))
+                .collect();
+            got.sort();
+            let mut want = expected.clone();
+            want.sort();
+            if got != want {
+                let detail: Vec<String> = analysis
+                    .findings
+                    .iter()
+                    .map(|f| format!("{} {} # {}", f.part, f.rule, f.message))
+                    .collect();
+                fs::write(eml.with_extension("failed"), detail.join("\n") + "\n").unwrap();
+                failures.push(format!(
+                    "{name}: findings differ\n  want {want:?}\n  got  {got:?}"
+                ));
+                continue;
+            }
+            let want_fixed = match &fixed_lf {
+                Some(f) if crlf => common::to_crlf(f),
+                Some(f) => f.clone(),
+                None => raw.clone(),
+            };
+            if fixed != want_fixed {
+                fs::write(eml.with_extension("fixed.failed"), &fixed).unwrap();
+                failures.push(format!(
+                    "{name}: fixed output differs from {}",
+                    fixed_path.display()
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} fixtures failed:\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n")
+    );
+}
