@@ -30,7 +30,7 @@ fn files(dir: &Path) -> Vec<PathBuf> {
             let name = p.file_name().unwrap().to_string_lossy().into_owned();
             if p.is_dir() {
                 dirs.push(p);
-            } else if !name.starts_with('.') && name != "INDEX.md" {
+            } else if !name.starts_with('.') && name != "INDEX.md" && name != "COPYING" {
                 out.push(p);
             }
         }
