@@ -1,5 +1,617 @@
-//! Owner: in progress.
+//! message/external-body (RFC 2046 §5.2.3) and its URL access-type (RFC 2017).
+//!
+//! Every `extbody-*` rule of the catalogue is checked here, on each entity the scanner
+//! marked [`Kind::ExternalBody`]; its phantom heading and body is the child entity marked
+//! [`Kind::Phantom`].
+//!
+//! The one repair is a rewrite of the Content-Type value that re-emits the URL parameter
+//! in RFC 2017 form (encoded, quoted, folded into ≤40-octet words) and keeps every other
+//! byte of the value. The encoding and folding live in [`super::fold`].
 
-use super::Context;
+use std::borrow::Cow;
+use std::ops::Range;
 
-pub fn check(_cx: &mut Context) {}
+use iri_string::types::UriAbsoluteStr;
+
+use super::fold;
+use super::mime::{Encoding, Entity, Kind};
+use super::params::{is_token_byte, ContentType, Param};
+use super::{Context, Finding, Rule};
+
+/// Schemes that name or contact something rather than retrieve it. RFC 2017 §2: the URL
+/// access-type "is only intended for use with URLs that actually retrieve something.
+/// Other URL mechanisms, e.g. mailto, may not be used". `news` is here as RULES.md asks
+/// (it names a group or an article by Message-ID, and reaching it depends on the
+/// reader's own server); `nntp`, which names a server, stays allowed. `cid` and `mid`
+/// point inside messages, never to an external body. Dangerous schemes (`file`,
+/// `javascript`, `data`…) are a policy matter: see [`super::SchemePolicy`].
+pub const NON_RETRIEVAL_SCHEMES: &[&str] = &[
+    "mailto", "news", "snews", "telnet", "tn3270", "rlogin", "tel", "fax", "modem", "sms", "sip",
+    "sips", "callto", "xmpp", "irc", "ircs", "urn", "cid", "mid", "geo", "about",
+];
+
+/// Access types of RFC 2046 §5.2.3.2–5 and RFC 2017, lower-case.
+const KNOWN_ACCESS_TYPES: &[&str] = &[
+    "url",
+    "ftp",
+    "anon-ftp",
+    "tftp",
+    "local-file",
+    "mail-server",
+];
+
+/// Runs every `extbody-*` rule on every message/external-body entity.
+pub fn check(cx: &mut Context) {
+    for idx in 0..cx.msg.entities.len() {
+        if matches!(cx.msg.entities[idx].kind, Kind::ExternalBody) {
+            check_entity(cx, idx);
+        }
+    }
+}
+
+fn check_entity(cx: &mut Context, idx: usize) {
+    let msg = cx.msg;
+    let e = &msg.entities[idx];
+    let Some(fi) = e.ctype_field else {
+        return;
+    };
+    let field = &e.fields[fi];
+    // An incomplete message only gets edits in its top-level heading (see `Options`).
+    let can_edit = e.editable() && (cx.opts.octets_not_given == 0 || e.parent.is_none());
+    let value: Cow<[u8]> = match cx.edits.pending(&field.value) {
+        Some(v) if can_edit => Cow::Owned(v.to_vec()),
+        _ => Cow::Borrowed(msg.value(e, field)),
+    };
+    let ct = parse_lenient(&value);
+    let path = e.path.as_str();
+
+    check_encoding(cx, e);
+
+    let access = ct
+        .get_str("access-type")
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| !s.is_empty());
+    let Some(access) = access else {
+        cx.report(Finding::new(
+            Rule::ExtbodyAccessTypeMissing,
+            path,
+            format!(
+                "message/external-body without an access-type parameter (RFC 2046 §5.2.3.1 makes it mandatory){}",
+                stop_note(&ct, &value)
+            ),
+        ));
+        check_phantom(cx, e, None);
+        return;
+    };
+
+    let (needed, section): (&[&str], &str) = match access.as_str() {
+        "url" => (&["url"], "RFC 2017 §3(2)"),
+        "ftp" | "tftp" => (&["name", "site"], "RFC 2046 §5.2.3.2"),
+        "anon-ftp" => (&["name", "site"], "RFC 2046 §5.2.3.3"),
+        "local-file" => (&["name"], "RFC 2046 §5.2.3.4"),
+        "mail-server" => (&["server"], "RFC 2046 §5.2.3.5"),
+        _ => (&[], ""),
+    };
+    for &name in needed {
+        let present = ct.get(name).is_some_and(|v| !v.value.is_empty());
+        if !present {
+            cx.report(Finding::new(
+                Rule::ExtbodyParamMissing,
+                path,
+                format!(
+                    "access-type={access} needs a non-empty {} parameter ({section}){}",
+                    name.to_ascii_uppercase(),
+                    stop_note(&ct, &value)
+                ),
+            ));
+        }
+    }
+
+    match access.as_str() {
+        "ftp" | "anon-ftp" | "tftp" => {
+            let equivalent = legacy_url(&access, &ct)
+                .map(|u| format!(" (equivalent: access-type=URL; URL=\"{}\")", shown(&u)))
+                .unwrap_or_default();
+            cx.report(Finding::new(
+                Rule::ExtbodyLegacyAccessType,
+                path,
+                format!(
+                    "legacy access-type={access}: RFC 2017 URL access-type is better understood{equivalent}"
+                ),
+            ));
+        }
+        a if !KNOWN_ACCESS_TYPES.contains(&a) => {
+            cx.report(Finding::new(
+                Rule::ExtbodyUnknownAccessType,
+                path,
+                format!(
+                    "access-type={} is not one of RFC 2046 §5.2.3 or RFC 2017 (FTP, ANON-FTP, TFTP, LOCAL-FILE, MAIL-SERVER, URL): passed through untouched",
+                    shown(access.as_bytes())
+                ),
+            ));
+        }
+        _ => {}
+    }
+
+    check_phantom(cx, e, Some(&access));
+    if access == "url" {
+        check_url(cx, idx, fi, &value, &ct, can_edit);
+    }
+}
+
+/// `extbody-bad-encoding`: RFC 2046 §5.2.3 allows only 7bit on the external-body entity.
+fn check_encoding(cx: &mut Context, e: &Entity) {
+    if e.encoding == Encoding::SevenBit {
+        return;
+    }
+    let cte = cx
+        .msg
+        .field(e, "content-transfer-encoding")
+        .map(|f| shown(cx.msg.value(e, f).trim_ascii()))
+        .unwrap_or_default();
+    cx.report(Finding::new(
+        Rule::ExtbodyBadEncoding,
+        &e.path,
+        format!("Content-Transfer-Encoding: {cte} on a message/external-body (RFC 2046 §5.2.3: only 7bit is allowed)"),
+    ));
+}
+
+/// The phantom heading rules: Content-ID MUST be there (RFC 2046 §5.2.3); with the URL
+/// access-type the phantom body SHOULD be blank (RFC 2017 §3(3)).
+fn check_phantom(cx: &mut Context, e: &Entity, access: Option<&str>) {
+    let msg = cx.msg;
+    // No phantom entity when the depth limit stopped the scan: nothing to judge.
+    let Some(ph) = e
+        .children
+        .iter()
+        .map(|&c| &msg.entities[c])
+        .find(|c| matches!(c.kind, Kind::Phantom))
+    else {
+        return;
+    };
+    if msg.field(ph, "content-id").is_none() {
+        cx.report(Finding::new(
+            Rule::ExtbodyInnerContentIdMissing,
+            &e.path,
+            "the phantom heading inside this message/external-body has no Content-ID (RFC 2046 §5.2.3: MUST)",
+        ));
+    }
+    if access == Some("url") {
+        let body = msg.body(ph);
+        if let Some(start) = body.iter().position(|&b| !fold::is_lwsp(b)) {
+            let end = body.len().min(start + 120);
+            cx.report(Finding::new(
+                Rule::ExtbodyPhantomBodyNotEmpty,
+                &e.path,
+                format!(
+                    "access-type=URL with a phantom body that is not blank (RFC 2017 §3(3): should be left blank): {}",
+                    shown(&body[start..end])
+                ),
+            ));
+        }
+    }
+}
+
+/// A URL finding before it is reported: whether the rewrite of the URL parameter (when
+/// one is made) repairs it.
+struct UrlFinding {
+    rule: Rule,
+    message: String,
+    cured_by_rewrite: bool,
+}
+
+fn check_url(
+    cx: &mut Context,
+    idx: usize,
+    fi: usize,
+    value: &[u8],
+    ct: &ContentType,
+    can_edit: bool,
+) {
+    let msg = cx.msg;
+    let e = &msg.entities[idx];
+    let plains: Vec<&Param> = ct
+        .params
+        .iter()
+        .filter(|p| p.name == "url" && p.section.is_none() && !p.extended)
+        .collect();
+    let pieces: Vec<&Param> = ct.pieces("url").collect();
+    let plain_url = plains.first().map(|p| fold::extract_url(&p.value));
+    // RFC 2017 §3.1 extraction runs on the RFC 2231 reassembly, as RULES.md says.
+    let cont_url = ct.extended("url").map(|v| fold::extract_url(&v.value));
+    let Some(url) = cont_url.clone().or_else(|| plain_url.clone()) else {
+        return; // reported as extbody-param-missing
+    };
+    let mut found: Vec<UrlFinding> = Vec::new();
+
+    // Every form the sender gave must name the same URL.
+    let mut urls: Vec<Vec<u8>> = plains.iter().map(|p| fold::extract_url(&p.value)).collect();
+    urls.extend(cont_url.clone());
+    let conflict = urls.iter().find(|u| **u != urls[0]).cloned();
+    if let Some(other) = &conflict {
+        found.push(UrlFinding {
+            rule: Rule::ExtbodyUrlConflict,
+            message: format!(
+                "the URL parameters give different URLs: {} and {} (RFC 2231 §3 reassembly vs RFC 2017 §3.1)",
+                shown(&urls[0]),
+                shown(other)
+            ),
+            cured_by_rewrite: false,
+        });
+    }
+
+    // The RFC 2017 form rules concern `URL="…"` only (RULES.md).
+    let mut plain_needs_rewrite = false;
+    if let Some(p) = plains.first() {
+        if !p.quoted {
+            plain_needs_rewrite = true;
+            found.push(UrlFinding {
+                rule: Rule::ExtbodyUrlUnquoted,
+                message: format!(
+                    "URL parameter is not a quoted-string (RFC 2017 §3.1: the quotes are always required): {}",
+                    shown(&value[p.span.clone()])
+                ),
+                cured_by_rewrite: true,
+            });
+        } else if let Some(w) = p
+            .value
+            .split(|&b| b == b' ' || b == b'\t')
+            .find(|w| w.len() > fold::MAX_URL_WORD)
+        {
+            plain_needs_rewrite = true;
+            found.push(UrlFinding {
+                rule: Rule::ExtbodyUrlWordTooLong,
+                message: format!(
+                    "URL-word of {} octets (RFC 2017 §3.1(2): at most 40): {}",
+                    w.len(),
+                    shown(w)
+                ),
+                cured_by_rewrite: true,
+            });
+        }
+        if plain_url
+            .as_ref()
+            .is_some_and(|u| needs_encoding(u).is_some())
+        {
+            plain_needs_rewrite = true;
+        }
+    }
+    let normalize = cx.opts.normalize_url_continuations && !pieces.is_empty();
+    if !pieces.is_empty() {
+        let names: Vec<String> = pieces.iter().map(|p| piece_name(value, p)).collect();
+        found.push(UrlFinding {
+            rule: Rule::ExtbodyUrlContinuation,
+            message: format!(
+                "URL given as RFC 2231 parameters ({}) rather than the RFC 2017 URL=\"…\" form: {}",
+                names.join(", "),
+                shown(&url)
+            ),
+            cured_by_rewrite: normalize,
+        });
+    }
+
+    // Content rules, on the URL a reader would use.
+    if let Some(what) = needs_encoding(&url) {
+        found.push(UrlFinding {
+            rule: Rule::ExtbodyUrlUnencoded,
+            message: format!(
+                "URL holds unencoded {what} (RFC 2017 §3.1(1): SP, CTLs, '\"', '\\' and 8-bit octets must be %-encoded): {}",
+                shown(&url)
+            ),
+            // Only a rewrite of the form the URL was read from repairs it.
+            cured_by_rewrite: cont_url.is_none() || normalize,
+        });
+    }
+    let encoded = fold::pct_encode_unsafe(&url);
+    // After encoding every octet is ASCII, so this never fails.
+    let encoded_str = std::str::from_utf8(&encoded).unwrap_or_default();
+    if UriAbsoluteStr::new(encoded_str).is_err() {
+        let why = if encoded_str.contains('#') {
+            " (a fragment is not allowed)"
+        } else {
+            ""
+        };
+        found.push(UrlFinding {
+            rule: Rule::ExtbodyUrlInvalid,
+            message: format!(
+                "URL is not an absolute URI (RFC 3986 §4.3){why}: {}",
+                shown(&encoded)
+            ),
+            cured_by_rewrite: false,
+        });
+    }
+    if let Some(scheme) = scheme_of(&encoded) {
+        if NON_RETRIEVAL_SCHEMES.contains(&scheme.as_str()) {
+            found.push(UrlFinding {
+                rule: Rule::ExtbodyUrlNotRetrieval,
+                message: format!(
+                    "{scheme}: URLs retrieve nothing (RFC 2017 §2: only URLs that retrieve something may be used): {}",
+                    shown(&encoded)
+                ),
+                cured_by_rewrite: false,
+            });
+        }
+        if cx.opts.schemes.denies(&scheme) {
+            found.push(UrlFinding {
+                rule: Rule::ExtbodyUrlSchemeDenied,
+                message: format!(
+                    "URL scheme {scheme}: is denied by the scheme policy: {}",
+                    shown(&encoded)
+                ),
+                cured_by_rewrite: false,
+            });
+        }
+    }
+
+    // The rewrite: which URL parameters it replaces, and the URL it writes.
+    let targets: Vec<&Param> = if normalize {
+        plains.iter().chain(pieces.iter()).copied().collect()
+    } else {
+        plains.clone()
+    };
+    let field = &e.fields[fi];
+    let name_len = field.value.start - field.start;
+    let over_long = targets
+        .iter()
+        .any(|p| lines_around(value, &p.span, name_len) > fold::HARD_LINE);
+    let wanted = normalize || plain_needs_rewrite || over_long;
+    let mut edit = None;
+    if can_edit && conflict.is_none() && wanted && !targets.is_empty() {
+        let new_value = rewrite(value, &targets, &encoded, name_len, e.eol());
+        let first_rule = found
+            .iter()
+            .find(|f| f.cured_by_rewrite)
+            .map_or(Rule::HeaderLineTooLong, |f| f.rule);
+        let loc = msg.field_loc(e, fi);
+        let i = cx
+            .edits
+            .rewrite(field.value.clone(), loc, new_value, first_rule);
+        for f in found.iter().filter(|f| f.cured_by_rewrite) {
+            cx.edits.also_fixes(i, f.rule);
+        }
+        edit = Some(i);
+    }
+    for f in found {
+        let mut finding = Finding::new(f.rule, &e.path, f.message);
+        if let (Some(i), true) = (edit, f.cured_by_rewrite) {
+            finding = finding.with_edit(i);
+        }
+        cx.report(finding);
+    }
+}
+
+/// What in `url` RFC 2017 §3.1(1) wants %-encoded, in words for the message.
+fn needs_encoding(url: &[u8]) -> Option<&'static str> {
+    let b = *url.iter().find(|&&b| fold::must_encode(b))?;
+    Some(match b {
+        b' ' => "SP",
+        b'"' => "'\"'",
+        b'\\' => "'\\'",
+        0x80.. => "8-bit octets",
+        _ => "control characters",
+    })
+}
+
+/// The scheme of a URL (RFC 3986 §3.1: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )), lower-case.
+fn scheme_of(url: &[u8]) -> Option<String> {
+    let colon = url.iter().position(|&b| b == b':')?;
+    let s = &url[..colon];
+    let ok = s.first().is_some_and(u8::is_ascii_alphabetic)
+        && s.iter()
+            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'));
+    ok.then(|| String::from_utf8_lossy(s).to_ascii_lowercase())
+}
+
+/// The attribute of a parameter as written (`URL*0*`), for messages.
+fn piece_name(value: &[u8], p: &Param) -> String {
+    let attr = value
+        .get(p.span.clone())
+        .unwrap_or_default()
+        .iter()
+        .take_while(|&&b| is_token_byte(b))
+        .copied()
+        .collect::<Vec<u8>>();
+    String::from_utf8_lossy(&attr).into_owned()
+}
+
+/// The longest line that holds part of `span` (field name included on the first line).
+fn lines_around(value: &[u8], span: &Range<usize>, name_len: usize) -> usize {
+    let start = value[..span.start.min(value.len())]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |p| p + 1);
+    let end = value[span.end.min(value.len())..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(value.len(), |p| span.end + p);
+    let prefix = if start == 0 { name_len } else { 0 };
+    fold::line_lengths(prefix, &value[start..end])
+        .max()
+        .unwrap_or(0)
+}
+
+/// The Content-Type value with the URL parameters `targets` replaced by one RFC 2017
+/// parameter carrying `url` (already encoded): the first-written one becomes the folded
+/// `URL="…"`, the others are removed with the `;` before them. Every other byte stays.
+fn rewrite(value: &[u8], targets: &[&Param], url: &[u8], name_len: usize, eol: &[u8]) -> Vec<u8> {
+    let mut targets: Vec<&Param> = targets.to_vec();
+    targets.sort_by_key(|p| p.span.start);
+    let mut cuts: Vec<(Range<usize>, Vec<u8>)> = Vec::with_capacity(targets.len());
+    if let Some(first) = targets.first() {
+        let name: Vec<u8> = value[first.span.clone()]
+            .iter()
+            .take_while(|&&b| is_token_byte(b) && b != b'*')
+            .copied()
+            .collect();
+        let line_start = value[..first.span.start]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map(|p| p + 1);
+        let prefix = match line_start {
+            Some(s) => first.span.start - s,
+            None => name_len + first.span.start,
+        };
+        let mut folded = fold::fold_url_param(&name, url, prefix, eol);
+        let mut start = first.span.start;
+        if folded.starts_with(eol) {
+            // The parameter moves to a line of its own: the whitespace that separated it
+            // from the `;` would be left trailing, so it goes.
+            while start > 0 && matches!(value[start - 1], b' ' | b'\t') {
+                start -= 1;
+            }
+            if start == 0 || matches!(value[start - 1], b'\n' | b'\r') {
+                // Already at the start of a continuation line: one SP is enough.
+                folded.drain(..eol.len());
+            }
+        }
+        cuts.push((start..first.span.end, folded));
+    }
+    for p in targets.iter().skip(1) {
+        let before = value[..p.span.start]
+            .iter()
+            .rposition(|&b| !fold::is_lwsp(b));
+        let range = match before {
+            Some(s) if value[s] == b';' => s..p.span.end,
+            _ => p.span.clone(),
+        };
+        cuts.push((range, Vec::new()));
+    }
+    let mut out = Vec::with_capacity(value.len() + url.len());
+    let mut pos = 0;
+    for (r, rep) in cuts {
+        if r.start < pos {
+            continue; // cannot happen with disjoint parameter spans; never corrupt
+        }
+        out.extend_from_slice(&value[pos..r.start]);
+        out.extend_from_slice(&rep);
+        pos = r.end;
+    }
+    out.extend_from_slice(&value[pos.min(value.len())..]);
+    out
+}
+
+/// Parses a Content-Type value, reading an unquoted `URL=http://…` in full. RFC 2045
+/// tokens cannot hold `:` or `/`, so a strict parser stops inside such a URL; senders
+/// write it all the same and readers take it up to the next whitespace. The parameters
+/// after it are parsed as usual.
+fn parse_lenient(value: &[u8]) -> ContentType {
+    let mut ct = ContentType::parse(value);
+    let Some(stop) = ct.trailing else {
+        return ct;
+    };
+    let Some(last) = ct.params.last_mut() else {
+        return ct;
+    };
+    let next = value.get(stop).copied();
+    let url_cut_short = last.name == "url"
+        && !last.quoted
+        && last.section.is_none()
+        && !last.extended
+        && last.value_span.end == stop
+        && next.is_some_and(|b| !fold::is_lwsp(b) && b != b';' && b != b'(');
+    if !url_cut_short {
+        return ct;
+    }
+    let start = last.value_span.start;
+    let mut end = value[start..]
+        .iter()
+        .position(|&b| fold::is_lwsp(b) || b == b'"')
+        .map_or(value.len(), |p| start + p);
+    while end > stop && value[end - 1] == b';' {
+        end -= 1;
+    }
+    last.value = value[start..end].to_vec();
+    last.span.end = end;
+    last.value_span.end = end;
+    // Parse what follows as the parameters of a dummy type, then shift the spans back.
+    let mut rest = b"x/y".to_vec();
+    rest.extend_from_slice(&value[end..]);
+    let more = ContentType::parse(&rest);
+    let shift = |i: usize| i - 3 + end;
+    ct.trailing = more.trailing.map(shift);
+    for mut p in more.params {
+        p.span = shift(p.span.start)..shift(p.span.end);
+        p.value_span = shift(p.value_span.start)..shift(p.value_span.end);
+        ct.params.push(p);
+    }
+    ct
+}
+
+/// `; parameters unreadable from …` when the parser stopped early (e.g. a missing `;`,
+/// RFC 2046 erratum 589), so that an admin sees why a parameter counts as missing.
+fn stop_note(ct: &ContentType, value: &[u8]) -> String {
+    match ct.trailing {
+        Some(t) if t < value.len() => format!(
+            "; the parameter list is unreadable from {} (missing ';'?)",
+            shown(&value[t..])
+        ),
+        _ => String::new(),
+    }
+}
+
+/// The URL an FTP, ANON-FTP or TFTP reference stands for (RFC 1738 §3.2 `ftp://`, RFC
+/// 3617 `tftp://`), or `None` without SITE and NAME. The basis of the later rewrite to
+/// `access-type=URL` (RULES.md: never for MAIL-SERVER or LOCAL-FILE); for now it only
+/// goes into the message.
+pub fn legacy_url(access: &str, ct: &ContentType) -> Option<Vec<u8>> {
+    let get = |n: &str| ct.get(n).map(|v| v.value).filter(|v| !v.is_empty());
+    let site = get("site")?;
+    let name = get("name")?;
+    // NAME is one file name: a `/` or `;` in it is data, not structure.
+    let segment = |s: &[u8]| -> Vec<u8> {
+        let mut out = Vec::new();
+        for &b in s {
+            if matches!(b, b'/' | b';' | b'?' | b'#' | b'%') {
+                out.extend_from_slice(format!("%{b:02X}").as_bytes());
+            } else {
+                out.extend_from_slice(&fold::pct_encode_unsafe(&[b]));
+            }
+        }
+        out
+    };
+    let scheme: &[u8] = if access == "tftp" {
+        b"tftp://"
+    } else {
+        b"ftp://"
+    };
+    let mut url = scheme.to_vec();
+    url.extend_from_slice(&fold::pct_encode_unsafe(&site));
+    if let Some(dir) = get("directory") {
+        for part in dir.split(|&b| b == b'/').filter(|p| !p.is_empty()) {
+            url.push(b'/');
+            url.extend_from_slice(&segment(part));
+        }
+    }
+    url.push(b'/');
+    url.extend_from_slice(&segment(&name));
+    let mode = get("mode").map(|m| m.to_ascii_lowercase());
+    match (access, mode.as_deref()) {
+        ("tftp", Some(m @ (b"netascii" | b"octet" | b"mail"))) => {
+            url.extend_from_slice(b";mode=");
+            url.extend_from_slice(m);
+        }
+        (_, Some(b"ascii")) if access != "tftp" => url.extend_from_slice(b";type=a"),
+        (_, Some(b"image")) if access != "tftp" => url.extend_from_slice(b";type=i"),
+        _ => {}
+    }
+    Some(url)
+}
+
+/// A value for a message: lossy UTF-8, line breaks of folding dropped, other controls
+/// escaped, cut at 80 characters.
+fn shown(v: &[u8]) -> String {
+    let text = String::from_utf8_lossy(v);
+    let mut out = String::new();
+    for (n, ch) in text.chars().filter(|&c| c != '\r' && c != '\n').enumerate() {
+        if n == 80 {
+            out.push('…');
+            break;
+        }
+        match ch {
+            '\t' => out.push(' '),
+            c if c.is_control() => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out
+}
