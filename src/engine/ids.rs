@@ -1,5 +1,481 @@
-//! Owner: in progress.
+//! Content-ID rules: `content-id-syntax` and `content-id-duplicate`.
+//!
+//! A Content-ID is a msg-id (RFC 2045 §7, RFC 5322 §3.6.4): `<left@right>`. The checks
+//! and the other modules compare identifiers by their addr-spec, the part between the
+//! angle brackets with comments and folding whitespace removed, octet by octet
+//! (`cid:` URLs name that addr-spec, RFC 2392 §2).
+//!
+//! Public for the other checks: [`parse_msg_id`] (strict, with the obsolete forms real
+//! mail still uses) and [`addr_spec`] (lenient, for comparing whatever was written).
 
-use super::Context;
+use std::collections::HashMap;
 
-pub fn check(_cx: &mut Context) {}
+use super::mime::{Kind, Message};
+use super::{Context, Finding, Rule};
+
+/// Why a value is not a msg-id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MsgIdError {
+    Empty,
+    NoOpeningBracket,
+    NoClosingBracket,
+    NoAt,
+    EmptyLeft,
+    EmptyRight,
+    BadLeft,
+    BadRight,
+    TrailingText,
+}
+
+impl MsgIdError {
+    pub fn describe(self) -> &'static str {
+        match self {
+            MsgIdError::Empty => "it is empty",
+            MsgIdError::NoOpeningBracket => "it is not enclosed in <>",
+            MsgIdError::NoClosingBracket => "the closing > is missing",
+            MsgIdError::NoAt => "there is no @",
+            MsgIdError::EmptyLeft => "nothing before the @",
+            MsgIdError::EmptyRight => "nothing after the @",
+            MsgIdError::BadLeft => {
+                "the part before the @ is neither a dot-atom nor a quoted-string"
+            }
+            MsgIdError::BadRight => {
+                "the part after the @ is neither a dot-atom nor a [domain literal]"
+            }
+            MsgIdError::TrailingText => "text follows the closing >",
+        }
+    }
+}
+
+/// Parses a Content-ID or Message-ID value as a msg-id and returns its addr-spec
+/// (`left@right`, comments and folding removed, a quoted-string left as written).
+///
+/// Accepts RFC 5322 §3.6.4 `msg-id` and the obsolete forms of §4.5.4 that are still
+/// `<x@y>` shaped (quoted-string or CFWS between the words, a domain literal on the
+/// right), and UTF-8 in atoms (RFC 6532). Rejects everything that is not enclosed in
+/// angle brackets, has no `@`, or has empty or unreadable sides.
+pub fn parse_msg_id(value: &[u8]) -> Result<Vec<u8>, MsgIdError> {
+    let mut c = Cur { s: value, i: 0 };
+    c.cfws();
+    if c.at_end() {
+        return Err(MsgIdError::Empty);
+    }
+    if !c.eat(b'<') {
+        return Err(MsgIdError::NoOpeningBracket);
+    }
+    let mut out = Vec::new();
+    // id-left: word *("." word), CFWS around the words being obsolete but accepted.
+    c.cfws();
+    if c.peek() == Some(b'@') {
+        return Err(MsgIdError::EmptyLeft);
+    }
+    loop {
+        c.cfws();
+        if !c.word(&mut out) {
+            return Err(if c.at_end() {
+                MsgIdError::NoClosingBracket
+            } else if c.peek() == Some(b'>') && !out.contains(&b'@') {
+                MsgIdError::NoAt
+            } else {
+                MsgIdError::BadLeft
+            });
+        }
+        c.cfws();
+        if c.eat(b'.') {
+            out.push(b'.');
+            continue;
+        }
+        break;
+    }
+    if !c.eat(b'@') {
+        return Err(match c.peek() {
+            None => MsgIdError::NoClosingBracket,
+            Some(b'>') => MsgIdError::NoAt,
+            _ => MsgIdError::BadLeft,
+        });
+    }
+    out.push(b'@');
+    c.cfws();
+    match c.peek() {
+        Some(b'>') => return Err(MsgIdError::EmptyRight),
+        None => return Err(MsgIdError::NoClosingBracket),
+        Some(b'[') => {
+            if !c.domain_literal(&mut out) {
+                return Err(MsgIdError::BadRight);
+            }
+        }
+        _ => loop {
+            c.cfws();
+            if !c.atom(&mut out) {
+                return Err(if c.at_end() {
+                    MsgIdError::NoClosingBracket
+                } else {
+                    MsgIdError::BadRight
+                });
+            }
+            c.cfws();
+            if c.eat(b'.') {
+                out.push(b'.');
+                continue;
+            }
+            break;
+        },
+    }
+    c.cfws();
+    if !c.eat(b'>') {
+        return Err(if c.at_end() {
+            MsgIdError::NoClosingBracket
+        } else {
+            MsgIdError::BadRight
+        });
+    }
+    c.cfws();
+    if !c.at_end() {
+        return Err(MsgIdError::TrailingText);
+    }
+    Ok(out)
+}
+
+/// The identifier to compare, whatever was written: the msg-id's addr-spec when it parses,
+/// else the value with CFWS at both ends, folding and one pair of enclosing `<>` removed.
+/// Used for `start`, duplicates and `cid:` matching (RFC 2387 §3.2, RFC 2392 §2).
+pub fn addr_spec(value: &[u8]) -> Vec<u8> {
+    if let Ok(a) = parse_msg_id(value) {
+        return a;
+    }
+    let mut c = Cur { s: value, i: 0 };
+    c.cfws();
+    let start = c.i;
+    let mut v: Vec<u8> = value[start..]
+        .iter()
+        .copied()
+        .filter(|&b| b != b'\r' && b != b'\n')
+        .collect();
+    while v.last().is_some_and(|b| matches!(b, b' ' | b'\t')) {
+        v.pop();
+    }
+    if v.first() == Some(&b'<') && v.last() == Some(&b'>') && v.len() >= 2 {
+        v = v[1..v.len() - 1].to_vec();
+    }
+    v
+}
+
+/// Abbreviates a header value for a finding message: lossy UTF-8, line breaks removed,
+/// at most about 80 characters.
+pub fn excerpt(v: &[u8]) -> String {
+    let s: String = String::from_utf8_lossy(v)
+        .chars()
+        .filter(|&c| c != '\r' && c != '\n')
+        .collect();
+    let s = s.trim();
+    if s.chars().count() > 80 {
+        let mut t: String = s.chars().take(77).collect();
+        t.push('…');
+        t
+    } else {
+        s.to_string()
+    }
+}
+
+fn is_atext(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-/=?^_`{|}~".contains(&b) || b >= 0x80
+}
+
+struct Cur<'s> {
+    s: &'s [u8],
+    i: usize,
+}
+
+impl Cur<'_> {
+    fn at_end(&self) -> bool {
+        self.i >= self.s.len()
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.i).copied()
+    }
+
+    fn eat(&mut self, b: u8) -> bool {
+        let hit = self.peek() == Some(b);
+        if hit {
+            self.i += 1;
+        }
+        hit
+    }
+
+    /// Skips folding whitespace and (nested) comments; an unterminated comment runs to
+    /// the end. Iterative, so nesting depth costs nothing.
+    fn cfws(&mut self) {
+        while let Some(b) = self.peek() {
+            match b {
+                b' ' | b'\t' | b'\r' | b'\n' => self.i += 1,
+                b'(' => {
+                    let mut depth = 0usize;
+                    while let Some(c) = self.peek() {
+                        self.i += 1;
+                        match c {
+                            b'\\' => self.i = (self.i + 1).min(self.s.len()),
+                            b'(' => depth += 1,
+                            b')' => {
+                                depth = depth.saturating_sub(1);
+                                if depth == 0 {
+                                    break;
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                _ => break,
+            }
+        }
+    }
+
+    fn atom(&mut self, out: &mut Vec<u8>) -> bool {
+        let start = self.i;
+        while self.peek().is_some_and(is_atext) {
+            self.i += 1;
+        }
+        out.extend_from_slice(&self.s[start..self.i]);
+        self.i > start
+    }
+
+    /// An atom or a quoted-string (kept with its quotes, as a `cid:` URL would carry it).
+    fn word(&mut self, out: &mut Vec<u8>) -> bool {
+        if self.peek() != Some(b'"') {
+            return self.atom(out);
+        }
+        let start = self.i;
+        self.i += 1;
+        while let Some(c) = self.peek() {
+            self.i += 1;
+            match c {
+                b'"' => {
+                    out.extend(
+                        self.s[start..self.i]
+                            .iter()
+                            .filter(|&&b| b != b'\r' && b != b'\n'),
+                    );
+                    return true;
+                }
+                b'\\' => self.i = (self.i + 1).min(self.s.len()),
+                _ => {}
+            }
+        }
+        self.i = start;
+        false
+    }
+
+    fn domain_literal(&mut self, out: &mut Vec<u8>) -> bool {
+        let start = self.i;
+        self.i += 1;
+        while let Some(c) = self.peek() {
+            self.i += 1;
+            match c {
+                b']' => {
+                    out.extend(
+                        self.s[start..self.i]
+                            .iter()
+                            .filter(|&&b| !matches!(b, b'\r' | b'\n' | b' ' | b'\t')),
+                    );
+                    return true;
+                }
+                b'[' | b'\\' => return false,
+                _ => {}
+            }
+        }
+        false
+    }
+}
+
+/// Runs the Content-ID rules over every heading.
+pub fn check(cx: &mut Context) {
+    check_syntax(cx);
+    check_duplicates(cx);
+}
+
+fn check_syntax(cx: &mut Context) {
+    let msg = cx.msg;
+    for e in &msg.entities {
+        for (_, f) in msg.fields_named(e, "content-id") {
+            let v = msg.value(e, f);
+            if let Err(why) = parse_msg_id(v) {
+                cx.report(Finding::new(
+                    Rule::ContentIdSyntax,
+                    &e.path,
+                    format!(
+                        "Content-ID \"{}\" is not a msg-id <left@right>: {} (RFC 5322 §3.6.4, RFC 2045 §7)",
+                        excerpt(v),
+                        why.describe()
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// The entity a Content-ID belongs to: the phantom heading of an external-body names the
+/// external-body part itself (RFC 2046 §5.2.3).
+fn owner(msg: &Message, i: usize) -> usize {
+    match (msg.entities[i].kind.clone(), msg.entities[i].parent) {
+        (Kind::Phantom, Some(p)) => p,
+        _ => i,
+    }
+}
+
+/// Where equal Content-IDs are allowed or already reported elsewhere: among the direct
+/// children of one multipart/alternative (RFC 2045 §7, RFC 2046 §5.1.4) and of one
+/// multipart/related (`related-cid-duplicate`). Parts in the same scope share a key.
+fn scope(msg: &Message, owner: usize) -> (bool, usize) {
+    if let Some(p) = msg.entities[owner].parent {
+        let ct = &msg.entities[p].ctype;
+        if ct.is("multipart", "alternative") || ct.is("multipart", "related") {
+            return (true, p);
+        }
+    }
+    (false, owner)
+}
+
+fn check_duplicates(cx: &mut Context) {
+    let msg = cx.msg;
+    // addr-spec -> (first owner, its scope, its Content-ID as written)
+    let mut first: HashMap<Vec<u8>, (usize, (bool, usize))> = HashMap::new();
+    let mut reported_owner: Vec<bool> = vec![false; msg.entities.len()];
+    for (i, e) in msg.entities.iter().enumerate() {
+        let Some(f) = msg.field(e, "content-id") else {
+            continue;
+        };
+        let id = addr_spec(msg.value(e, f));
+        if id.is_empty() {
+            continue;
+        }
+        let o = owner(msg, i);
+        let sc = scope(msg, o);
+        match first.get(&id) {
+            None => {
+                first.insert(id, (o, sc));
+            }
+            Some(&(fo, fsc)) => {
+                if fo == o || fsc == sc || reported_owner[o] {
+                    continue;
+                }
+                reported_owner[o] = true;
+                let other = &msg.entities[fo].path;
+                cx.report(Finding::new(
+                    Rule::ContentIdDuplicate,
+                    &msg.entities[o].path,
+                    format!(
+                        "Content-ID <{}> is also on part {other}; Content-IDs must be unique in the message except among alternatives (RFC 2045 §7, RFC 2392 §2)",
+                        excerpt(&id)
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{check as analyse, Options};
+
+    fn rules_at(raw: &str, rule: Rule) -> Vec<String> {
+        analyse(raw.as_bytes(), &Options::default())
+            .findings
+            .into_iter()
+            .filter(|f| f.rule == rule)
+            .map(|f| f.part)
+            .collect()
+    }
+
+    #[test]
+    fn msg_ids_that_parse() {
+        for (v, want) in [
+            (" <foo4*foo1@bar.net>", "foo4*foo1@bar.net"),
+            ("<950118.AEB0@XIson.com>", "950118.AEB0@XIson.com"),
+            (" (c) < a . b @ x.y > (d)", "a.b@x.y"),
+            ("<\"a b\"@x>", "\"a b\"@x"),
+            ("<a@[1.2.3.4]>", "a@[1.2.3.4]"),
+            ("\r\n <part1.abc@example.com>\r\n", "part1.abc@example.com"),
+        ] {
+            let got = parse_msg_id(v.as_bytes());
+            assert_eq!(got.as_deref(), Ok(want.as_bytes()), "{v}");
+        }
+    }
+
+    #[test]
+    fn msg_ids_that_do_not_parse() {
+        for (v, why) in [
+            ("", MsgIdError::Empty),
+            ("  (only a comment) ", MsgIdError::Empty),
+            ("foo@bar", MsgIdError::NoOpeningBracket),
+            ("<foo@bar", MsgIdError::NoClosingBracket),
+            ("<foobar>", MsgIdError::NoAt),
+            ("<@bar>", MsgIdError::EmptyLeft),
+            ("<foo@>", MsgIdError::EmptyRight),
+            ("<a..b@c>", MsgIdError::BadLeft),
+            ("<a b@c>", MsgIdError::BadLeft),
+            ("<a@b@c>", MsgIdError::BadRight),
+            ("<a@b> x", MsgIdError::TrailingText),
+            ("<a@[b>", MsgIdError::BadRight),
+            // ':' is not atext: Opera's MHTML ids are not msg-ids.
+            ("<op.mhtml.1234@1111:ffff>", MsgIdError::BadRight),
+        ] {
+            assert_eq!(parse_msg_id(v.as_bytes()), Err(why), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn addr_spec_is_lenient() {
+        assert_eq!(addr_spec(b" <a@b> "), b"a@b");
+        assert_eq!(addr_spec(b" (x) <a:b@c:d>\r\n "), b"a:b@c:d");
+        assert_eq!(addr_spec(b"bare@id"), b"bare@id");
+    }
+
+    #[test]
+    fn syntax_rule_fires_and_look_alike_does_not() {
+        let bad = "Content-Type: text/plain\nContent-ID: foo@bar\n\nx\n";
+        assert_eq!(rules_at(bad, Rule::ContentIdSyntax), ["0"]);
+        let good = "Content-Type: text/plain\nContent-ID: <foo@bar>\n\nx\n";
+        assert!(rules_at(good, Rule::ContentIdSyntax).is_empty());
+    }
+
+    const MIXED: &str = "Content-Type: multipart/mixed; boundary=b\n\n--b\nContent-ID: <x@y>\n\none\n--b\nContent-ID: <x@y>\n\ntwo\n--b--\n";
+
+    #[test]
+    fn duplicate_outside_related_fires() {
+        assert_eq!(rules_at(MIXED, Rule::ContentIdDuplicate), ["2"]);
+        let distinct = MIXED.replacen("<x@y>", "<x@z>", 1);
+        assert!(rules_at(&distinct, Rule::ContentIdDuplicate).is_empty());
+    }
+
+    #[test]
+    fn alternatives_and_related_children_may_share() {
+        let alt = MIXED.replace("multipart/mixed", "multipart/alternative");
+        assert!(rules_at(&alt, Rule::ContentIdDuplicate).is_empty());
+        let rel = MIXED.replace("multipart/mixed", "multipart/related");
+        assert!(rules_at(&rel, Rule::ContentIdDuplicate).is_empty());
+        assert_eq!(rules_at(&rel, Rule::RelatedCidDuplicate), ["2"]);
+    }
+
+    #[test]
+    fn external_body_phantom_id_is_the_parts_own() {
+        let raw = "Content-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: message/external-body; access-type=URL; URL=\"http://x/\"\nContent-ID: <e@x>\n\nContent-ID: <e@x>\n\n--b\nContent-ID: <e@x>\n\n2\n--b--\n";
+        // The external-body's own and its phantom's Content-ID are one part's; the
+        // third part is a real duplicate.
+        assert_eq!(rules_at(raw, Rule::ContentIdDuplicate), ["2"]);
+    }
+
+    #[test]
+    fn many_parts_with_one_id_is_linear() {
+        let mut raw = String::from("Content-Type: multipart/mixed; boundary=b\n\n");
+        for _ in 0..5000 {
+            raw.push_str("--b\nContent-ID: <same@x>\n\nx\n");
+        }
+        raw.push_str("--b--\n");
+        let t = std::time::Instant::now();
+        let n = rules_at(&raw, Rule::ContentIdDuplicate).len();
+        assert_eq!(n, 4999);
+        assert!(t.elapsed().as_secs() < 20);
+    }
+}

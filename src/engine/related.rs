@@ -1,5 +1,702 @@
-//! Owner: in progress.
+//! multipart/related (RFC 2387) and MHTML (RFC 2557) structure, and the Content-Location
+//! and Content-Base rules, which apply to every heading of the message.
+//!
+//! Per multipart/related: `related-type-missing` (fixable: `type="<root type>"` is
+//! inserted after the last parameter), `related-type-mismatch`, `related-start-dangling`,
+//! `related-cid-duplicate`, `related-location-duplicate` (RFC 2557 §7, Content-IDs and
+//! resolved Content-Locations checked independently among the direct children).
+//! Per heading: `location-multiple`, `location-illegal-chars`, `location-line-too-long`
+//! (fixable: RFC 2017 fold without quotes, RFC 2557 §4.4.2), `location-base-not-absolute`.
+//!
+//! For the HTML reference check: [`related_ancestors`], [`content_ids`], [`cid_index`] and
+//! [`lookup_cid`]; Content-Location resolution is in `resolve`.
+//!
+//! Both RFC 2387 examples omit a `;` between parameters (§5.1 before `start=`, §5.2
+//! before `type=`) and Opera writes `start=<…>` unquoted: the parameters after such a
+//! defect are still read here (and no fix is offered on such a field), so that a `type`
+//! written after a missing `;` is not reported as missing.
 
-use super::Context;
+use std::collections::HashMap;
 
-pub fn check(_cx: &mut Context) {}
+use super::cid::{IdRef, Match};
+use super::fold;
+use super::ids::{addr_spec, excerpt};
+use super::mime::{Entity, Kind, Message};
+use super::params::ContentType;
+use super::resolve::{self, parse_location};
+use super::{Context, Finding, Rule};
+
+/// RFC 5322 §2.1.1 soft line limit, which RFC 2557 §4.4.2 asks Content-Location to keep.
+const SOFT_LINE: usize = 78;
+
+fn is_related(e: &Entity) -> bool {
+    e.ctype.is("multipart", "related") && matches!(e.kind, Kind::Multipart { .. })
+}
+
+/// The multipart/related entities that contain `entity`, innermost first. A `cid:` or
+/// Content-Location reference inside `entity` may be satisfied by a direct child of any
+/// of them (RFC 2557 §7 covers only the innermost; RULES.md accepts enclosing ones).
+pub fn related_ancestors<'m>(
+    msg: &'m Message<'_>,
+    entity: usize,
+) -> impl Iterator<Item = usize> + 'm {
+    let valid = entity < msg.entities.len();
+    valid
+        .then(|| msg.ancestors(entity))
+        .into_iter()
+        .flatten()
+        .filter(move |&i| is_related(&msg.entities[i]))
+}
+
+/// The direct children of `related` that carry a Content-ID, with its addr-spec (angle
+/// brackets and CFWS removed, see `ids::addr_spec`), in document order.
+pub fn content_ids(msg: &Message, related: usize) -> Vec<(usize, Vec<u8>)> {
+    let Some(r) = msg.entities.get(related) else {
+        return Vec::new();
+    };
+    r.children
+        .iter()
+        .filter_map(|&c| {
+            let e = &msg.entities[c];
+            let f = msg.field(e, "content-id")?;
+            let id = addr_spec(msg.value(e, f));
+            (!id.is_empty()).then_some((c, id))
+        })
+        .collect()
+}
+
+/// Content-ID addr-spec → first direct child of `related` carrying it, for many lookups.
+pub fn cid_index(msg: &Message, related: usize) -> HashMap<Vec<u8>, usize> {
+    let mut index = HashMap::new();
+    for (c, id) in content_ids(msg, related) {
+        index.entry(id).or_insert(c);
+    }
+    index
+}
+
+/// The child a `cid:` reference names in `index`, trying the %-decoded URL body first and
+/// then the body as written (RFC 2392 §2 and erratum 454), and which form matched.
+pub fn lookup_cid(index: &HashMap<Vec<u8>, usize>, r: &IdRef) -> Option<(usize, Match)> {
+    if let Some(&c) = index.get(r.decoded.as_bytes()) {
+        return Some((c, Match::Decoded));
+    }
+    index.get(r.raw.as_bytes()).map(|&c| (c, Match::Raw))
+}
+
+/// The `type`, `start` parameters of a multipart/related, read past a missing `;`.
+struct RelatedParams {
+    ctype: ContentType,
+    /// Parameters found only after a syntax defect, lower-case names.
+    recovered: Vec<(String, Vec<u8>)>,
+}
+
+impl RelatedParams {
+    fn read(value: &[u8]) -> RelatedParams {
+        let ctype = ContentType::parse(value);
+        let mut recovered = Vec::new();
+        let mut pos = ctype.trailing;
+        // Every round consumes at least one octet, so this ends.
+        while let Some(p) = pos {
+            if p >= value.len() {
+                break;
+            }
+            let rest = &value[p..];
+            let skip = rest
+                .iter()
+                .take_while(|b| matches!(b, b';' | b' ' | b'\t' | b'\r' | b'\n'))
+                .count();
+            let rest = &rest[skip..];
+            if let Some((name, v, used)) = unquoted_msg_id_param(rest) {
+                recovered.push((name, v));
+                pos = Some(p + skip + used);
+                continue;
+            }
+            let mut synthetic = b"x/y; ".to_vec();
+            synthetic.extend_from_slice(rest);
+            let ct = ContentType::parse(&synthetic);
+            if ct.params.is_empty() {
+                break;
+            }
+            for prm in &ct.params {
+                if prm.section.is_none() && !prm.extended {
+                    recovered.push((prm.name.clone(), prm.value.clone()));
+                }
+            }
+            pos = ct
+                .trailing
+                .map(|t| p + skip + t.saturating_sub(5))
+                .filter(|&n| n > p);
+        }
+        RelatedParams { ctype, recovered }
+    }
+
+    fn get(&self, name: &str) -> Option<Vec<u8>> {
+        if let Some(v) = self.ctype.get(name) {
+            return Some(v.value);
+        }
+        self.recovered
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    }
+
+    fn clean(&self) -> bool {
+        self.ctype.trailing.is_none()
+    }
+}
+
+/// `name=<…>` written without quotes (Opera MHTML): (name, value, octets used).
+fn unquoted_msg_id_param(s: &[u8]) -> Option<(String, Vec<u8>, usize)> {
+    let eq = s.iter().position(|&b| b == b'=')?;
+    let name = &s[..eq];
+    if name.is_empty() || !name.iter().all(|&b| super::params::is_token_byte(b)) {
+        return None;
+    }
+    let after = &s[eq + 1..];
+    if after.first() != Some(&b'<') {
+        return None;
+    }
+    let close = after.iter().position(|&b| b == b'>')?;
+    Some((
+        String::from_utf8_lossy(name).to_ascii_lowercase(),
+        after[..=close].to_vec(),
+        eq + 1 + close + 1,
+    ))
+}
+
+pub fn check(cx: &mut Context) {
+    let msg = cx.msg;
+    for i in 0..msg.entities.len() {
+        if is_related(&msg.entities[i]) {
+            check_related(cx, i);
+        }
+        check_locations(cx, i);
+    }
+}
+
+fn check_related(cx: &mut Context, idx: usize) {
+    let msg = cx.msg;
+    let e = &msg.entities[idx];
+    let Some(ct_field) = e.ctype_field else {
+        return;
+    };
+    let raw_value = msg.value(e, &e.fields[ct_field]);
+    let params = RelatedParams::read(raw_value);
+    let children = &e.children;
+
+    // Root: the start part, else the first (RFC 2387 §3.2).
+    let ids = content_ids(msg, idx);
+    let start = params.get("start");
+    let mut root = children.first().copied();
+    if let Some(start) = &start {
+        let want = addr_spec(start);
+        match ids.iter().find(|(_, id)| *id == want) {
+            Some(&(c, _)) => root = Some(c),
+            None => {
+                root = None;
+                if !children.is_empty() {
+                    cx.report(Finding::new(
+                        Rule::RelatedStartDangling,
+                        &e.path,
+                        format!(
+                            "multipart/related start=\"{}\" matches no Content-ID of its {} parts (RFC 2387 §3.2)",
+                            excerpt(start),
+                            children.len()
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+
+    check_type(cx, idx, ct_field, &params, root);
+    check_cid_duplicates(cx, &ids);
+    check_location_duplicates(cx, idx);
+}
+
+fn check_type(
+    cx: &mut Context,
+    idx: usize,
+    ct_field: usize,
+    params: &RelatedParams,
+    root: Option<usize>,
+) {
+    let msg = cx.msg;
+    let e = &msg.entities[idx];
+    let root_type = root.map(|r| (msg.entities[r].ctype.essence(), &msg.entities[r].path));
+    match params.get("type") {
+        None => {
+            let mut finding = Finding::new(
+                Rule::RelatedTypeMissing,
+                &e.path,
+                match &root_type {
+                    Some((t, p)) => format!(
+                        "multipart/related has no type parameter; its root (part {p}) is {t} (RFC 2387 §3.1)"
+                    ),
+                    None => "multipart/related has no type parameter and no root part to take it from (RFC 2387 §3.1)".to_string(),
+                },
+            );
+            if let (Some((t, _)), true) = (&root_type, params.clean()) {
+                if let Some(edit) = insert_type(cx, idx, ct_field, t) {
+                    finding = finding.with_edit(edit);
+                }
+            }
+            cx.report(finding);
+        }
+        Some(given) => {
+            let Some((t, p)) = root_type else {
+                return;
+            };
+            let given_text = String::from_utf8_lossy(&given);
+            let given_trim = given_text.trim_matches(|c: char| c.is_ascii_whitespace());
+            if given_trim.eq_ignore_ascii_case(&t) {
+                return;
+            }
+            let hint = if t == "multipart/alternative" {
+                "; when the root is multipart/alternative, type must say so (RFC 2557 §7)"
+            } else {
+                ""
+            };
+            cx.report(Finding::new(
+                Rule::RelatedTypeMismatch,
+                &e.path,
+                format!(
+                    "multipart/related type=\"{}\" but its root (part {p}) is {t} (RFC 2387 §3.1){hint}",
+                    excerpt(given_trim.as_bytes())
+                ),
+            ));
+        }
+    }
+}
+
+/// Inserts `; type="<t>"` after the last parameter of the Content-Type value (as a
+/// previous fixer left it), on a new line when the current one would pass 78 octets.
+fn insert_type(cx: &mut Context, idx: usize, ct_field: usize, t: &str) -> Option<usize> {
+    let msg = cx.msg;
+    let e = &msg.entities[idx];
+    if !e.editable() {
+        return None;
+    }
+    let f = &e.fields[ct_field];
+    let value: Vec<u8> = match cx.edits.pending(&f.value) {
+        Some(v) => v.to_vec(),
+        None => msg.value(e, f).to_vec(),
+    };
+    let ct = ContentType::parse(&value);
+    if ct.trailing.is_some() || !ct.is("multipart", "related") {
+        return None;
+    }
+    let at = ct.params.last()?.value_span.end;
+    let line_start = value[..at]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |n| n + 1);
+    let prefix = if line_start == 0 {
+        f.value.start - f.start
+    } else {
+        0
+    };
+    let param = format!("type=\"{t}\"");
+    let mut insert = Vec::new();
+    insert.push(b';');
+    if prefix + (at - line_start) + 2 + param.len() > SOFT_LINE {
+        insert.extend_from_slice(e.eol());
+    }
+    insert.push(b' ');
+    insert.extend_from_slice(param.as_bytes());
+    let mut new = value[..at].to_vec();
+    new.extend_from_slice(&insert);
+    new.extend_from_slice(&value[at..]);
+    let loc = msg.field_loc(e, ct_field);
+    Some(
+        cx.edits
+            .rewrite(f.value.clone(), loc, new, Rule::RelatedTypeMissing),
+    )
+}
+
+/// Equal Content-IDs among the direct children, by addr-spec octets; each later
+/// duplicate is reported once, naming the first.
+fn check_cid_duplicates(cx: &mut Context, ids: &[(usize, Vec<u8>)]) {
+    let msg = cx.msg;
+    let mut first: HashMap<&[u8], usize> = HashMap::with_capacity(ids.len());
+    for (c, id) in ids {
+        match first.get(id.as_slice()) {
+            None => {
+                first.insert(id, *c);
+            }
+            Some(&f) => cx.report(Finding::new(
+                Rule::RelatedCidDuplicate,
+                &msg.entities[*c].path,
+                format!(
+                    "Content-ID <{}> is also on part {} of the same multipart/related (RFC 2557 §7)",
+                    excerpt(id),
+                    msg.entities[f].path
+                ),
+            )),
+        }
+    }
+}
+
+fn check_location_duplicates(cx: &mut Context, idx: usize) {
+    let msg = cx.msg;
+    let base = resolve::base_for(msg, idx);
+    let mut first: HashMap<String, usize> = HashMap::new();
+    for &c in &msg.entities[idx].children {
+        let Some(loc) = resolve::resolved_location_with(msg, c, &base) else {
+            continue;
+        };
+        match first.get(&loc) {
+            None => {
+                first.insert(loc, c);
+            }
+            Some(&f) => cx.report(Finding::new(
+                Rule::RelatedLocationDuplicate,
+                &msg.entities[c].path,
+                format!(
+                    "Content-Location resolves to {}, as on part {} of the same multipart/related (RFC 2557 §7)",
+                    excerpt(loc.as_bytes()),
+                    msg.entities[f].path
+                ),
+            )),
+        }
+    }
+}
+
+fn check_locations(cx: &mut Context, idx: usize) {
+    let msg = cx.msg;
+    let e = &msg.entities[idx];
+    let locations: Vec<usize> = msg
+        .fields_named(e, "content-location")
+        .map(|(i, _)| i)
+        .collect();
+    if locations.len() > 1 {
+        cx.report(Finding::new(
+            Rule::LocationMultiple,
+            &e.path,
+            format!(
+                "{} Content-Location fields in one heading; only one is allowed (RFC 2557 §4.2)",
+                locations.len()
+            ),
+        ));
+    }
+    for &fi in &locations {
+        check_location_field(cx, idx, fi);
+    }
+    let bases: Vec<usize> = msg
+        .fields_named(e, "content-base")
+        .map(|(i, _)| i)
+        .collect();
+    for fi in bases {
+        let v = msg.value(e, &e.fields[fi]);
+        let loc = parse_location(v);
+        let enc = resolve::encode_for_comparison(&loc.value);
+        if !resolve::is_absolute(&enc) {
+            cx.report(Finding::new(
+                Rule::LocationBaseNotAbsolute,
+                &e.path,
+                format!(
+                    "Content-Base \"{}\" is not an absolute URI (RFC 3986 §4.3); it is ignored (Content-Base is obsolete, RFC 2557 §12)",
+                    excerpt(v)
+                ),
+            ));
+        }
+    }
+}
+
+fn check_location_field(cx: &mut Context, idx: usize, fi: usize) {
+    let msg = cx.msg;
+    let e = &msg.entities[idx];
+    let f = &e.fields[fi];
+    let raw = msg.value(e, f);
+    let loc = parse_location(raw);
+    let ctl = raw
+        .iter()
+        .any(|&b| (b < 0x20 && !matches!(b, b'\t' | b'\r' | b'\n')) || b == 0x7f);
+    let eight = raw.iter().any(|&b| b >= 0x80);
+    if loc.interior_space || ctl || eight {
+        let what: Vec<&str> = [
+            (loc.interior_space, "a space"),
+            (ctl, "control characters"),
+            (eight, "8-bit octets"),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, w)| *w)
+        .collect();
+        cx.report(Finding::new(
+            Rule::LocationIllegalChars,
+            &e.path,
+            format!(
+                "Content-Location \"{}\" holds {} (RFC 2557 §4.4.1); not encoded here because the HTML that refers to it would have to change too",
+                excerpt(raw),
+                what.join(" and ")
+            ),
+        ));
+    }
+    let longest = super::mime::line_lengths(msg.buf(e), f).max().unwrap_or(0);
+    if longest <= SOFT_LINE {
+        return;
+    }
+    let mut finding = Finding::new(
+        Rule::LocationLineTooLong,
+        &e.path,
+        format!(
+            "Content-Location has a line of {longest} octets (RFC 5322 §2.1.1: at most {SOFT_LINE}; fold it as RFC 2557 §4.4.2 says)"
+        ),
+    );
+    let clean = !(loc.interior_space || ctl || eight || loc.comments || loc.encoded_words);
+    if clean && e.editable() {
+        if let Some(edit) = fold_location(cx, idx, fi) {
+            finding = finding.with_edit(edit);
+        }
+    }
+    cx.report(finding);
+}
+
+/// The RFC 2017 §3.1 fold without quotes: ≤40-octet pieces joined by `<eol> SP`. Offered
+/// only when the folded value reads back as the same URI and every line then fits.
+fn fold_location(cx: &mut Context, idx: usize, fi: usize) -> Option<usize> {
+    let msg = cx.msg;
+    let e = &msg.entities[idx];
+    let f = &e.fields[fi];
+    let current = cx
+        .edits
+        .pending(&f.value)
+        .unwrap_or_else(|| msg.value(e, f));
+    let uri = parse_location(current).value;
+    if uri.is_empty() {
+        return None;
+    }
+    let mut new = vec![b' '];
+    new.extend_from_slice(&fold::fold_plain(&uri, e.eol()));
+    let name_len = f.value.start - f.start;
+    let fits = new.split(|&b| b == b'\n').enumerate().all(|(n, l)| {
+        let l = l.strip_suffix(b"\r").unwrap_or(l).len();
+        l + if n == 0 { name_len } else { 0 } <= SOFT_LINE
+    });
+    if !fits || parse_location(&new).value != uri {
+        return None;
+    }
+    let loc = msg.field_loc(e, fi);
+    Some(
+        cx.edits
+            .rewrite(f.value.clone(), loc, new, Rule::LocationLineTooLong),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{check as analyse, fix, Limits, Options};
+
+    fn found(raw: &str) -> Vec<(String, Rule, bool)> {
+        let mut v: Vec<_> = analyse(raw.as_bytes(), &Options::default())
+            .findings
+            .into_iter()
+            .map(|f| (f.part, f.rule, f.fixable))
+            .collect();
+        v.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        v
+    }
+
+    fn has(raw: &str, rule: Rule) -> Vec<String> {
+        found(raw)
+            .into_iter()
+            .filter(|f| f.1 == rule)
+            .map(|f| f.0)
+            .collect()
+    }
+
+    fn fixed(raw: &str) -> String {
+        String::from_utf8(fix(raw.as_bytes(), &Options::default()).0).unwrap()
+    }
+
+    const REL: &str = "Content-Type: multipart/related; boundary=b\n\n--b\nContent-Type: text/html\nContent-ID: <root@x>\n\n<img src=cid:img@x>\n--b\nContent-Type: image/gif\nContent-ID: <img@x>\n\nGIF\n--b--\n";
+
+    #[test]
+    fn type_missing_is_fixed_with_the_root_type() {
+        assert_eq!(
+            found(REL),
+            [("0".to_string(), Rule::RelatedTypeMissing, true)]
+        );
+        let out = fixed(REL);
+        assert!(out.starts_with(
+            "Content-Type: multipart/related; boundary=b; type=\"text/html\"\n\n--b\n"
+        ));
+        assert_eq!(out.len(), REL.len() + "; type=\"text/html\"".len());
+        assert!(found(&out).is_empty(), "{out}");
+    }
+
+    #[test]
+    fn type_missing_uses_the_start_part_and_folds_when_long() {
+        let raw = REL
+            .replace(
+                "boundary=b\n",
+                "boundary=\"b\"; start=\"<img@x>\";\n\tx-long-parameter-name=\"some long value to fill the line\"\n",
+            );
+        let out = fixed(&raw);
+        assert!(
+            out.contains("fill the line\";\n type=\"image/gif\"\n\n--b"),
+            "{out}"
+        );
+        assert!(has(&out, Rule::RelatedTypeMissing).is_empty());
+    }
+
+    #[test]
+    fn type_after_a_missing_semicolon_is_not_missing() {
+        // RFC 2387 §5.2 as printed: no ';' before type=.
+        let raw = REL.replace(
+            "boundary=b\n",
+            "boundary=b; start=\"<root@x>\"\n type=\"Text/HTML\"\n",
+        );
+        assert!(found(&raw).is_empty(), "{:?}", found(&raw));
+        // And without a type anywhere, reported but not fixed on such a field.
+        let raw = REL.replace("boundary=b\n", "boundary=b\n start=\"<root@x>\"\n");
+        assert_eq!(
+            found(&raw),
+            [("0".to_string(), Rule::RelatedTypeMissing, false)]
+        );
+    }
+
+    #[test]
+    fn type_mismatch_and_multipart_alternative_root() {
+        let raw = REL.replace("boundary=b\n", "boundary=b; type=\"image/gif\"\n");
+        assert_eq!(has(&raw, Rule::RelatedTypeMismatch), ["0"]);
+        let same = REL.replace("boundary=b\n", "boundary=b; type=\"TEXT/HTML\"\n");
+        assert!(has(&same, Rule::RelatedTypeMismatch).is_empty());
+        let alt = "Content-Type: multipart/related; boundary=b; type=\"text/html\"\n\n--b\nContent-Type: multipart/alternative; boundary=a\n\n--a\n\nt\n--a\nContent-Type: text/html\n\nh\n--a--\n--b\nContent-ID: <i@x>\n\ni\n--b--\n";
+        assert_eq!(has(alt, Rule::RelatedTypeMismatch), ["0"]);
+        let ok = alt.replace("type=\"text/html\"", "type=\"multipart/alternative\"");
+        assert!(has(&ok, Rule::RelatedTypeMismatch).is_empty());
+    }
+
+    #[test]
+    fn start_dangling() {
+        let raw = REL.replace(
+            "boundary=b\n",
+            "boundary=b; type=\"text/html\"; start=\"<nobody@x>\"\n",
+        );
+        assert_eq!(
+            found(&raw),
+            [("0".to_string(), Rule::RelatedStartDangling, false)]
+        );
+        // CFWS and brackets do not matter; the Opera unquoted form is read.
+        let ok = REL.replace(
+            "boundary=b\n",
+            "boundary=b; type=\"image/gif\"; start=\" (c) <img@x> \"\n",
+        );
+        assert!(found(&ok).is_empty(), "{:?}", found(&ok));
+        let opera = REL.replace(
+            "boundary=b\n",
+            "start=<img@x>; boundary=b; type=\"image/gif\"\n",
+        );
+        assert!(found(&opera).is_empty(), "{:?}", found(&opera));
+    }
+
+    #[test]
+    fn cid_duplicates_among_direct_children_only() {
+        let raw = REL.replace("<img@x>", "<root@x>");
+        assert_eq!(has(&raw, Rule::RelatedCidDuplicate), ["2"]);
+        assert!(has(REL, Rule::RelatedCidDuplicate).is_empty());
+        // Octet comparison: case matters.
+        let case = REL.replace("<img@x>", "<ROOT@x>");
+        assert!(has(&case, Rule::RelatedCidDuplicate).is_empty());
+    }
+
+    #[test]
+    fn location_duplicates_after_resolution() {
+        let raw = "Content-Type: multipart/related; boundary=b; type=\"text/html\"\nContent-Location: http://x/dir/\n\n--b\nContent-Type: text/html\nContent-Location: a.gif\n\nh\n--b\nContent-Location: http://x/dir/a.gif\n\ni\n--b\nContent-Location: cid:a@b\n\nj\n--b\nContent-Location: CID:a@b\n\nk\n--b--\n";
+        assert_eq!(has(raw, Rule::RelatedLocationDuplicate), ["2"]);
+        // The multipart's own location is not in its children's set.
+        let own = "Content-Type: multipart/related; boundary=b; type=\"text/html\"\nContent-Location: http://x/a\n\n--b\nContent-Type: text/html\nContent-Location: http://x/a\n\nh\n--b--\n";
+        assert!(has(own, Rule::RelatedLocationDuplicate).is_empty());
+        let cid = raw.replace("CID:a@b", "cid:a@b");
+        assert_eq!(has(&cid, Rule::RelatedLocationDuplicate), ["2", "4"]);
+    }
+
+    #[test]
+    fn location_field_rules() {
+        let two = "Content-Location: a\nContent-Location: b\n\nx\n";
+        assert_eq!(has(two, Rule::LocationMultiple), ["0"]);
+        assert!(has(
+            "Content-Location: a\nContent-ID: <b@c>\n\nx\n",
+            Rule::LocationMultiple
+        )
+        .is_empty());
+        assert_eq!(
+            has(
+                "Content-Location: a b.gif\n\nx\n",
+                Rule::LocationIllegalChars
+            ),
+            ["0"]
+        );
+        assert_eq!(
+            has(
+                "Content-Location: caf\u{e9}.gif\n\nx\n",
+                Rule::LocationIllegalChars
+            ),
+            ["0"]
+        );
+        assert!(has(
+            "Content-Location: http://x/a\n b.gif (comment)\n\nx\n",
+            Rule::LocationIllegalChars
+        )
+        .is_empty());
+        assert_eq!(
+            has(
+                "Content-Base: images/\n\nx\n",
+                Rule::LocationBaseNotAbsolute
+            ),
+            ["0"]
+        );
+        assert!(has(
+            "Content-Base: http://x/images/\n\nx\n",
+            Rule::LocationBaseNotAbsolute
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn long_location_is_folded_rfc2017_style() {
+        let url = format!(
+            "https://en.wikipedia.org/wiki/{}_(planet)",
+            "Mercury".repeat(10)
+        );
+        let raw = format!("Content-Type: text/html\nContent-Location: {url}\n\nx\n");
+        assert_eq!(
+            found(&raw),
+            [("0".to_string(), Rule::LocationLineTooLong, true)]
+        );
+        let out = fixed(&raw);
+        assert!(out.lines().all(|l| l.len() <= 78), "{out}");
+        assert!(out.starts_with("Content-Type: text/html\nContent-Location: https://"));
+        assert!(out.ends_with("\n\nx\n"));
+        let m = Message::parse(out.as_bytes(), &Limits::default());
+        assert_eq!(
+            resolve::resolved_location(&m, 0).as_deref(),
+            Some(url.as_str())
+        );
+        assert!(found(&out).is_empty(), "{out}");
+        // 78 octets exactly is fine.
+        let short = format!("Content-Location: {}\n\nx\n", "a".repeat(78 - 18));
+        assert!(found(&short).is_empty());
+        // A space in it: reported, not folded (folding would delete the space).
+        let spaced = format!("Content-Location: {} b\n\nx\n", "a".repeat(80));
+        assert!(found(&spaced).contains(&("0".to_string(), Rule::LocationLineTooLong, false)));
+    }
+
+    #[test]
+    fn helpers_for_html_references() {
+        let raw = "Content-Type: multipart/related; boundary=o; type=\"multipart/related\"\n\n--o\nContent-Type: multipart/related; boundary=i; type=\"text/html\"\n\n--i\nContent-Type: text/html\n\nh\n--i\nContent-ID: <a%25b@x>\n\ni\n--i--\n--o--\n";
+        let m = Message::parse(raw.as_bytes(), &Limits::default());
+        assert_eq!(related_ancestors(&m, 2).collect::<Vec<_>>(), [1, 0]);
+        assert_eq!(related_ancestors(&m, 99).count(), 0);
+        assert_eq!(content_ids(&m, 1), [(3, b"a%25b@x".to_vec())]);
+        let index = cid_index(&m, 1);
+        let raw_form = match crate::engine::cid::parse("cid:a%25b@x") {
+            Some(crate::engine::cid::IdUrl::Cid(r)) => r,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(lookup_cid(&index, &raw_form), Some((3, Match::Raw)));
+    }
+}
