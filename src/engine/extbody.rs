@@ -615,3 +615,374 @@ fn shown(v: &[u8]) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{check, fix, Options};
+
+    /// `(part, rule, fixable)` of the extbody findings, in report order.
+    fn found(raw: &str, opts: &Options) -> Vec<(String, Rule, bool)> {
+        check(raw.as_bytes(), opts)
+            .findings
+            .into_iter()
+            .filter(|f| f.rule.id().starts_with("extbody-"))
+            .map(|f| (f.part, f.rule, f.fixable))
+            .collect()
+    }
+
+    fn rules(raw: &str) -> Vec<Rule> {
+        found(raw, &Options::default())
+            .into_iter()
+            .map(|f| f.1)
+            .collect()
+    }
+
+    fn fixed(raw: &str, opts: &Options) -> String {
+        String::from_utf8(fix(raw.as_bytes(), opts).0).unwrap()
+    }
+
+    /// A top-level external-body with `params` after the type and a phantom part.
+    fn ext(params: &str, phantom: &str) -> String {
+        format!("Subject: x\nContent-Type: message/external-body;{params}\n\n{phantom}")
+    }
+
+    const PH: &str = "Content-Type: text/plain\nContent-ID: <a@b>\n\n";
+
+    #[test]
+    fn access_type_missing() {
+        assert_eq!(
+            rules(&ext(" name=\"x.url\"", PH)),
+            [Rule::ExtbodyAccessTypeMissing]
+        );
+        assert_eq!(
+            rules(&ext(" access-type=\"\"", PH)),
+            [Rule::ExtbodyAccessTypeMissing]
+        );
+        assert!(rules(&ext(" access-type=URL; URL=\"http://a.example/\"", PH)).is_empty());
+    }
+
+    #[test]
+    fn mandatory_parameters_per_access_type() {
+        assert_eq!(
+            rules(&ext(" access-type=local-file", PH)),
+            [Rule::ExtbodyParamMissing]
+        );
+        assert!(rules(&ext(" access-type=local-file; name=\"/tmp/x\"", PH)).is_empty());
+        assert_eq!(
+            rules(&ext(" access-type=anon-ftp; name=x", PH)),
+            [Rule::ExtbodyParamMissing, Rule::ExtbodyLegacyAccessType]
+        );
+        assert_eq!(
+            rules(&ext(" access-type=URL", PH)),
+            [Rule::ExtbodyParamMissing]
+        );
+        // RFC 2231 form counts as present.
+        assert!(rules(&ext(
+            " access-type=mail-server; server*=''a%40b.example",
+            PH
+        ))
+        .is_empty());
+        // Erratum 589: the missing `;` hides SERVER, and the message says why.
+        let a = check(
+            ext(
+                " access-type=mail-server\n server=\"listserv@bogus.bitnet\"",
+                PH,
+            )
+            .as_bytes(),
+            &Options::default(),
+        );
+        let f = &a.findings[0];
+        assert_eq!(f.rule, Rule::ExtbodyParamMissing);
+        assert!(f.message.contains("missing ';'"), "{}", f.message);
+    }
+
+    #[test]
+    fn unquoted_url_is_read_whole_and_quoted() {
+        let raw = ext(" access-type=URL; URL=http://a.example/b?c=d; x=y", PH);
+        assert_eq!(rules(&raw), [Rule::ExtbodyUrlUnquoted]);
+        let out = fixed(&raw, &Options::default());
+        // `URL="` and the URL would push the first line past 78 octets: a line of its own.
+        assert!(
+            out.contains("access-type=URL;\n URL=\"http://a.example/b?c=d\"; x=y\n"),
+            "{out}"
+        );
+        assert!(rules(&out).is_empty());
+        // A quoted URL is not reported.
+        assert!(rules(&ext(" access-type=URL; URL=\"http://a.example/b?c=d\"", PH)).is_empty());
+    }
+
+    #[test]
+    fn unencoded_octets_are_encoded() {
+        let raw = ext(
+            " access-type=URL; URL=\"http://a.example/caf\u{e9}\\\"q\"",
+            PH,
+        );
+        assert_eq!(
+            found(&raw, &Options::default()),
+            [("0".into(), Rule::ExtbodyUrlUnencoded, true)]
+        );
+        let out = fixed(&raw, &Options::default());
+        assert!(
+            out.contains("URL=\"http://a.example/caf%C3%A9%22q\"\n"),
+            "{out}"
+        );
+        // Encoded octets are fine; a stray `%` is not encoded, but RFC 3986 rejects it.
+        assert!(rules(&ext(
+            " access-type=URL; URL=\"http://a.example/caf%C3%A9\"",
+            PH
+        ))
+        .is_empty());
+        assert_eq!(
+            rules(&ext(" access-type=URL; URL=\"http://a.example/?%zz\"", PH)),
+            [Rule::ExtbodyUrlInvalid]
+        );
+        assert!(rules(&ext(" access-type=URL; URL=\"http://a.example/ a b\"", PH)).is_empty());
+    }
+
+    #[test]
+    fn rules_md_fold_vector() {
+        let raw = ext(
+            " access-type=URL; URL=\"ftp://ftp.deepdirs.org/1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/17/18/20/21/file.html\"",
+            "Content-type: text/html\nContent-ID: <a@b>\n",
+        );
+        assert_eq!(
+            found(&raw, &Options::default()),
+            [("0".into(), Rule::ExtbodyUrlWordTooLong, true)]
+        );
+        let out = fixed(&raw, &Options::default());
+        assert!(
+            out.contains(concat!(
+                "Content-Type: message/external-body; access-type=URL;\n",
+                " URL=\"ftp://ftp.deepdirs.org/1/2/3/4/5/6/7/8/9\n",
+                " /10/11/12/13/14/15/16/17/18/20/21/file.h\n",
+                " tml\"\n\n"
+            )),
+            "{out}"
+        );
+        assert!(rules(&out).is_empty());
+        // 40 octets exactly is a legal URL-word.
+        let w40 = format!("http://a.example/{}", "x".repeat(23));
+        assert!(rules(&ext(&format!(" access-type=URL; URL=\"{w40}\""), PH)).is_empty());
+    }
+
+    #[test]
+    fn fix_changes_only_the_url_parameter() {
+        let raw = ext(
+            " (c) access-type=URL;\r\n\tURL=http://a.example/\u{fc}; expiration=\"x\"",
+            PH,
+        );
+        let out = fixed(&raw, &Options::default());
+        assert_eq!(
+            out,
+            ext(
+                " (c) access-type=URL;\r\n\tURL=\"http://a.example/%C3%BC\"; expiration=\"x\"",
+                PH
+            )
+        );
+    }
+
+    #[test]
+    fn continuations_are_info_and_normalised_on_request() {
+        let raw = ext(
+            " access-type=URL;\n URL*0=\"ftp://\";\n URL*1=\"cs.utk.edu/pub/moore/bulk-mailer/bulk-mailer.tar\"",
+            PH,
+        );
+        assert_eq!(
+            found(&raw, &Options::default()),
+            [("0".into(), Rule::ExtbodyUrlContinuation, false)]
+        );
+        assert_eq!(fixed(&raw, &Options::default()), raw);
+        let opts = Options {
+            normalize_url_continuations: true,
+            ..Options::default()
+        };
+        assert_eq!(
+            found(&raw, &opts),
+            [("0".into(), Rule::ExtbodyUrlContinuation, true)]
+        );
+        let out = fixed(&raw, &opts);
+        assert_eq!(
+            out,
+            ext(
+                " access-type=URL;\n URL=\"ftp://cs.utk.edu/pub/moore/bulk-mailer/b\n ulk-mailer.tar\"",
+                PH
+            )
+        );
+        assert!(found(&out, &opts).is_empty());
+    }
+
+    #[test]
+    fn conflicting_forms_are_an_error_and_not_fixed() {
+        let raw = ext(
+            " access-type=URL; URL=\"http://a.example/\"; URL*0=\"http://b.example/\"",
+            PH,
+        );
+        let f = found(&raw, &Options::default());
+        assert!(f.contains(&("0".into(), Rule::ExtbodyUrlConflict, false)));
+        let same = ext(
+            " access-type=URL; URL=\"http://a.example/\"; URL*0=\"http://a.example/\"",
+            PH,
+        );
+        assert!(!rules(&same).contains(&Rule::ExtbodyUrlConflict));
+    }
+
+    #[test]
+    fn invalid_and_non_retrieval_and_denied_urls() {
+        assert_eq!(
+            rules(&ext(" access-type=URL; URL=\"a.example/x\"", PH)),
+            [Rule::ExtbodyUrlInvalid]
+        );
+        assert_eq!(
+            rules(&ext(
+                " access-type=URL; URL=\"http://a.example/x#frag\"",
+                PH
+            )),
+            [Rule::ExtbodyUrlInvalid]
+        );
+        assert_eq!(
+            rules(&ext(" access-type=URL; URL=\"mailto:a@b.example\"", PH)),
+            [Rule::ExtbodyUrlNotRetrieval]
+        );
+        assert_eq!(
+            rules(&ext(" access-type=URL; URL=\"file:///etc/passwd\"", PH)),
+            [Rule::ExtbodyUrlSchemeDenied]
+        );
+        assert!(rules(&ext(" access-type=URL; URL=\"nntp://n.example/g/1\"", PH)).is_empty());
+        let mut opts = Options::default();
+        opts.schemes.allow = vec!["https".into()];
+        let f = found(
+            &ext(" access-type=URL; URL=\"http://a.example/\"", PH),
+            &opts,
+        );
+        assert_eq!(f, [("0".into(), Rule::ExtbodyUrlSchemeDenied, false)]);
+        assert!(found(
+            &ext(" access-type=URL; URL=\"https://a.example/\"", PH),
+            &opts
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn legacy_and_unknown_access_types() {
+        let raw = ext(
+            " access-type=ANON-FTP; site=ftp.example; directory=pub; name=a.txt; mode=ascii",
+            PH,
+        );
+        let a = check(raw.as_bytes(), &Options::default());
+        assert_eq!(a.findings.len(), 1);
+        assert_eq!(a.findings[0].rule, Rule::ExtbodyLegacyAccessType);
+        assert!(a.findings[0]
+            .message
+            .contains("ftp://ftp.example/pub/a.txt;type=a"));
+        assert!(!a.findings[0].fixable);
+        assert_eq!(
+            rules(&ext(" access-type=x-mutt-deleted; expiration=x", PH)),
+            [Rule::ExtbodyUnknownAccessType]
+        );
+        assert!(rules(&ext(" access-type=\"local-file\"; name=x", PH)).is_empty());
+    }
+
+    #[test]
+    fn legacy_url_escapes_file_names() {
+        let ct = ContentType::parse(
+            b"message/external-body; access-type=tftp; site=h; name=\"a/b c\"; mode=octet",
+        );
+        assert_eq!(
+            legacy_url("tftp", &ct).unwrap(),
+            b"tftp://h/a%2Fb%20c;mode=octet"
+        );
+        let ct = ContentType::parse(b"message/external-body; access-type=ftp; site=h");
+        assert_eq!(legacy_url("ftp", &ct), None);
+    }
+
+    #[test]
+    fn transfer_encoding_other_than_7bit() {
+        let p = " access-type=URL; URL=\"http://a.example/\"";
+        let with = |cte: &str| {
+            format!("Subject: x\nContent-Type: message/external-body;{p}\nContent-Transfer-Encoding: {cte}\n\n{PH}")
+        };
+        assert_eq!(rules(&with("base64")), [Rule::ExtbodyBadEncoding]);
+        assert_eq!(rules(&with("8bit")), [Rule::ExtbodyBadEncoding]);
+        assert!(rules(&with("7BIT (plain)")).is_empty());
+    }
+
+    #[test]
+    fn phantom_heading_and_body() {
+        let p = " access-type=URL; URL=\"http://a.example/\"";
+        assert_eq!(
+            rules(&ext(p, "Content-Type: text/plain\n\n")),
+            [Rule::ExtbodyInnerContentIdMissing]
+        );
+        assert_eq!(
+            rules(&ext(
+                p,
+                "Content-ID: <a@b>\n\nTHIS IS NOT REALLY THE BODY!\n"
+            )),
+            [Rule::ExtbodyPhantomBodyNotEmpty]
+        );
+        assert!(rules(&ext(p, "Content-ID: <a@b>\n\n \n\t\n")).is_empty());
+        // MAIL-SERVER puts its commands in the phantom body: that is no finding.
+        assert!(rules(&ext(
+            " access-type=mail-server; server=a@b.example",
+            "Content-ID: <a@b>\n\nget x\n"
+        ))
+        .is_empty());
+    }
+
+    #[test]
+    fn encoded_encapsulation_is_reported_not_fixed() {
+        let inner = ext(" access-type=URL; URL=http://a.example/", PH);
+        // Quoted-printable of ASCII lines only needs `=` written as `=3D`.
+        let qp = inner.replace('=', "=3D");
+        let raw = format!("Subject: o\nContent-Type: message/rfc822\nContent-Transfer-Encoding: quoted-printable\n\n{qp}\n");
+        assert_eq!(
+            found(&raw, &Options::default()),
+            [("1.0".into(), Rule::ExtbodyUrlUnquoted, false)]
+        );
+        assert_eq!(fixed(&raw, &Options::default()), raw);
+    }
+
+    #[test]
+    fn url_on_an_over_long_line_is_folded() {
+        let url = format!("http://a.example/{}", "x/".repeat(600));
+        let raw = ext(
+            &format!(" access-type=URL; URL=\"{}\"", url.replace("x/x/", "x/ x/")),
+            PH,
+        );
+        // Every URL-word is short, but the line is over 998 octets.
+        assert!(rules(&raw).is_empty());
+        let a = check(raw.as_bytes(), &Options::default());
+        assert_eq!(a.findings.len(), 1);
+        assert_eq!(
+            (a.findings[0].rule, a.findings[0].fixable),
+            (Rule::HeaderLineTooLong, true)
+        );
+        let out = fixed(&raw, &Options::default());
+        assert!(out.lines().all(|l| l.len() <= 78), "{out}");
+        assert!(check(out.as_bytes(), &Options::default())
+            .findings
+            .is_empty());
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        for params in [
+            "",
+            ";",
+            " access-type",
+            " access-type=URL; URL=",
+            " access-type=URL; URL=\"",
+            " access-type=URL; URL=:",
+            " access-type=URL; URL=a:b:c;;; x",
+            " access-type=URL; URL*9=x; URL*=''%",
+            " access-type=URL; URL=\"\"",
+        ] {
+            let _ = fix(ext(params, "").as_bytes(), &Options::default());
+            let _ = fix(
+                ext(params, PH).replace('\n', "\r\n").as_bytes(),
+                &Options::default(),
+            );
+        }
+    }
+}
