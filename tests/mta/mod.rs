@@ -1,0 +1,901 @@
+//! Support code for end-to-end tests behind real MTAs.
+//!
+//! Each test gets its own private Postfix (or Sendmail) instance: own config
+//! directory, own queue, loopback ports picked at run time, everything torn
+//! down on drop. Delivered mail lands in an `smtp-sink -d` dump directory so
+//! tests can compare the bytes that came out with the bytes that went in.
+//!
+//! Tests that need an MTA call [`require_postfix`] / [`require_sendmail`]
+//! first: when the MTA is missing they panic with the command that installs
+//! it, unless `MIMEREF_SKIP_MTA=1` asks for a quick local run without MTAs.
+//! Every wait is bounded, so a broken MTA fails a test instead of hanging it.
+#![allow(dead_code)]
+
+pub mod probe;
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Upper bound for any single SMTP reply or MTA state change.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+pub const SBIN: &str = "/usr/sbin";
+pub const HOSTNAME: &str = "mimeref-test.localdomain";
+
+fn skip_requested() -> bool {
+    std::env::var("MIMEREF_SKIP_MTA").is_ok_and(|v| v == "1")
+}
+
+fn is_root() -> bool {
+    // The Postfix master and Sendmail both need root to start; the
+    // effective uid is visible through /proc without libc.
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
+fn require(what: &str, missing: Option<String>) -> bool {
+    let problem = match missing {
+        None if is_root() => return true,
+        None => format!("{what} tests must run as root (the MTA master process needs it)"),
+        Some(p) => p,
+    };
+    if skip_requested() {
+        eprintln!("SKIPPED ({what}): {problem} [MIMEREF_SKIP_MTA=1]");
+        return false;
+    }
+    panic!(
+        "{problem}\n  install with: sudo scripts/install-test-deps\n  \
+         or skip MTA tests for a quick local run: MIMEREF_SKIP_MTA=1"
+    );
+}
+
+/// True when the test may go on; false only when the user asked to skip.
+pub fn require_postfix() -> bool {
+    let missing = ["postfix", "postconf", "postqueue", "smtp-sink"]
+        .iter()
+        .map(|t| Path::new(SBIN).join(t))
+        .find(|p| !p.exists())
+        .map(|p| format!("Postfix is not installed ({} missing)", p.display()));
+    require("postfix", missing)
+}
+
+pub fn sendmail_root() -> PathBuf {
+    std::env::var_os("MIMEREF_SENDMAIL_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/mimeref-test/sendmail"))
+}
+
+pub fn require_sendmail() -> bool {
+    let root = sendmail_root();
+    let missing = [
+        root.join("usr/libexec/sendmail/sendmail"),
+        root.join("usr/share/sendmail/cf/m4/cf.m4"),
+        PathBuf::from("/usr/bin/m4"),
+    ]
+    .into_iter()
+    .find(|p| !p.exists())
+    .map(|p| format!("Sendmail is not unpacked ({} missing)", p.display()));
+    require("sendmail", missing)
+}
+
+pub fn require_miltertest() -> bool {
+    let missing = (!Path::new("/usr/bin/miltertest").exists())
+        .then(|| "miltertest is not installed (/usr/bin/miltertest missing)".to_string());
+    // miltertest needs no root; only the install check matters.
+    if missing.is_none() {
+        return true;
+    }
+    require("miltertest", missing)
+}
+
+/// A directory removed with everything in it on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("mimeref-{tag}-{}-{n}", std::process::id()));
+        let _ = fs::remove_dir_all(&p);
+        fs::create_dir_all(&p).expect("create temp dir");
+        // MTA processes run as unprivileged users and must traverse it.
+        chmod(&p, 0o755);
+        TempDir(p)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if std::env::var_os("MIMEREF_KEEP_TMP").is_none() {
+            let _ = fs::remove_dir_all(&self.0);
+        } else {
+            eprintln!("kept {}", self.0.display());
+        }
+    }
+}
+
+pub fn chmod(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(p, fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+fn chown(p: &Path, user: &str) {
+    let st = Command::new("chown")
+        .arg(user)
+        .arg(p)
+        .status()
+        .expect("run chown");
+    assert!(st.success(), "chown {user} {}", p.display());
+}
+
+/// A loopback port nobody listens on right now (the OS picks it).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("pick a free port")
+}
+
+/// Waits until something accepts connections on 127.0.0.1:PORT.
+pub fn wait_port(port: u16, timeout: Duration) -> bool {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// Polls `f` until it returns Some or the timeout passes.
+pub fn wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() >= end {
+            return None;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Runs a command with a time limit; returns (exit ok, stdout, stderr).
+pub fn run_bounded(cmd: &mut Command, timeout: Duration) -> (bool, String, String) {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let t_out = thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let t_err = thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let end = Instant::now() + timeout;
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break Some(st);
+        }
+        if Instant::now() >= end {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let (o, e) = (
+        t_out.join().unwrap_or_default(),
+        t_err.join().unwrap_or_default(),
+    );
+    match status {
+        Some(st) => (st.success(), o, e),
+        None => (
+            false,
+            o,
+            format!("{e}\n[timed out after {timeout:?}: {cmd:?}]"),
+        ),
+    }
+}
+
+/// Kills a child we started and reaps it.
+pub fn stop_child(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Sends SIGTERM to a child and waits (bounded) for it to exit; SIGKILL after.
+pub fn terminate_child(child: &mut Child, timeout: Duration) {
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    stop_child(child);
+}
+
+// ---------------------------------------------------------------------------
+// SMTP client
+
+/// One SMTP reply: the code and the text of all its lines joined by '\n'.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub code: u16,
+    pub text: String,
+}
+
+impl Reply {
+    pub fn class(&self) -> u16 {
+        self.code / 100
+    }
+    pub fn is_ok(&self) -> bool {
+        self.class() == 2
+    }
+}
+
+impl std::fmt::Display for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.code, self.text)
+    }
+}
+
+/// A client that always waits for each reply before the next command
+/// (Sendmail rejects clients that talk early). Works over TCP and over a
+/// child's stdin/stdout (`sendmail -bs`).
+pub struct Smtp {
+    w: Box<dyn Write + Send>,
+    rx: mpsc::Receiver<Vec<u8>>,
+    buf: Vec<u8>,
+    tcp: Option<TcpStream>,
+    pub greeting: Reply,
+}
+
+impl Smtp {
+    pub fn connect(port: u16) -> Smtp {
+        let s = TcpStream::connect(("127.0.0.1", port))
+            .unwrap_or_else(|e| panic!("connect 127.0.0.1:{port}: {e}"));
+        let r = s.try_clone().expect("clone socket");
+        let w = s.try_clone().expect("clone socket");
+        let mut c = Smtp::over(Box::new(r), Box::new(w));
+        c.tcp = Some(s);
+        c
+    }
+
+    pub fn over(r: Box<dyn Read + Send>, w: Box<dyn Write + Send>) -> Smtp {
+        let (tx, rx) = mpsc::channel();
+        let mut r = r;
+        thread::spawn(move || {
+            let mut b = [0u8; 4096];
+            loop {
+                match r.read(&mut b) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if tx.send(b[..n].to_vec()).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        let mut c = Smtp {
+            w,
+            rx,
+            buf: Vec::new(),
+            tcp: None,
+            greeting: Reply {
+                code: 0,
+                text: String::new(),
+            },
+        };
+        c.greeting = c.reply();
+        c
+    }
+
+    /// Reads one (possibly multi-line) reply; panics on timeout or EOF.
+    pub fn reply(&mut self) -> Reply {
+        let end = Instant::now() + WAIT;
+        let mut text = Vec::new();
+        loop {
+            while let Some(nl) = self.buf.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=nl).collect();
+                let line = String::from_utf8_lossy(&line).trim_end().to_string();
+                let code = line.get(..3).and_then(|c| c.parse::<u16>().ok());
+                let more = line.as_bytes().get(3) == Some(&b'-');
+                text.push(line.get(4..).unwrap_or("").to_string());
+                match code {
+                    Some(code) if !more => {
+                        return Reply {
+                            code,
+                            text: text.join("\n"),
+                        }
+                    }
+                    Some(_) => {}
+                    None => panic!("not an SMTP reply line: {line:?}"),
+                }
+            }
+            let left = end.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(chunk) => self.buf.extend_from_slice(&chunk),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("no SMTP reply within {WAIT:?} (partial: {text:?})")
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    // A closed connection reads as a pseudo reply so tests
+                    // can assert on it.
+                    return Reply {
+                        code: 0,
+                        text: format!("connection closed (partial: {text:?})"),
+                    };
+                }
+            }
+        }
+    }
+
+    pub fn cmd(&mut self, line: &str) -> Reply {
+        self.w
+            .write_all(format!("{line}\r\n").as_bytes())
+            .and_then(|_| self.w.flush())
+            .unwrap_or_else(|e| panic!("write {line:?}: {e}"));
+        self.reply()
+    }
+
+    pub fn ehlo(&mut self, name: &str) -> Reply {
+        let r = self.cmd(&format!("EHLO {name}"));
+        assert_eq!(r.code, 250, "EHLO refused: {r}");
+        r
+    }
+
+    /// One whole transaction. Returns the first reply that is not positive
+    /// (MAIL, RCPT, DATA) or the reply to the end of data.
+    pub fn send(&mut self, from: &str, to: &[&str], message: &[u8]) -> Reply {
+        let r = self.cmd(&format!("MAIL FROM:<{from}>"));
+        if !r.is_ok() {
+            return r;
+        }
+        for rcpt in to {
+            let r = self.cmd(&format!("RCPT TO:<{rcpt}>"));
+            if !r.is_ok() {
+                let _ = self.cmd("RSET");
+                return r;
+            }
+        }
+        let r = self.cmd("DATA");
+        if r.code != 354 {
+            return r;
+        }
+        let data = smtp_data(message);
+        self.w
+            .write_all(&data)
+            .and_then(|_| self.w.flush())
+            .expect("write message data");
+        self.reply()
+    }
+
+    pub fn quit(mut self) {
+        let _ = self.w.write_all(b"QUIT\r\n");
+        let _ = self.w.flush();
+        let _ = self.reply();
+        if let Some(s) = &self.tcp {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for Smtp {
+    fn drop(&mut self) {
+        if let Some(s) = &self.tcp {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+/// Message bytes as sent after DATA: CRLF line ends, dot-stuffed, and the
+/// terminating ".".
+pub fn smtp_data(message: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(message.len() + 64);
+    for line in lines(message) {
+        let body = line.strip_suffix(b"\n").unwrap_or(line);
+        let body = body.strip_suffix(b"\r").unwrap_or(body);
+        if body.first() == Some(&b'.') {
+            out.push(b'.');
+        }
+        out.extend_from_slice(body);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b".\r\n");
+    out
+}
+
+/// Lines including their terminator (the last one may have none).
+pub fn lines(b: &[u8]) -> impl Iterator<Item = &[u8]> {
+    b.split_inclusive(|&c| c == b'\n')
+}
+
+/// The message with every line ending as "\n" (how both MTAs store it).
+pub fn to_lf(b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(b.len());
+    for line in lines(b) {
+        match line.strip_suffix(b"\r\n") {
+            Some(l) => {
+                out.extend_from_slice(l);
+                out.push(b'\n');
+            }
+            None => out.extend_from_slice(line),
+        }
+    }
+    if out.last() != Some(&b'\n') {
+        out.push(b'\n');
+    }
+    out
+}
+
+/// Splits a message (LF line ends) into its header fields, each with its
+/// continuation lines, and the rest (blank line + body).
+pub fn split_fields(msg: &[u8]) -> (Vec<Vec<u8>>, Vec<u8>) {
+    let mut fields: Vec<Vec<u8>> = Vec::new();
+    let mut pos = 0;
+    for line in lines(msg) {
+        if line == b"\n" || line == b"\r\n" {
+            break;
+        }
+        if matches!(line.first(), Some(b' ' | b'\t')) {
+            if let Some(f) = fields.last_mut() {
+                f.extend_from_slice(line);
+                pos += line.len();
+                continue;
+            }
+        }
+        fields.push(line.to_vec());
+        pos += line.len();
+    }
+    (fields, msg.get(pos..).unwrap_or_default().to_vec())
+}
+
+/// Values of all fields named `name` (case-insensitive), unfolded text
+/// after the colon with surrounding whitespace trimmed.
+pub fn header_values(msg: &[u8], name: &str) -> Vec<String> {
+    let (fields, _) = split_fields(msg);
+    fields
+        .iter()
+        .filter_map(|f| {
+            let s = String::from_utf8_lossy(f);
+            let (n, v) = s.split_once(':')?;
+            n.eq_ignore_ascii_case(name)
+                .then(|| v.replace("\r\n", "").replace('\n', "").trim().to_string())
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// Postfix
+
+/// What a test wants from its private Postfix.
+#[derive(Clone, Debug)]
+pub struct PostfixConfig {
+    /// The `smtpd_milters` value (Postfix syntax: `inet:127.0.0.1:PORT`).
+    pub milters: String,
+    pub default_action: String,
+    /// Also run a second smtpd named `submission` (own port, own
+    /// `milter_macro_daemon_name`), as mail submission services are set up.
+    pub submission: bool,
+    /// Extra `main.cf` lines.
+    pub extra_main: Vec<String>,
+}
+
+impl PostfixConfig {
+    pub fn with_milter(milters: &str) -> PostfixConfig {
+        PostfixConfig {
+            milters: milters.to_string(),
+            default_action: "tempfail".into(),
+            submission: false,
+            extra_main: Vec::new(),
+        }
+    }
+}
+
+/// A private Postfix: smtpd on a loopback port (plus `submission` if asked),
+/// relaying everything to an `smtp-sink -d` on another loopback port.
+pub struct Postfix {
+    root: TempDir,
+    pub port: u16,
+    pub submission_port: Option<u16>,
+    pub sink_port: u16,
+    sink: Child,
+    started: bool,
+}
+
+pub const SUBMISSION_DAEMON_NAME: &str = "submission";
+
+impl Postfix {
+    pub fn start(cfg: &PostfixConfig) -> Postfix {
+        let root = TempDir::new("postfix");
+        let base = root.path().to_path_buf();
+        let (etc, log, dump, data, queue) = (
+            base.join("etc"),
+            base.join("log"),
+            base.join("dump"),
+            base.join("data"),
+            base.join("queue"),
+        );
+        for d in [&etc, &log, &dump, &data, &queue] {
+            fs::create_dir_all(d).expect("mkdir");
+        }
+        // data_directory must belong to postfix (master.lock), the dump
+        // directory to the user smtp-sink runs as.
+        chown(&data, "postfix:postfix");
+        chown(&dump, "nobody");
+
+        let port = free_port();
+        let sink_port = free_port();
+        let submission_port = cfg.submission.then(free_port);
+
+        let mut sink_cmd = Command::new(Path::new(SBIN).join("smtp-sink"));
+        sink_cmd
+            .arg("-u")
+            .arg("nobody")
+            .arg("-d")
+            .arg(format!("{}/%Y%m%d%H%M%S.", dump.display()))
+            .arg(format!("127.0.0.1:{sink_port}"))
+            .arg("64")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(log.join("sink.err")).expect("sink log"));
+        let sink = sink_cmd.spawn().expect("start smtp-sink");
+
+        let main_cf = format!(
+            "compatibility_level = 3.6
+queue_directory = {queue}
+data_directory = {data}
+mail_owner = postfix
+setgid_group = postdrop
+maillog_file = {log}/postfix.log
+maillog_file_prefixes = {log}
+myhostname = {HOSTNAME}
+mydomain = localdomain
+myorigin = $myhostname
+mydestination =
+inet_interfaces = 127.0.0.1
+inet_protocols = ipv4
+mynetworks = 127.0.0.0/8
+smtpd_relay_restrictions = permit_mynetworks, reject
+smtpd_peername_lookup = no
+# Keep Postfix from touching headers of mail from loopback clients, so the
+# only changes in delivered mail are the milter's and the trace header.
+local_header_rewrite_clients =
+relayhost = [127.0.0.1]:{sink_port}
+local_transport = error:local delivery disabled
+alias_maps =
+alias_database =
+biff = no
+smtpd_tls_security_level = none
+smtp_tls_security_level = none
+smtpd_milters = {milters}
+non_smtpd_milters =
+milter_default_action = {action}
+milter_protocol = 6
+# Short retry so a message deferred by a test is retried quickly.
+queue_run_delay = 5s
+minimal_backoff_time = 5s
+maximal_backoff_time = 10s
+{extra}
+",
+            queue = queue.display(),
+            data = data.display(),
+            log = log.display(),
+            milters = cfg.milters,
+            action = cfg.default_action,
+            extra = cfg.extra_main.join("\n"),
+        );
+        fs::write(etc.join("main.cf"), main_cf).expect("write main.cf");
+
+        // chroot n everywhere: a chrooted smtpd/cleanup would need copies of
+        // /etc files inside the private queue directory.
+        let mut master = format!("127.0.0.1:{port} inet n - n - - smtpd\n");
+        if let Some(sp) = submission_port {
+            master.push_str(&format!(
+                "127.0.0.1:{sp} inet n - n - - smtpd\n  \
+                 -o syslog_name=postfix/submission\n  \
+                 -o milter_macro_daemon_name={SUBMISSION_DAEMON_NAME}\n"
+            ));
+        }
+        master.push_str(
+            "pickup    unix  n - n 60 1 pickup
+cleanup   unix  n - n -  0 cleanup
+qmgr      unix  n - n 300 1 qmgr
+rewrite   unix  - - n -  - trivial-rewrite
+bounce    unix  - - n -  0 bounce
+defer     unix  - - n -  0 bounce
+trace     unix  - - n -  0 bounce
+verify    unix  - - n -  1 verify
+flush     unix  n - n 1000? 0 flush
+proxymap  unix  - - n -  - proxymap
+smtp      unix  - - n -  - smtp
+relay     unix  - - n -  - smtp
+error     unix  - - n -  - error
+retry     unix  - - n -  - error
+discard   unix  - - n -  - discard
+anvil     unix  - - n -  1 anvil
+scache    unix  - - n -  1 scache
+postlog   unix-dgram n - n - 1 postlogd
+",
+        );
+        fs::write(etc.join("master.cf"), master).expect("write master.cf");
+
+        let mut pf = Postfix {
+            root,
+            port,
+            submission_port,
+            sink_port,
+            sink,
+            started: false,
+        };
+        assert!(
+            wait_port(sink_port, WAIT),
+            "smtp-sink did not start: {}",
+            fs::read_to_string(log.join("sink.err")).unwrap_or_default()
+        );
+        let (ok, out, err) = run_bounded(
+            Command::new(Path::new(SBIN).join("postfix"))
+                .arg("-c")
+                .arg(&etc)
+                .arg("start"),
+            WAIT,
+        );
+        pf.started = ok;
+        assert!(ok, "postfix start failed: {out}{err}\nlog:\n{}", pf.log());
+        assert!(
+            wait_port(port, WAIT),
+            "postfix smtpd not listening:\n{}",
+            pf.log()
+        );
+        pf
+    }
+
+    pub fn base(&self) -> &Path {
+        self.root.path()
+    }
+
+    pub fn etc(&self) -> PathBuf {
+        self.base().join("etc")
+    }
+
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.base().join("log/postfix.log")).unwrap_or_default()
+    }
+
+    /// A session on the main smtpd, after the greeting and EHLO.
+    pub fn smtp(&self) -> Smtp {
+        let mut c = Smtp::connect(self.port);
+        assert_eq!(c.greeting.code, 220, "greeting: {}", c.greeting);
+        c.ehlo("client.example");
+        c
+    }
+
+    pub fn submission(&self) -> Smtp {
+        let port = self.submission_port.expect("started without submission");
+        let mut c = Smtp::connect(port);
+        assert_eq!(c.greeting.code, 220, "greeting: {}", c.greeting);
+        c.ehlo("client.example");
+        c
+    }
+
+    /// Sends one message in a fresh session on the main smtpd.
+    pub fn send(&self, message: &[u8]) -> Reply {
+        let mut c = self.smtp();
+        let r = c.send("alice@sender.example", &["bob@receiver.example"], message);
+        c.quit();
+        r
+    }
+
+    /// Every message smtp-sink has finished receiving so far.
+    pub fn delivered(&self) -> Vec<Delivered> {
+        let mut out = Vec::new();
+        let Ok(rd) = fs::read_dir(self.base().join("dump")) else {
+            return out;
+        };
+        let mut paths: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        paths.sort();
+        for p in paths {
+            // smtp-sink writes while the transaction runs; a file is whole
+            // once its size stops changing and it ends with the blank line.
+            let Ok(a) = fs::read(&p) else { continue };
+            thread::sleep(Duration::from_millis(50));
+            let Ok(b) = fs::read(&p) else { continue };
+            if a != b || !b.ends_with(b"\n\n") {
+                continue;
+            }
+            out.push(Delivered::parse(&b));
+        }
+        out
+    }
+
+    /// Waits for the delivered message whose Message-ID contains `id`.
+    pub fn wait_delivered(&self, id: &str) -> Delivered {
+        wait_for(WAIT, || {
+            self.delivered().into_iter().find(|d| {
+                header_values(&d.message, "Message-ID")
+                    .iter()
+                    .any(|v| v.contains(id))
+            })
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "message {id} not delivered within {WAIT:?}\nqueue: {}\nlog:\n{}",
+                self.queue_json().join("\n"),
+                self.log()
+            )
+        })
+    }
+
+    /// `postqueue -j`: one JSON object per queued message.
+    pub fn queue_json(&self) -> Vec<String> {
+        let (_, out, _) = run_bounded(
+            Command::new(Path::new(SBIN).join("postqueue"))
+                .arg("-c")
+                .arg(self.etc())
+                .arg("-j"),
+            WAIT,
+        );
+        out.lines().map(str::to_string).collect()
+    }
+
+    /// Queue entries in the hold queue (quarantined by a milter).
+    pub fn held(&self) -> Vec<String> {
+        self.queue_json()
+            .into_iter()
+            .filter(|l| {
+                l.contains("\"queue_name\": \"hold\"") || l.contains("\"queue_name\":\"hold\"")
+            })
+            .collect()
+    }
+
+    /// Asks the queue manager to retry deferred mail now.
+    pub fn flush(&self) {
+        let _ = run_bounded(
+            Command::new(Path::new(SBIN).join("postqueue"))
+                .arg("-c")
+                .arg(self.etc())
+                .arg("-f"),
+            WAIT,
+        );
+    }
+}
+
+impl Drop for Postfix {
+    fn drop(&mut self) {
+        if self.started {
+            let pid = fs::read_to_string(self.base().join("queue/pid/master.pid"))
+                .ok()
+                .and_then(|s| s.trim().parse::<u32>().ok());
+            let _ = run_bounded(
+                Command::new(Path::new(SBIN).join("postfix"))
+                    .arg("-c")
+                    .arg(self.etc())
+                    .arg("stop"),
+                Duration::from_secs(10),
+            );
+            // `postfix stop` returns before the master has exited; the queue
+            // must not vanish under a live master.
+            if let Some(pid) = pid {
+                let gone = wait_for(Duration::from_secs(10), || {
+                    (!Path::new(&format!("/proc/{pid}")).exists()).then_some(())
+                });
+                if gone.is_none() {
+                    let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+                }
+            }
+        }
+        stop_child(&mut self.sink);
+    }
+}
+
+/// One message as smtp-sink received it from Postfix.
+#[derive(Debug, Clone)]
+pub struct Delivered {
+    /// Envelope lines smtp-sink records (X-Mail-Args, X-Rcpt-Args, ...).
+    pub envelope: Vec<String>,
+    /// The message as Postfix sent it (LF line ends), trace header included.
+    pub message: Vec<u8>,
+}
+
+impl Delivered {
+    fn parse(dump: &[u8]) -> Delivered {
+        let (fields, _) = split_fields(dump);
+        let mut envelope = Vec::new();
+        let mut skip = 0;
+        for f in &fields {
+            let s = String::from_utf8_lossy(f);
+            let own = s.starts_with("X-Client-Addr:")
+                || s.starts_with("X-Client-Proto:")
+                || s.starts_with("X-Helo-Args:")
+                || s.starts_with("X-Mail-Args:")
+                || s.starts_with("X-Rcpt-Args:");
+            let sink_received = s.starts_with("Received:") && s.contains("by smtp-sink");
+            if !(own || sink_received) {
+                break;
+            }
+            if own {
+                envelope.push(s.trim_end().to_string());
+            }
+            skip += f.len();
+        }
+        let mut message = dump.get(skip..).unwrap_or_default().to_vec();
+        // smtp-sink ends each dump with one empty line of its own.
+        if message.ends_with(b"\n\n") {
+            message.pop();
+        }
+        Delivered { envelope, message }
+    }
+
+    /// The message without the Received: field Postfix prepended.
+    pub fn without_trace(&self) -> Vec<u8> {
+        let (fields, _) = split_fields(&self.message);
+        match fields.first() {
+            Some(f)
+                if f.starts_with(b"Received:")
+                    && String::from_utf8_lossy(f).contains("(Postfix)") =>
+            {
+                self.message.get(f.len()..).unwrap_or_default().to_vec()
+            }
+            _ => self.message.clone(),
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Vec<String> {
+        header_values(&self.message, name)
+    }
+}
+
+/// Line-oriented diff summary for assertion messages.
+pub fn show_diff(expected: &[u8], got: &[u8]) -> String {
+    let e: Vec<_> = lines(expected).collect();
+    let g: Vec<_> = lines(got).collect();
+    let mut out = String::new();
+    let n = e.len().max(g.len());
+    let mut shown = 0;
+    for i in 0..n {
+        let (a, b) = (e.get(i), g.get(i));
+        if a != b && shown < 12 {
+            out.push_str(&format!(
+                "line {}: expected {:?}\n         got      {:?}\n",
+                i + 1,
+                a.map(|x| String::from_utf8_lossy(x)),
+                b.map(|x| String::from_utf8_lossy(x))
+            ));
+            shown += 1;
+        }
+    }
+    out
+}

@@ -1,0 +1,191 @@
+//! A tiny in-test milter (indymilter) that records what the MTA sends and
+//! performs scripted end-of-message actions. It proves the MTA harness on
+//! its own and pins down MTA quirks (header indices, leading spaces, how
+//! folded values arrive) independently of the real daemon.
+use indymilter::{Actions, Callbacks, Config, ContextActions, SetErrorReply, Status};
+use std::ffi::CString;
+use std::net::TcpListener as StdListener;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+/// What the probe does at end of message.
+#[derive(Clone, Debug)]
+pub enum Action {
+    Add(String, String),
+    Insert(i32, String, String),
+    Change(String, i32, Option<String>),
+    ReplaceBody(Vec<u8>),
+    Quarantine(String),
+    Reject(String, String, String),
+    Tempfail,
+}
+
+/// What the probe saw of one message.
+#[derive(Clone, Debug, Default)]
+pub struct Seen {
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub body: Vec<u8>,
+    pub macros: Vec<(String, String)>,
+}
+
+#[derive(Default)]
+struct State {
+    actions: Vec<Action>,
+    seen: Vec<Seen>,
+    current: Seen,
+}
+
+pub struct Probe {
+    pub port: u16,
+    state: Arc<Mutex<State>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+fn lossy(c: &std::ffi::CStr) -> String {
+    String::from_utf8_lossy(c.to_bytes()).into_owned()
+}
+
+fn record_macros(st: &Arc<Mutex<State>>, m: &indymilter::Macros) {
+    let mut s = st.lock().unwrap();
+    for (k, v) in m.to_hash_map() {
+        let k = lossy(&k);
+        if !s.current.macros.iter().any(|(n, _)| *n == k) {
+            s.current.macros.push((k, lossy(&v)));
+        }
+    }
+}
+
+impl Probe {
+    pub fn start(actions: Vec<Action>) -> Probe {
+        let std_listener = StdListener::bind("127.0.0.1:0").expect("bind probe");
+        let port = std_listener.local_addr().expect("addr").port();
+        std_listener.set_nonblocking(true).expect("nonblocking");
+        let state = Arc::new(Mutex::new(State {
+            actions,
+            ..State::default()
+        }));
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let st = state.clone();
+        let thread = thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let listener =
+                    tokio::net::TcpListener::from_std(std_listener).expect("tokio listener");
+                let (s1, s2, s3, s4, s5) =
+                    (st.clone(), st.clone(), st.clone(), st.clone(), st.clone());
+                let callbacks = Callbacks::<()>::new()
+                    .on_connect(move |cx, _, _| {
+                        let st = s1.clone();
+                        Box::pin(async move {
+                            st.lock().unwrap().current = Seen::default();
+                            record_macros(&st, &cx.macros);
+                            Status::Continue
+                        })
+                    })
+                    .on_mail(move |cx, _| {
+                        let st = s5.clone();
+                        Box::pin(async move {
+                            record_macros(&st, &cx.macros);
+                            Status::Continue
+                        })
+                    })
+                    .on_header(move |_, name, value| {
+                        let st = s2.clone();
+                        Box::pin(async move {
+                            st.lock()
+                                .unwrap()
+                                .current
+                                .headers
+                                .push((lossy(&name), value.to_bytes().to_vec()));
+                            Status::Continue
+                        })
+                    })
+                    .on_body(move |_, chunk| {
+                        let st = s3.clone();
+                        Box::pin(async move {
+                            st.lock().unwrap().current.body.extend_from_slice(&chunk);
+                            Status::Continue
+                        })
+                    })
+                    .on_eom(move |cx| {
+                        let st = s4.clone();
+                        Box::pin(async move {
+                            record_macros(&st, &cx.macros);
+                            let actions = {
+                                let mut s = st.lock().unwrap();
+                                let seen = std::mem::take(&mut s.current);
+                                s.seen.push(seen);
+                                s.actions.clone()
+                            };
+                            let c = |s: &str| CString::new(s).expect("no NUL");
+                            for a in actions {
+                                let r = match a {
+                                    Action::Add(n, v) => cx.actions.add_header(c(&n), c(&v)).await,
+                                    Action::Insert(i, n, v) => {
+                                        cx.actions.insert_header(i, c(&n), c(&v)).await
+                                    }
+                                    Action::Change(n, i, v) => {
+                                        cx.actions.change_header(c(&n), i, v.map(|v| c(&v))).await
+                                    }
+                                    Action::ReplaceBody(b) => cx.actions.replace_body(&b).await,
+                                    Action::Quarantine(r) => cx.actions.quarantine(c(&r)).await,
+                                    Action::Reject(code, x, text) => {
+                                        let _ = cx.reply.set_error_reply(&code, Some(&x), [text]);
+                                        return Status::Reject;
+                                    }
+                                    Action::Tempfail => return Status::Tempfail,
+                                };
+                                if r.is_err() {
+                                    return Status::Tempfail;
+                                }
+                            }
+                            Status::Continue
+                        })
+                    });
+                let config = Config {
+                    actions: Actions::all(),
+                    ..Config::default()
+                };
+                let _ = indymilter::run(listener, callbacks, config, async {
+                    let _ = rx.await;
+                })
+                .await;
+            });
+        });
+        assert!(
+            super::wait_port(port, Duration::from_secs(10)),
+            "probe not listening"
+        );
+        Probe {
+            port,
+            state,
+            stop: Some(tx),
+            thread: Some(thread),
+        }
+    }
+
+    /// The `smtpd_milters` value for Postfix.
+    pub fn postfix_spec(&self) -> String {
+        format!("inet:127.0.0.1:{}", self.port)
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.state.lock().unwrap().seen.clone()
+    }
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
