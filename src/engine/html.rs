@@ -1,5 +1,766 @@
-//! Owner: in progress.
+//! References inside text/html parts (RFC 2557 §8.2, §8.3; RFC 2392).
+//!
+//! Each text/html leaf is transfer-decoded, charset-decoded and tokenised with
+//! `lol_html`, which streams: no DOM is built, so memory stays flat whatever the markup.
+//! URL-valued attributes are collected (see [`URL_ATTRIBUTES`], plus `srcset`,
+//! `archive` and `url(...)` inside `style`); then:
+//!
+//! - `cid:` references must match the Content-ID of a part in the same or an enclosing
+//!   multipart/related (RFC 2557 §8.3), never one in a nested or sibling one; else
+//!   `related-ref-dangling`. A `Content-Location: cid:…` never satisfies them. An HTML
+//!   part with no enclosing multipart/related may use any Content-ID of its own message
+//!   (RFC 2392 §2 scopes cid to the message).
+//! - `cid:`/`mid:` URLs that are not URL-encoded addr-specs: `cid-url-syntax`.
+//! - `mid:` URLs naming another message than the one holding the part: `mid-url-external`.
+//! - Relative references are resolved (RFC 2557 §8.2: HTML `<base>`, then the headings'
+//!   Content-Location, then `thismessage:/`) for [`part_references`]; one that matches no
+//!   Content-Location is not a finding, since it may point to the web.
+//!
+//! Work is capped: parts larger than [`MAX_HTML_BYTES`] once decoded are skipped, at most
+//! [`MAX_REFS_PER_PART`] references are read per part, and Content-ID sets are built
+//! once per multipart/related, so the cost is linear in the message.
 
-use super::Context;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 
-pub fn check(_cx: &mut Context) {}
+use lol_html::html_content::Element;
+use lol_html::{element, HtmlRewriter, MemorySettings, Settings};
+
+use super::cid::{self, IdRef, IdUrl, Match};
+use super::decode::{charset_decode, transfer_decode};
+use super::mime::{Kind, Message};
+use super::resolve;
+use super::rules::Rule;
+use super::{Context, Finding};
+
+/// Largest text/html part analysed, in octets after transfer decoding. Larger parts are
+/// skipped: real HTML mail is far below it, and the scan must stay cheap.
+pub const MAX_HTML_BYTES: usize = 8 * 1024 * 1024;
+
+/// Most references read from one part; the rest of the part is not scanned.
+pub const MAX_REFS_PER_PART: usize = 5_000;
+
+/// The tokeniser's own memory ceiling (buffers for a tag split across chunks).
+const TOKENISER_MEMORY: usize = 16 * 1024 * 1024;
+
+/// Attributes whose whole value is one URL.
+pub const URL_ATTRIBUTES: &[&str] = &[
+    "src",
+    "href",
+    "background",
+    "data",
+    "poster",
+    "lowsrc",
+    "longdesc",
+    "cite",
+    "action",
+    "codebase",
+];
+
+/// One reference found in an HTML part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HtmlRef {
+    /// `tag@attribute`, e.g. `img@src`, for messages.
+    pub place: String,
+    /// The URL as written, character references decoded, surrounding spaces removed.
+    pub url: String,
+}
+
+/// What the tokeniser found in one part.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scan {
+    pub refs: Vec<HtmlRef>,
+    /// The first `<base href>`, if any (RFC 2557 §8.2(a)).
+    pub base: Option<String>,
+    /// Scanning stopped early: too many references, or the tokeniser gave up.
+    pub truncated: bool,
+}
+
+/// Collects the URL references of an HTML document, at most `max_refs` of them. Never
+/// panics and never builds a tree; a tokeniser error ends the scan with what was found.
+pub fn scan(html: &str, max_refs: usize) -> Scan {
+    let out = RefCell::new(Scan::default());
+    let result = {
+        let settings = Settings::new()
+            .with_strict(false)
+            .with_memory_settings(
+                MemorySettings::new().with_max_allowed_memory_usage(TOKENISER_MEMORY),
+            )
+            .append_element_content_handler(element!("*", |el: &mut Element| {
+                let mut s = out.borrow_mut();
+                collect(el, &mut s);
+                if s.refs.len() >= max_refs {
+                    s.refs.truncate(max_refs);
+                    s.truncated = true;
+                    return Err("reference cap reached".into());
+                }
+                Ok(())
+            }));
+        let mut rewriter = HtmlRewriter::new(settings, |_: &[u8]| {});
+        rewriter.write(html.as_bytes()).and_then(|_| rewriter.end())
+    };
+    let mut s = out.into_inner();
+    if result.is_err() {
+        s.truncated = true;
+    }
+    s
+}
+
+fn collect(el: &Element, s: &mut Scan) {
+    let tag = el.tag_name();
+    for a in el.attributes() {
+        let name = a.name();
+        let value = decode_char_refs(&a.value());
+        let place = || format!("{tag}@{name}");
+        if tag == "base" && name == "href" {
+            if s.base.is_none() {
+                s.base = Some(value.trim().to_string());
+            }
+            continue;
+        }
+        if URL_ATTRIBUTES.contains(&name.as_str()) {
+            push(s, place(), value.trim());
+        } else if name == "archive" {
+            for u in value.split(|c: char| c.is_ascii_whitespace() || c == ',') {
+                push(s, place(), u);
+            }
+        } else if name == "srcset" {
+            // Candidates are "URL [descriptor]", separated by commas.
+            for cand in value.split(',') {
+                if let Some(u) = cand.split_ascii_whitespace().next() {
+                    push(s, place(), u);
+                }
+            }
+        } else if name == "style" {
+            for u in css_urls(&value) {
+                push(s, place(), &u);
+            }
+        }
+    }
+}
+
+fn push(s: &mut Scan, place: String, url: &str) {
+    let url = url.trim_matches(|c: char| c.is_ascii_whitespace());
+    if !url.is_empty() {
+        s.refs.push(HtmlRef {
+            place,
+            url: url.to_string(),
+        });
+    }
+}
+
+/// The `url(...)` values of a style attribute; one linear pass.
+fn css_urls(style: &str) -> Vec<String> {
+    let lower = style.to_ascii_lowercase();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(p) = lower.get(from..).and_then(|t| t.find("url(")) {
+        let start = from + p + 4;
+        let Some(len) = style.get(start..).and_then(|t| t.find(')')) else {
+            break;
+        };
+        let inner = style[start..start + len].trim();
+        let inner = inner
+            .strip_prefix(['"', '\''])
+            .map(|t| t.strip_suffix(['"', '\'']).unwrap_or(t))
+            .unwrap_or(inner);
+        out.push(inner.trim().to_string());
+        from = start + len + 1;
+    }
+    out
+}
+
+/// Decodes the character references that matter in URLs: `&amp;` `&lt;` `&gt;` `&quot;`
+/// `&apos;` and numeric ones. Others stay as written.
+fn decode_char_refs(s: &str) -> String {
+    if !s.contains('&') {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(p) = rest.find('&') {
+        out.push_str(&rest[..p]);
+        let after = &rest[p + 1..];
+        let end = after
+            .char_indices()
+            .take(12)
+            .find(|&(_, c)| c == ';')
+            .map(|(i, _)| i);
+        let decoded = end.and_then(|e| {
+            let name = &after[..e];
+            let c = match name {
+                "amp" => Some('&'),
+                "lt" => Some('<'),
+                "gt" => Some('>'),
+                "quot" => Some('"'),
+                "apos" => Some('\''),
+                _ => {
+                    let num = name.strip_prefix('#')?;
+                    let n = match num.strip_prefix(['x', 'X']) {
+                        Some(h) => u32::from_str_radix(h, 16).ok()?,
+                        None => num.parse().ok()?,
+                    };
+                    char::from_u32(n)
+                }
+            }?;
+            Some((c, e))
+        });
+        match decoded {
+            Some((c, e)) => {
+                out.push(c);
+                rest = &after[e + 1..];
+            }
+            None => {
+                out.push('&');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A reference of a part with its resolution (RFC 2557 §8.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedRef {
+    pub place: String,
+    pub url: String,
+    /// The absolute URI it resolves to; `None` when it cannot be resolved even
+    /// leniently. `cid:`/`mid:` URLs are absolute and resolve to themselves.
+    pub resolved: Option<String>,
+}
+
+/// The references of the text/html entity `entity`, resolved against the HTML `<base>`
+/// (itself resolved against the headings' base), else the base of the headings, else
+/// `thismessage:/`. `None` when the entity is not a text/html leaf or is too large.
+pub fn part_references(msg: &Message, entity: usize) -> Option<(Vec<ResolvedRef>, bool)> {
+    let text = html_text(msg, entity)?;
+    let s = scan(&text, MAX_REFS_PER_PART);
+    let heading_base = resolve::base_for(msg, entity);
+    let base = s
+        .base
+        .as_deref()
+        .and_then(|b| resolve::resolve_lenient(&heading_base, b))
+        .unwrap_or(heading_base);
+    let refs = s
+        .refs
+        .into_iter()
+        .map(|r| {
+            let resolved = if cid::split_scheme(&r.url).is_some() {
+                Some(r.url.clone())
+            } else {
+                resolve::resolve_lenient(&base, &r.url)
+            };
+            ResolvedRef {
+                place: r.place,
+                url: r.url,
+                resolved,
+            }
+        })
+        .collect();
+    Some((refs, s.truncated))
+}
+
+fn html_text(msg: &Message, entity: usize) -> Option<String> {
+    let e = msg.entities.get(entity)?;
+    if !e.ctype.is("text", "html") || !matches!(e.kind, Kind::Leaf) {
+        return None;
+    }
+    let body = msg.body(e);
+    // Base64 is 4/3 of the decoded size; anything far beyond cannot fit once decoded.
+    if body.len() > MAX_HTML_BYTES / 3 * 4 + MAX_HTML_BYTES / 8 {
+        return None;
+    }
+    let decoded = transfer_decode(body, e.encoding);
+    if decoded.len() > MAX_HTML_BYTES {
+        return None;
+    }
+    let charset = e.ctype.get_str("charset");
+    Some(charset_decode(&decoded, charset.as_deref()))
+}
+
+/// Content-IDs (addr-specs) found in a scope, each with the first entity carrying it.
+type IdSet = HashMap<String, usize>;
+
+/// Per-analysis caches, so that many HTML parts in one multipart/related cost one walk.
+struct Scopes<'m, 'a> {
+    msg: &'m Message<'a>,
+    ids: Vec<Option<String>>,
+    related: HashMap<usize, IdSet>,
+    messages: HashMap<usize, IdSet>,
+}
+
+impl<'m, 'a> Scopes<'m, 'a> {
+    fn new(msg: &'m Message<'a>) -> Self {
+        let ids = msg
+            .entities
+            .iter()
+            .map(|e| {
+                msg.field(e, "content-id")
+                    .and_then(|f| cid::addr_spec_of(msg.value(e, f)))
+            })
+            .collect();
+        Scopes {
+            msg,
+            ids,
+            related: HashMap::new(),
+            messages: HashMap::new(),
+        }
+    }
+
+    fn is_related(&self, i: usize) -> bool {
+        self.msg.entities[i].ctype.is("multipart", "related")
+    }
+
+    /// Crossing into an encapsulated message leaves the scope of a cid: reference.
+    fn is_message_boundary(&self, i: usize) -> bool {
+        matches!(
+            self.msg.entities[i].kind,
+            Kind::Message | Kind::ExternalBody
+        )
+    }
+
+    /// The multipart/related entities enclosing `i`, innermost first, within its message.
+    fn related_ancestors(&self, i: usize) -> Vec<usize> {
+        self.msg
+            .ancestors(i)
+            .take_while(|&a| !self.is_message_boundary(a))
+            .filter(|&a| self.is_related(a))
+            .collect()
+    }
+
+    /// The heading of the message holding `i` (0, or an encapsulated `N.0`).
+    fn message_root(&self, i: usize) -> usize {
+        let mut root = i;
+        for a in self.msg.ancestors(i) {
+            if self.is_message_boundary(a) {
+                break;
+            }
+            root = a;
+        }
+        root
+    }
+
+    /// Content-IDs under `root` (itself excluded), not descending into encapsulated
+    /// messages, nor into nested multipart/related when `stop_at_related`.
+    fn walk(&self, root: usize, stop_at_related: bool) -> IdSet {
+        let mut set = IdSet::new();
+        let mut stack: Vec<usize> = self.msg.entities[root].children.clone();
+        while let Some(i) = stack.pop() {
+            if let Some(id) = &self.ids[i] {
+                set.entry(id.clone()).or_insert(i);
+            }
+            if self.is_message_boundary(i) || (stop_at_related && self.is_related(i)) {
+                continue;
+            }
+            stack.extend(self.msg.entities[i].children.iter().copied());
+        }
+        set
+    }
+
+    fn related_ids(&mut self, r: usize) -> &IdSet {
+        if !self.related.contains_key(&r) {
+            let s = self.walk(r, true);
+            self.related.insert(r, s);
+        }
+        &self.related[&r]
+    }
+
+    fn message_ids(&mut self, root: usize) -> &IdSet {
+        if !self.messages.contains_key(&root) {
+            let mut s = self.walk(root, false);
+            if let Some(id) = &self.ids[root] {
+                s.entry(id.clone()).or_insert(root);
+            }
+            self.messages.insert(root, s);
+        }
+        &self.messages[&root]
+    }
+
+    /// Message-IDs of the headings of every message enclosing `i`.
+    fn message_ids_around(&self, i: usize) -> Vec<String> {
+        std::iter::once(i)
+            .chain(self.msg.ancestors(i))
+            .filter(|&a| {
+                let e = &self.msg.entities[a];
+                e.parent.is_none_or(|p| self.is_message_boundary(p))
+            })
+            .filter_map(|a| {
+                let e = &self.msg.entities[a];
+                self.msg
+                    .field(e, "message-id")
+                    .and_then(|f| cid::addr_spec_of(self.msg.value(e, f)))
+            })
+            .collect()
+    }
+}
+
+fn lookup(set: &IdSet, r: &IdRef) -> Option<(usize, Match)> {
+    if let Some(&i) = set.get(&r.decoded) {
+        return Some((i, Match::Decoded));
+    }
+    set.get(&r.raw).map(|&i| (i, Match::Raw))
+}
+
+fn clip(s: &str) -> String {
+    if s.chars().count() > 80 {
+        let mut t: String = s.chars().take(77).collect();
+        t.push_str("...");
+        t
+    } else {
+        s.to_string()
+    }
+}
+
+fn tried(r: &IdRef) -> String {
+    if r.raw == r.decoded {
+        format!("<{}>", clip(&r.decoded))
+    } else {
+        format!(
+            "<{}> (%-decoded) or <{}> (as written)",
+            clip(&r.decoded),
+            clip(&r.raw)
+        )
+    }
+}
+
+/// Reports dangling `cid:` references, malformed `cid:`/`mid:` URLs and `mid:` URLs to
+/// other messages, for every text/html part.
+pub fn check(cx: &mut Context) {
+    let msg = cx.msg;
+    let htmls: Vec<usize> = (0..msg.entities.len())
+        .filter(|&i| {
+            let e = &msg.entities[i];
+            e.ctype.is("text", "html") && matches!(e.kind, Kind::Leaf)
+        })
+        .collect();
+    if htmls.is_empty() {
+        return;
+    }
+    let mut scopes = Scopes::new(msg);
+    for idx in htmls {
+        let Some(text) = html_text(msg, idx) else {
+            continue;
+        };
+        let s = scan(&text, MAX_REFS_PER_PART);
+        let path = msg.entities[idx].path.clone();
+        let mut seen: HashSet<&str> = HashSet::new();
+        for r in &s.refs {
+            let Some(parsed) = cid::parse(&r.url) else {
+                continue;
+            };
+            if !seen.insert(r.url.as_str()) {
+                continue;
+            }
+            if let Some(problem) = cid::syntax_problem(&r.url) {
+                cx.report(Finding::new(
+                    Rule::CidUrlSyntax,
+                    &path,
+                    format!(
+                        "{} \"{}\" in text/html is not a URL-encoded addr-spec: {problem} (RFC 2392 §2)",
+                        r.place,
+                        clip(&r.url)
+                    ),
+                ));
+            }
+            match parsed {
+                IdUrl::Cid(id) if !id.raw.is_empty() => {
+                    if let Some(f) = dangling(&mut scopes, idx, &path, r, &id) {
+                        cx.report(f);
+                    }
+                }
+                IdUrl::Cid(_) => {}
+                IdUrl::Mid { message, .. } => {
+                    if message.raw.is_empty() {
+                        continue;
+                    }
+                    let ours = scopes.message_ids_around(idx);
+                    if !ours.iter().any(|m| message.matches(m).is_some()) {
+                        cx.report(Finding::new(
+                            Rule::MidUrlExternal,
+                            &path,
+                            format!(
+                                "{} \"{}\" names message {}, not this one: it cannot be resolved inside this message (RFC 2392 §2)",
+                                r.place,
+                                clip(&r.url),
+                                message.to_header()
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The `related-ref-dangling` finding for `id`, if it matches nothing in scope.
+fn dangling(
+    scopes: &mut Scopes,
+    idx: usize,
+    path: &str,
+    r: &HtmlRef,
+    id: &IdRef,
+) -> Option<Finding> {
+    let related = scopes.related_ancestors(idx);
+    for &rel in &related {
+        if lookup(scopes.related_ids(rel), id).is_some() {
+            return None;
+        }
+    }
+    let root = scopes.message_root(idx);
+    let elsewhere = lookup(scopes.message_ids(root), id);
+    let msg = scopes.msg;
+    let message = match (related.first(), elsewhere) {
+        (None, None) => format!(
+            "{} \"{}\" matches no Content-ID {} in this message, which has no multipart/related (RFC 2392 §2, RFC 2557 §8.3)",
+            r.place,
+            clip(&r.url),
+            tried(id)
+        ),
+        // RFC 2392 scopes cid: to the message; no multipart/related narrows it here.
+        (None, Some(_)) => return None,
+        (Some(&rel), None) => format!(
+            "{} \"{}\" matches no Content-ID {} in the enclosing multipart/related (part {}) (RFC 2557 §8.3)",
+            r.place,
+            clip(&r.url),
+            tried(id),
+            msg.entities[rel].path
+        ),
+        (Some(&rel), Some((at, _))) => format!(
+            "{} \"{}\" matches no Content-ID in the enclosing multipart/related (part {}); part {} has {} but lies outside it (RFC 2557 §8.3)",
+            r.place,
+            clip(&r.url),
+            msg.entities[rel].path,
+            msg.entities[at].path,
+            tried(id)
+        ),
+    };
+    Some(Finding::new(Rule::RelatedRefDangling, path, message))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{check as analyse, Options};
+
+    fn findings(raw: &[u8]) -> Vec<(String, &'static str)> {
+        let a = analyse(raw, &Options::default());
+        let mut v: Vec<_> = a
+            .findings
+            .iter()
+            .filter(|f| {
+                matches!(
+                    f.rule,
+                    Rule::RelatedRefDangling | Rule::CidUrlSyntax | Rule::MidUrlExternal
+                )
+            })
+            .map(|f| (f.part.clone(), f.rule.id()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn messages(raw: &[u8]) -> Vec<String> {
+        analyse(raw, &Options::default())
+            .findings
+            .into_iter()
+            .filter(|f| f.rule == Rule::RelatedRefDangling)
+            .map(|f| f.message)
+            .collect()
+    }
+
+    #[test]
+    fn scan_collects_every_url_attribute() {
+        let s = scan(
+            r#"<html><head><base href="http://b.test/d/"></head><body background="bg.gif">
+            <img src=" cid:a@b " lowsrc="l.gif" longdesc="d.html" srcset="x1.png 1x, x2.png 2x">
+            <a href="x?a=1&amp;b=&#50;">l</a><object data="o.swf" codebase="cb/" archive="a.jar b.jar">
+            <video poster="p.jpg"></video><blockquote cite="c.html"></blockquote>
+            <form action="f.cgi"></form><div style="background: URL( 'cid:s@t' )"></div>"#,
+            100,
+        );
+        let urls: Vec<&str> = s.refs.iter().map(|r| r.url.as_str()).collect();
+        assert_eq!(
+            urls,
+            [
+                "bg.gif",
+                "cid:a@b",
+                "l.gif",
+                "d.html",
+                "x1.png",
+                "x2.png",
+                "x?a=1&b=2",
+                "o.swf",
+                "cb/",
+                "a.jar",
+                "b.jar",
+                "p.jpg",
+                "c.html",
+                "f.cgi",
+                "cid:s@t"
+            ]
+        );
+        assert_eq!(s.base.as_deref(), Some("http://b.test/d/"));
+        assert!(!s.truncated);
+        assert_eq!(s.refs[1].place, "img@src");
+    }
+
+    #[test]
+    fn scan_is_capped_and_survives_garbage() {
+        let many = "<img src=a>".repeat(50);
+        let s = scan(&many, 10);
+        assert_eq!(s.refs.len(), 10);
+        assert!(s.truncated);
+        for junk in [
+            "<",
+            "<a href",
+            "<a href='",
+            "<!--",
+            "<script>",
+            "<svg><img src=x>",
+            "\u{0}<a\u{0}>",
+            "<img src=\"&#xFFFFFFFF;&#;&;&amp\">",
+            "<select><xmp><img src=q>",
+        ] {
+            let _ = scan(junk, 10);
+        }
+        assert_eq!(
+            decode_char_refs("&#xFFFFFFFF;&#;&;&amp"),
+            "&#xFFFFFFFF;&#;&;&amp"
+        );
+    }
+
+    const RELATED: &str = "Content-Type: multipart/related; boundary=r; type=\"text/html\"\n\n--r\nContent-Type: text/html\n\n<img src=\"cid:{REF}\">\n--r\nContent-Type: image/gif\nContent-ID: <{ID}>\n\nGIF\n--r--\n";
+
+    fn related(reference: &str, id: &str) -> Vec<u8> {
+        RELATED
+            .replace("{REF}", reference)
+            .replace("{ID}", id)
+            .into_bytes()
+    }
+
+    #[test]
+    fn cid_matches_decoded_and_raw_forms() {
+        assert!(findings(&related("a@b.test", "a@b.test")).is_empty());
+        // %-decoded form (RFC 2392 text)
+        assert!(findings(&related("foo4%25foo1@bar.net", "foo4%foo1@bar.net")).is_empty());
+        // the form as written (RFC 2392's example, erratum 454)
+        assert!(findings(&related("foo4%25foo1@bar.net", "foo4%25foo1@bar.net")).is_empty());
+        // scheme is case-insensitive
+        let upper = String::from_utf8(related("a@b.test", "a@b.test"))
+            .unwrap()
+            .replace("cid:", "CID:");
+        assert!(findings(upper.as_bytes()).is_empty());
+    }
+
+    #[test]
+    fn dangling_cid_fires_and_says_what_was_tried() {
+        assert_eq!(
+            findings(&related("x%2By@b.test", "a@b.test")),
+            vec![("1".to_string(), "related-ref-dangling")]
+        );
+        let m = &messages(&related("x%2By@b.test", "a@b.test"))[0];
+        assert!(
+            m.contains("<x+y@b.test> (%-decoded) or <x%2By@b.test> (as written)"),
+            "{m}"
+        );
+        assert!(m.contains("part 0"), "{m}");
+    }
+
+    #[test]
+    fn rfc2387_colon_typo_is_bad_syntax_and_dangles() {
+        assert_eq!(
+            findings(&related("950118:AFDH@XIson.com", "950118.AFDH@XIson.com")),
+            vec![
+                ("1".to_string(), "cid-url-syntax"),
+                ("1".to_string(), "related-ref-dangling")
+            ]
+        );
+    }
+
+    #[test]
+    fn content_location_cid_never_satisfies_a_cid_ref() {
+        let raw = "Content-Type: multipart/related; boundary=r; type=\"text/html\"\n\n--r\nContent-Type: text/html\n\n<img src=\"cid:a@b.test\">\n--r\nContent-Type: image/gif\nContent-Location: cid:a@b.test\n\nGIF\n--r--\n";
+        assert_eq!(
+            findings(raw.as_bytes()),
+            vec![("1".to_string(), "related-ref-dangling")]
+        );
+    }
+
+    #[test]
+    fn sibling_related_dangles_enclosing_related_matches() {
+        // 1 = related[html 1.1 -> cid in 2.2 and cid in 1.2 and cid in 0's direct child 3]
+        let raw = "Content-Type: multipart/related; boundary=o; type=\"multipart/related\"\n\n--o\nContent-Type: multipart/related; boundary=a; type=\"text/html\"\n\n--a\nContent-Type: text/html\n\n<img src=\"cid:sib@x.test\"><img src=\"cid:own@x.test\"><img src=\"cid:outer@x.test\">\n--a\nContent-Type: image/gif\nContent-ID: <own@x.test>\n\nG\n--a--\n--o\nContent-Type: multipart/related; boundary=b; type=\"text/plain\"\n\n--b\nContent-Type: text/plain\n\nt\n--b\nContent-Type: image/gif\nContent-ID: <sib@x.test>\n\nG\n--b--\n--o\nContent-Type: image/gif\nContent-ID: <outer@x.test>\n\nG\n--o--\n";
+        assert_eq!(
+            findings(raw.as_bytes()),
+            vec![("1.1".to_string(), "related-ref-dangling")]
+        );
+        let m = &messages(raw.as_bytes())[0];
+        assert!(
+            m.contains("cid:sib@x.test") && m.contains("part 2.2"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn without_related_the_whole_message_is_the_scope() {
+        let raw = "Content-Type: multipart/mixed; boundary=m\n\n--m\nContent-Type: text/html\n\n<img src=\"cid:a@x.test\"><img src=\"cid:nope@x.test\">\n--m\nContent-Type: image/gif\nContent-ID: <a@x.test>\n\nG\n--m\nContent-Type: message/rfc822\n\nContent-Type: image/gif\nContent-ID: <nope@x.test>\n\nG\n--m--\n";
+        // The part inside the attached message is another message: still dangling.
+        assert_eq!(
+            findings(raw.as_bytes()),
+            vec![("1".to_string(), "related-ref-dangling")]
+        );
+    }
+
+    #[test]
+    fn mid_urls_to_other_messages_are_external() {
+        let raw = "Message-ID: <970701.32784@VIers.none.com>\nContent-type: text/html; charset=usascii\n\n<A HREF=\"mid:960830.1639@XIson.com/partA.960830.1639@XIson.com\">previous</A>\n<a href=\"MID:970701.32784@VIers.none.com\">self</a><a href=\"mid:bad\">x</a>\n";
+        assert_eq!(
+            findings(raw.as_bytes()),
+            vec![
+                ("0".to_string(), "cid-url-syntax"),
+                ("0".to_string(), "mid-url-external"),
+                ("0".to_string(), "mid-url-external"),
+            ]
+        );
+    }
+
+    #[test]
+    fn encoded_html_is_decoded_and_relative_refs_are_not_findings() {
+        // "<img src=3D"cid:q@x.test"><img src=3D"images/a.gif">" in QP, Latin-1.
+        let raw = "Content-Type: multipart/related; boundary=r; type=\"text/html\"\n\n--r\nContent-Type: text/html; charset=iso-8859-1\nContent-Transfer-Encoding: quoted-printable\nContent-Location: http://w.test/p/index.html\n\n<p>caf=E9</p><img src=3D\"ci=\nd:q@x.test\"><img src=3D\"images/a.gif\">\n--r\nContent-Type: image/gif\nContent-ID: <q@x.test>\n\nG\n--r--\n";
+        assert!(findings(raw.as_bytes()).is_empty());
+        let m = Message::parse(raw.as_bytes(), &Default::default());
+        let (refs, truncated) = part_references(&m, 1).unwrap();
+        assert!(!truncated);
+        assert_eq!(refs[0].resolved.as_deref(), Some("cid:q@x.test"));
+        assert_eq!(
+            refs[1].resolved.as_deref(),
+            Some("http://w.test/p/images/a.gif")
+        );
+        // and when the Content-ID is missing, the decoded reference dangles
+        let broken = raw.replace("Content-ID: <q@x.test>\n", "");
+        assert_eq!(
+            findings(broken.as_bytes()),
+            vec![("1".to_string(), "related-ref-dangling")]
+        );
+    }
+
+    #[test]
+    fn html_base_element_wins_over_content_location() {
+        let raw = "Content-Type: text/html\nContent-Location: http://w.test/p/\n\n<base href=\"../q/\"><img src=\"a.gif\">";
+        let m = Message::parse(raw.as_bytes(), &Default::default());
+        let (refs, _) = part_references(&m, 0).unwrap();
+        assert_eq!(refs[0].resolved.as_deref(), Some("http://w.test/q/a.gif"));
+    }
+
+    #[test]
+    fn repeated_refs_are_reported_once() {
+        let raw = related("zz@b.test", "a@b.test");
+        let doubled = String::from_utf8(raw).unwrap().replace(
+            "<img src=\"cid:zz@b.test\">",
+            "<img src=\"cid:zz@b.test\"><a href=\"cid:zz@b.test\">x</a>",
+        );
+        assert_eq!(findings(doubled.as_bytes()).len(), 1);
+    }
+}
