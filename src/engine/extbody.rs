@@ -597,21 +597,33 @@ pub fn legacy_url(access: &str, ct: &ContentType) -> Option<Vec<u8>> {
     Some(url)
 }
 
-/// A value for a message: lossy UTF-8, line breaks of folding dropped, other controls
-/// escaped, cut at 80 characters.
+/// A value for a message: lossy UTF-8, folding whitespace collapsed to one SP, other
+/// controls escaped, cut at 80 characters.
 fn shown(v: &[u8]) -> String {
     let text = String::from_utf8_lossy(v);
     let mut out = String::new();
-    for (n, ch) in text.chars().filter(|&c| c != '\r' && c != '\n').enumerate() {
+    let mut n = 0;
+    let mut blank = false;
+    for ch in text.chars() {
         if n == 80 {
             out.push('…');
             break;
         }
-        match ch {
-            '\t' => out.push(' '),
-            c if c.is_control() => out.extend(c.escape_default()),
-            c => out.push(c),
+        if matches!(ch, ' ' | '\t' | '\r' | '\n') {
+            blank = true;
+            continue;
         }
+        if blank && n > 0 {
+            out.push(' ');
+            n += 1;
+        }
+        blank = false;
+        if ch.is_control() {
+            out.extend(ch.escape_default());
+        } else {
+            out.push(ch);
+        }
+        n += 1;
     }
     out
 }
