@@ -351,9 +351,7 @@ fn check_url(
     };
     let field = &e.fields[fi];
     let name_len = field.value.start - field.start;
-    let over_long = targets
-        .iter()
-        .any(|p| lines_around(value, &p.span, name_len) > fold::HARD_LINE);
+    let over_long = on_long_line(value, &targets, name_len);
     let wanted = normalize || plain_needs_rewrite || over_long;
     let mut edit = None;
     if can_edit && conflict.is_none() && wanted && !targets.is_empty() {
@@ -414,20 +412,44 @@ fn piece_name(value: &[u8], p: &Param) -> String {
     String::from_utf8_lossy(&attr).into_owned()
 }
 
-/// The longest line that holds part of `span` (field name included on the first line).
-fn lines_around(value: &[u8], span: &Range<usize>, name_len: usize) -> usize {
-    let start = value[..span.start.min(value.len())]
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |p| p + 1);
-    let end = value[span.end.min(value.len())..]
-        .iter()
-        .position(|&b| b == b'\n')
-        .map_or(value.len(), |p| span.end + p);
-    let prefix = if start == 0 { name_len } else { 0 };
-    fold::line_lengths(prefix, &value[start..end])
-        .max()
-        .unwrap_or(0)
+/// Some parameter of `targets` (in written order) shares a line longer than 998 octets
+/// (field name included on the first line). One pass over the value, however many
+/// parameters there are.
+fn on_long_line(value: &[u8], targets: &[&Param], name_len: usize) -> bool {
+    let mut next = targets.iter().peekable();
+    let mut start = 0;
+    let mut prefix = name_len;
+    while start <= value.len() {
+        let end = value[start..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(value.len(), |p| start + p);
+        let content = if end > start && value[end - 1] == b'\r' {
+            end - 1
+        } else {
+            end
+        };
+        let long = prefix + (content - start) > fold::HARD_LINE;
+        // Every parameter still in `next` that starts by this line's end overlaps it.
+        while let Some(p) = next.peek() {
+            if p.span.start > end {
+                break;
+            }
+            if long {
+                return true;
+            }
+            if p.span.end > end {
+                break; // it goes on to the next line
+            }
+            next.next();
+        }
+        if next.peek().is_none() {
+            return false;
+        }
+        prefix = 0;
+        start = end + 1;
+    }
+    false
 }
 
 /// The Content-Type value with the URL parameters `targets` replaced by one RFC 2017
@@ -975,6 +997,14 @@ mod tests {
         assert!(check(out.as_bytes(), &Options::default())
             .findings
             .is_empty());
+        // The same when the long line is a later line of the parameter.
+        let raw = raw.replace("URL=\"http://a.example/", "URL=\"http://a.example/\n ");
+        let a = check(raw.as_bytes(), &Options::default());
+        assert_eq!(a.findings.len(), 1);
+        assert!(a.findings[0].fixable);
+        assert!(fixed(&raw, &Options::default())
+            .lines()
+            .all(|l| l.len() <= 78));
     }
 
     #[test]
