@@ -189,3 +189,10 @@ impl Drop for Probe {
         }
     }
 }
+
+impl Probe {
+    /// The `INPUT_MAIL_FILTER` S= value for Sendmail.
+    pub fn sendmail_spec(&self) -> String {
+        super::libmilter_spec(self.port)
+    }
+}

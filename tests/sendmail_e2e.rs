@@ -1,0 +1,112 @@
+//! End-to-end behind a real Sendmail run from the unpacked Debian packages
+//! (see tests/mta/mod.rs). Needs root: `sudo scripts/install-test-deps`.
+#[path = "mta/mod.rs"]
+mod mta;
+
+use mta::probe::{Action, Probe};
+use mta::Sendmail;
+
+const PLAIN: &[u8] = b"From: Alice <alice@sender.example>
+To: bob@receiver.example
+Subject: plain
+Date: Sat, 01 Mar 2025 10:00:00 +0000
+Message-ID: <sm-plain-1@sender.example>
+X-Folded: first part
+\tsecond part
+
+Body line one.
+.leading dot survives dot-stuffing
+
+last line
+";
+
+#[test]
+fn harness_no_milter_queues_every_byte() {
+    if !mta::require_sendmail() {
+        return;
+    }
+    let sm = Sendmail::new(None);
+    let r = sm.send(PLAIN);
+    assert_eq!(r.code, 250, "{r}");
+    let q = sm.queued();
+    assert_eq!(q.len(), 1, "queue: {q:?}");
+    let got = q[0].without_trace();
+    assert_eq!(got, PLAIN, "{}", mta::show_diff(PLAIN, &got));
+}
+
+const PROBE_MSG: &[u8] = b"From: alice@sender.example
+To: bob@receiver.example
+Subject: probe
+Message-ID: <sm-probe-1@sender.example>
+X-Dup: one
+X-Dup: two
+X-Fold: a
+  b
+X-Spaces:   three
+X-Tab:\ttab
+X-Empty:
+
+body
+";
+
+#[test]
+fn harness_probe_milter_header_semantics() {
+    if !mta::require_sendmail() {
+        return;
+    }
+    let probe = Probe::start(vec![
+        Action::Change("X-Dup".into(), 2, Some("changed-two".into())),
+        Action::Change("X-Fold".into(), 1, Some("c\n\td".into())),
+        Action::Change("X-Empty".into(), 1, Some(" lead".into())),
+        Action::Change("X-Tab".into(), 1, Some("no-lead".into())),
+        Action::Add("X-Added".into(), "added".into()),
+        Action::Insert(0, "X-Inserted-0".into(), "zero".into()),
+    ]);
+    let sm = Sendmail::new(Some(&probe.sendmail_spec()));
+    let r = sm.send(PROBE_MSG);
+    assert_eq!(r.code, 250, "{r}");
+    let seen = probe.seen();
+    assert_eq!(seen.len(), 1);
+    let got: Vec<(String, String)> = seen[0]
+        .headers
+        .iter()
+        .map(|(n, v)| (n.clone(), String::from_utf8_lossy(v).into_owned()))
+        .collect();
+    let want: Vec<(String, String)> = [
+        ("From", "alice@sender.example"),
+        ("To", "bob@receiver.example"),
+        ("Subject", "probe"),
+        ("Message-ID", "<sm-probe-1@sender.example>"),
+        ("X-Dup", "one"),
+        ("X-Dup", "two"),
+        // Same as Postfix: folds as "\n" + original whitespace, one space
+        // after the colon dropped (no SMFIP_HDR_LEADSPC negotiated), a tab
+        // kept, and Sendmail's own Received: not shown.
+        ("X-Fold", "a\n  b"),
+        ("X-Spaces", "  three"),
+        ("X-Tab", "\ttab"),
+        ("X-Empty", ""),
+    ]
+    .iter()
+    .map(|(n, v)| (n.to_string(), v.to_string()))
+    .collect();
+    assert_eq!(got, want);
+
+    let q = sm.queued();
+    assert_eq!(q.len(), 1);
+    let text = String::from_utf8_lossy(&q[0].without_trace()).into_owned();
+    assert!(text.contains("X-Dup: one\nX-Dup: changed-two\n"), "{text}");
+    assert!(text.contains("X-Fold: c\n\td\n"), "{text}");
+    assert!(text.contains("X-Spaces:   three\n"), "{text}");
+    assert!(text.contains("X-Tab: no-lead\n"), "{text}");
+    assert!(text.contains("X-Empty:  lead\n"), "{text}");
+    assert!(text.contains("X-Added: added\n\nbody\n"), "{text}");
+    // Index 0 lands before Sendmail's Received: (after the conditional
+    // Return-Path it keeps first in the queue file).
+    let all = String::from_utf8_lossy(&q[0].message()).into_owned();
+    let ins = all.find("X-Inserted-0: zero\n").expect("inserted field");
+    let rcv = all
+        .find("Received: from client.example")
+        .expect("trace field");
+    assert!(ins < rcv, "{all}");
+}
