@@ -3,3 +3,7 @@
 //! [`engine`] is the pure analysis library; everything else is glue around it.
 
 pub mod engine;
+pub mod config;
+pub mod daemon;
+pub mod milter;
+pub mod policy;

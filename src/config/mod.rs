@@ -1,0 +1,861 @@
+//! Configuration: read in two phases, [`raw`] (the TOML as written, every key optional,
+//! unknown keys refused) and validation here (defaults, value checks, cross-field checks).
+//! Every error names the file and line.
+
+pub mod raw;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ipnet::IpNet;
+use toml::Spanned;
+
+use crate::engine::{self, Limits, SchemePolicy};
+use crate::policy::{self, Action, Direction, Pattern, Policy};
+use raw::RawConfig;
+
+/// Where the daemon looks when no `--config` was given.
+pub const DEFAULT_PATH: &str = "/etc/mimeref-milter/mimeref-milter.toml";
+pub const DEFAULT_SOCKET: &str = "inet:127.0.0.1:7357";
+pub const DEFAULT_REPORT_HEADER: &str = "X-MIMERef";
+pub const DEFAULT_REJECT_REPLY: &str = "550 5.6.0 MIME reference error: {rules}";
+pub const DEFAULT_TEMPFAIL_REPLY: &str = "451 4.6.0 MIME reference error: {rules}";
+pub const DEFAULT_QUARANTINE_REASON: &str = "MIME reference error: {rules}";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// An SMTP reply: code, enhanced status code and a text template where `{rules}` stands
+/// for the rule ids that decided the verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplyTemplate {
+    pub code: String,
+    pub status: String,
+    pub text: String,
+}
+
+impl ReplyTemplate {
+    /// Parses `"550 5.6.0 text"`; `class` is the required first digit (`'5'`/`'4'`).
+    fn parse(s: &str, class: char) -> Result<ReplyTemplate, String> {
+        let mut it = s.splitn(3, ' ');
+        let code = it.next().unwrap_or("");
+        let status = it.next().unwrap_or("");
+        let text = it.next().unwrap_or("").trim();
+        let code_ok =
+            code.len() == 3 && code.starts_with(class) && code.bytes().all(|b| b.is_ascii_digit());
+        if !code_ok {
+            return Err(format!(
+                "reply {s:?} must start with a {class}xx SMTP code, e.g. \"{class}50 {class}.6.0 text\""
+            ));
+        }
+        let parts: Vec<&str> = status.split('.').collect();
+        let status_ok = parts.len() == 3
+            && parts[0] == class.to_string()
+            && parts[1..]
+                .iter()
+                .all(|p| (1..=3).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()));
+        if !status_ok {
+            return Err(format!(
+                "reply {s:?}: second word must be an enhanced status code {class}.X.Y (RFC 3463)"
+            ));
+        }
+        if text.is_empty() {
+            return Err(format!("reply {s:?} has no text"));
+        }
+        check_printable(text).map_err(|e| format!("reply {s:?}: {e}"))?;
+        Ok(ReplyTemplate {
+            code: code.into(),
+            status: status.into(),
+            text: text.into(),
+        })
+    }
+}
+
+/// Reply texts and header values go to the MTA verbatim: control characters (CR, LF, NUL
+/// above all) would break the protocol or smuggle lines.
+fn check_printable(s: &str) -> Result<(), String> {
+    match s.chars().find(|c| c.is_control()) {
+        Some(c) => Err(format!("control character {c:?} not allowed")),
+        None => Ok(()),
+    }
+}
+
+/// The validated configuration. Cheap to share: the daemon holds it in an `Arc` and swaps
+/// it on reload.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// What [`Config::load`] was given (None: default path or built-in), for reloads.
+    pub origin: Option<PathBuf>,
+    /// The file actually read (None: built-in defaults), for messages.
+    pub file: Option<PathBuf>,
+    pub socket: String,
+    pub socket_mode: Option<u32>,
+    pub socket_group: Option<String>,
+    pub dry_run: bool,
+    /// Dry run forced by `--dry-run`: survives reloads whatever the file says.
+    pub dry_run_forced: bool,
+    pub log_level: String,
+    pub log_format: LogFormat,
+    pub metrics_listen: Option<SocketAddr>,
+    pub max_connections: usize,
+    pub connection_timeout: Duration,
+    pub shutdown_timeout: Duration,
+    pub trusted_networks: Vec<IpNet>,
+    pub outbound_daemons: Vec<String>,
+    pub fix_signed: bool,
+    pub normalize_url_continuations: bool,
+    pub limits: Limits,
+    /// Most octets of header fields buffered; beyond it the message counts as oversize.
+    pub max_header_size: usize,
+    pub oversize_action: Action,
+    pub schemes: SchemePolicy,
+    /// Report header name; None when reporting is off.
+    pub report_header: Option<String>,
+    /// Add the report header even when there is nothing to report.
+    pub report_always: bool,
+    /// Delete report headers already present in inbound mail (they could be forged).
+    pub remove_forged: bool,
+    pub reject_reply: ReplyTemplate,
+    pub tempfail_reply: ReplyTemplate,
+    pub quarantine_reason: String,
+    pub inbound: Policy,
+    pub outbound: Policy,
+}
+
+/// Every problem found in a configuration file, each as `FILE:LINE: message`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors {
+    pub errors: Vec<ConfigError>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: String,
+    /// 1-based; 0 when the error concerns the file as a whole.
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: {}", self.file, self.message)
+        } else {
+            write!(f, "{}:{}: {}", self.file, self.line, self.message)
+        }
+    }
+}
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.errors.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+impl Config {
+    /// Loads `path`, or with None the default file if it exists, else the built-in
+    /// configuration. A named file that is missing is an error.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigErrors> {
+        let (file, text) = match path {
+            Some(p) => match std::fs::read_to_string(p) {
+                Ok(t) => (p.to_path_buf(), t),
+                Err(e) => return Err(whole_file(p, format!("cannot read: {e}"))),
+            },
+            None => {
+                let p = Path::new(DEFAULT_PATH);
+                match std::fs::read_to_string(p) {
+                    Ok(t) => (p.to_path_buf(), t),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        return Ok(Config::builtin())
+                    }
+                    Err(e) => return Err(whole_file(p, format!("cannot read: {e}"))),
+                }
+            }
+        };
+        let mut cfg = Config::parse(&text, &file.display().to_string())?;
+        cfg.origin = path.map(Path::to_path_buf);
+        cfg.file = Some(file);
+        Ok(cfg)
+    }
+
+    /// The configuration used when there is no file at all.
+    pub fn builtin() -> Config {
+        match Config::parse("", "built-in") {
+            Ok(c) => c,
+            // The empty file is valid by construction (tested); this arm is unreachable.
+            Err(e) => panic!("built-in configuration invalid: {e}"),
+        }
+    }
+
+    /// Parses and validates configuration text; `name` is used in error messages.
+    pub fn parse(text: &str, name: &str) -> Result<Config, ConfigErrors> {
+        let raw: RawConfig = match toml::from_str(text) {
+            Ok(r) => r,
+            Err(e) => {
+                let line = e.span().map_or(0, |s| line_of(text, s.start));
+                return Err(ConfigErrors {
+                    errors: vec![ConfigError {
+                        file: name.into(),
+                        line,
+                        message: e.message().trim().to_string(),
+                    }],
+                });
+            }
+        };
+        let mut v = Validator {
+            text,
+            name,
+            errors: Vec::new(),
+        };
+        let cfg = v.config(raw);
+        if v.errors.is_empty() {
+            Ok(cfg)
+        } else {
+            Err(ConfigErrors { errors: v.errors })
+        }
+    }
+
+    /// Outbound when the client authenticated, connects from a trusted network, or came
+    /// in through one of `outbound_daemons`; inbound otherwise (also when macros are
+    /// missing: the cautious side).
+    pub fn direction(
+        &self,
+        macros: &BTreeMap<String, String>,
+        client_addr: Option<IpAddr>,
+    ) -> Direction {
+        let get = |name: &str| {
+            macros
+                .get(name)
+                .or_else(|| macros.get(name.trim_start_matches('{').trim_end_matches('}')))
+                .filter(|v| !v.is_empty())
+        };
+        if get("{auth_authen}").is_some() || get("{auth_type}").is_some() {
+            return Direction::Outbound;
+        }
+        let addr = client_addr.or_else(|| get("{client_addr}").and_then(|a| parse_ip(a)));
+        if let Some(a) = addr {
+            if policy::in_networks(&self.trusted_networks, a) {
+                return Direction::Outbound;
+            }
+        }
+        if let Some(d) = get("{daemon_name}") {
+            if self.outbound_daemons.iter().any(|o| o == d) {
+                return Direction::Outbound;
+            }
+        }
+        Direction::Inbound
+    }
+
+    pub fn policy(&self, dir: Direction) -> &Policy {
+        match dir {
+            Direction::Inbound => &self.inbound,
+            Direction::Outbound => &self.outbound,
+        }
+    }
+
+    /// The engine options for a message of this direction.
+    pub fn engine_options(&self, _dir: Direction) -> engine::Options {
+        engine::Options {
+            limits: self.limits.clone(),
+            schemes: self.schemes.clone(),
+            fix_signed: self.fix_signed,
+            normalize_url_continuations: self.normalize_url_continuations,
+            octets_not_given: 0,
+        }
+    }
+
+    /// Whether some finding could lead to this action (decides what to negotiate).
+    pub fn may(&self, action: Action) -> bool {
+        self.oversize_action == action
+            || self.inbound.actions_used().any(|a| a == action)
+            || self.outbound.actions_used().any(|a| a == action)
+    }
+
+    /// Keys a reload cannot change; the daemon warns when they differ.
+    pub fn restart_only_differences(&self, new: &Config) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if self.socket != new.socket {
+            v.push("socket");
+        }
+        if self.socket_mode != new.socket_mode {
+            v.push("socket_mode");
+        }
+        if self.socket_group != new.socket_group {
+            v.push("socket_group");
+        }
+        if self.metrics_listen != new.metrics_listen {
+            v.push("metrics_listen");
+        }
+        if self.max_connections != new.max_connections {
+            v.push("max_connections");
+        }
+        if self.connection_timeout != new.connection_timeout {
+            v.push("connection_timeout");
+        }
+        if self.log_level != new.log_level || self.log_format != new.log_format {
+            v.push("log_level/log_format");
+        }
+        v
+    }
+}
+
+fn parse_ip(s: &str) -> Option<IpAddr> {
+    // Sendmail writes IPv6 client addresses as `IPv6:2001:db8::1`, sometimes in brackets.
+    let s = s.trim().trim_start_matches('[').trim_end_matches(']');
+    let s = s
+        .strip_prefix("IPv6:")
+        .or_else(|| s.strip_prefix("ipv6:"))
+        .unwrap_or(s);
+    s.parse().ok()
+}
+
+fn whole_file(p: &Path, message: String) -> ConfigErrors {
+    ConfigErrors {
+        errors: vec![ConfigError {
+            file: p.display().to_string(),
+            line: 0,
+            message,
+        }],
+    }
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+struct Validator<'t> {
+    text: &'t str,
+    name: &'t str,
+    errors: Vec<ConfigError>,
+}
+
+impl Validator<'_> {
+    fn err(&mut self, span: Range<usize>, message: impl Into<String>) {
+        self.errors.push(ConfigError {
+            file: self.name.into(),
+            line: line_of(self.text, span.start),
+            message: message.into(),
+        });
+    }
+
+    fn int(&mut self, v: Option<Spanned<i64>>, key: &str, min: i64, max: i64, default: i64) -> i64 {
+        match v {
+            None => default,
+            Some(s) => {
+                let n = *s.get_ref();
+                if n < min || n > max {
+                    self.err(
+                        s.span(),
+                        format!("{key} = {n}: must be between {min} and {max}"),
+                    );
+                    default
+                } else {
+                    n
+                }
+            }
+        }
+    }
+
+    fn action(&mut self, v: &Spanned<String>, what: &str) -> Option<Action> {
+        let a = Action::parse(v.get_ref());
+        if a.is_none() {
+            self.err(
+                v.span(),
+                format!(
+                    "{what}: unknown action {:?} (ignore, report, fix, quarantine, tempfail, reject)",
+                    v.get_ref()
+                ),
+            );
+        }
+        a
+    }
+
+    fn policy(
+        &mut self,
+        raw: Option<BTreeMap<Spanned<String>, Spanned<String>>>,
+        dir: &str,
+    ) -> Policy {
+        let mut entries = Vec::new();
+        let mut raw: Vec<_> = raw.unwrap_or_default().into_iter().collect();
+        // Keep the file's order so that messages come out top to bottom.
+        raw.sort_by_key(|(k, _)| k.span().start);
+        for (k, v) in raw {
+            let pattern = match Pattern::parse(k.get_ref()) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    self.err(k.span(), format!("[policy.{dir}]: {e}"));
+                    None
+                }
+            };
+            let action = self.action(&v, &format!("[policy.{dir}] {:?}", k.get_ref()));
+            if let (Some(p), Some(a)) = (pattern, action) {
+                entries.push((p, a));
+            }
+        }
+        Policy::new(entries)
+    }
+
+    fn reply(
+        &mut self,
+        v: Option<Spanned<String>>,
+        default: &str,
+        class: char,
+        key: &str,
+    ) -> ReplyTemplate {
+        let fallback = || {
+            ReplyTemplate::parse(default, class).unwrap_or(ReplyTemplate {
+                code: format!("{class}50"),
+                status: format!("{class}.0.0"),
+                text: "MIME reference error".into(),
+            })
+        };
+        match v {
+            None => fallback(),
+            Some(s) => match ReplyTemplate::parse(s.get_ref(), class) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.err(s.span(), format!("[reply] {key}: {e}"));
+                    fallback()
+                }
+            },
+        }
+    }
+
+    fn config(&mut self, raw: RawConfig) -> Config {
+        let socket = match raw.socket {
+            None => DEFAULT_SOCKET.to_string(),
+            Some(s) => {
+                if let Err(e) = crate::daemon::SocketSpec::parse(s.get_ref()) {
+                    self.err(s.span(), format!("socket: {e}"));
+                }
+                s.into_inner()
+            }
+        };
+        let mode_span = raw
+            .socket_mode
+            .as_ref()
+            .map(|s| s.span())
+            .or_else(|| raw.socket_group.as_ref().map(|s| s.span()));
+        let socket_mode = raw.socket_mode.and_then(|s| {
+            let t = s.get_ref();
+            match u32::from_str_radix(t, 8) {
+                Ok(m) if m <= 0o777 && !t.is_empty() => Some(m),
+                _ => {
+                    self.err(
+                        s.span(),
+                        format!("socket_mode {t:?}: expected octal permissions such as \"0660\""),
+                    );
+                    None
+                }
+            }
+        });
+        let socket_group = raw.socket_group.and_then(|s| {
+            if s.get_ref().is_empty() {
+                self.err(s.span(), "socket_group: empty group name");
+                None
+            } else {
+                Some(s.into_inner())
+            }
+        });
+        if (socket_mode.is_some() || socket_group.is_some())
+            && !socket.starts_with("unix:")
+            && !socket.starts_with("local:")
+        {
+            // Cross-field: harmless but a sign of a misunderstanding, so say it.
+            self.err(
+                mode_span.unwrap_or(0..0),
+                "socket_mode/socket_group only apply to a unix: socket",
+            );
+        }
+        let log_level = match raw.log_level {
+            None => "info".to_string(),
+            Some(s) => {
+                let l = s.get_ref().to_ascii_lowercase();
+                if !["error", "warn", "info", "debug", "trace"].contains(&l.as_str()) {
+                    self.err(
+                        s.span(),
+                        format!(
+                            "log_level {:?}: expected error, warn, info, debug or trace",
+                            s.get_ref()
+                        ),
+                    );
+                }
+                l
+            }
+        };
+        let log_format = match raw.log_format {
+            None => LogFormat::Text,
+            Some(s) => match s.get_ref().as_str() {
+                "text" => LogFormat::Text,
+                "json" => LogFormat::Json,
+                other => {
+                    self.err(
+                        s.span(),
+                        format!("log_format {other:?}: expected \"text\" or \"json\""),
+                    );
+                    LogFormat::Text
+                }
+            },
+        };
+        let metrics_listen = raw.metrics_listen.and_then(|s| {
+            if s.get_ref().is_empty() {
+                return None;
+            }
+            match s.get_ref().parse::<SocketAddr>() {
+                Ok(a) => Some(a),
+                Err(_) => {
+                    self.err(
+                        s.span(),
+                        format!(
+                            "metrics_listen {:?}: expected ADDRESS:PORT, e.g. \"127.0.0.1:9357\"",
+                            s.get_ref()
+                        ),
+                    );
+                    None
+                }
+            }
+        });
+        let max_connections =
+            self.int(raw.max_connections, "max_connections", 1, 100_000, 100) as usize;
+        let connection_timeout = self.int(
+            raw.connection_timeout,
+            "connection_timeout",
+            1,
+            86_400,
+            7210,
+        ) as u64;
+        let shutdown_timeout =
+            self.int(raw.shutdown_timeout, "shutdown_timeout", 0, 3600, 30) as u64;
+
+        let trusted_networks = match raw.trusted_networks {
+            None => vec!["127.0.0.0/8".parse().ok(), "::1/128".parse().ok()].into_iter().flatten().collect(),
+            Some(list) => list
+                .into_iter()
+                .filter_map(|s| {
+                    let t = s.get_ref().trim();
+                    let net = t.parse::<IpNet>().ok().or_else(|| t.parse::<IpAddr>().ok().map(IpNet::from));
+                    if net.is_none() {
+                        self.err(s.span(), format!("trusted_networks: {t:?} is not a CIDR network (e.g. \"192.0.2.0/24\") or address"));
+                    }
+                    net
+                })
+                .collect(),
+        };
+        let outbound_daemons = raw
+            .outbound_daemons
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|s| {
+                if s.get_ref().is_empty()
+                    || s.get_ref()
+                        .chars()
+                        .any(|c| c.is_control() || c.is_whitespace())
+                {
+                    self.err(
+                        s.span(),
+                        format!("outbound_daemons: {:?} is not a daemon name", s.get_ref()),
+                    );
+                    None
+                } else {
+                    Some(s.into_inner())
+                }
+            })
+            .collect();
+
+        let rl = raw.limits.unwrap_or_default();
+        let d = Limits::default();
+        let max_message_size = self.int(
+            rl.max_message_size,
+            "[limits] max_message_size",
+            1024,
+            i64::from(u32::MAX),
+            d.max_message_size as i64,
+        ) as usize;
+        let max_header_size = self.int(
+            rl.max_header_size,
+            "[limits] max_header_size",
+            1024,
+            i64::from(u32::MAX),
+            1024 * 1024,
+        ) as usize;
+        let max_depth = self.int(
+            rl.max_depth,
+            "[limits] max_depth",
+            1,
+            10_000,
+            d.max_depth as i64,
+        ) as usize;
+        let max_parts = self.int(
+            rl.max_parts,
+            "[limits] max_parts",
+            1,
+            10_000_000,
+            d.max_parts as i64,
+        ) as usize;
+        let oversize_action = match rl.oversize_action {
+            None => Action::Report,
+            Some(s) => match self.action(&s, "[limits] oversize_action") {
+                Some(Action::Fix) => {
+                    self.err(s.span(), "[limits] oversize_action: `fix` makes no sense for a message that was not read whole");
+                    Action::Report
+                }
+                Some(a) => a,
+                None => Action::Report,
+            },
+        };
+        if max_header_size > max_message_size {
+            self.errors.push(ConfigError {
+                file: self.name.into(),
+                line: 0,
+                message: "[limits] max_header_size is larger than max_message_size".into(),
+            });
+        }
+
+        let rs = raw.schemes.unwrap_or_default();
+        let mut schemes = SchemePolicy::default();
+        let mut scheme_list =
+            |v: Option<Vec<Spanned<String>>>, key: &str, out: &mut Vec<String>| {
+                if let Some(list) = v {
+                    out.clear();
+                    for s in list {
+                        let t = s.get_ref().to_ascii_lowercase();
+                        let ok = t.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+                            && t.chars()
+                                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+                        if ok {
+                            out.push(t);
+                        } else {
+                            self.err(
+                                s.span(),
+                                format!(
+                                    "[schemes] {key}: {:?} is not a URL scheme (RFC 3986 §3.1)",
+                                    s.get_ref()
+                                ),
+                            );
+                        }
+                    }
+                }
+            };
+        scheme_list(rs.allow, "allow", &mut schemes.allow);
+        scheme_list(rs.deny, "deny", &mut schemes.deny);
+
+        let rr = raw.report.unwrap_or_default();
+        let header = match rr.header {
+            None => DEFAULT_REPORT_HEADER.to_string(),
+            Some(s) => {
+                let t = s.get_ref();
+                if t.is_empty() || !t.bytes().all(|b| (33..=126).contains(&b) && b != b':') {
+                    self.err(s.span(), format!("[report] header {t:?}: not a header field name (printable ASCII, no colon, RFC 5322 §3.6.8)"));
+                }
+                s.into_inner()
+            }
+        };
+        let report_header = rr.enabled.unwrap_or(true).then_some(header);
+
+        let rp = raw.reply.unwrap_or_default();
+        let reject_reply = self.reply(rp.reject, DEFAULT_REJECT_REPLY, '5', "reject");
+        let tempfail_reply = self.reply(rp.tempfail, DEFAULT_TEMPFAIL_REPLY, '4', "tempfail");
+        let quarantine_reason = match rp.quarantine {
+            None => DEFAULT_QUARANTINE_REASON.to_string(),
+            Some(s) => {
+                if s.get_ref().trim().is_empty() {
+                    self.err(s.span(), "[reply] quarantine: empty reason");
+                } else if let Err(e) = check_printable(s.get_ref()) {
+                    self.err(s.span(), format!("[reply] quarantine: {e}"));
+                }
+                s.into_inner()
+            }
+        };
+
+        let rpol = raw.policy.unwrap_or_default();
+        let inbound = self.policy(rpol.inbound, "inbound");
+        let outbound = self.policy(rpol.outbound, "outbound");
+
+        Config {
+            origin: None,
+            file: None,
+            socket,
+            socket_mode,
+            socket_group,
+            dry_run: raw.dry_run.unwrap_or(false),
+            dry_run_forced: false,
+            log_level,
+            log_format,
+            metrics_listen,
+            max_connections,
+            connection_timeout: Duration::from_secs(connection_timeout),
+            shutdown_timeout: Duration::from_secs(shutdown_timeout),
+            trusted_networks,
+            outbound_daemons,
+            fix_signed: raw.fix_signed.unwrap_or(false),
+            normalize_url_continuations: raw.normalize_url_continuations.unwrap_or(false),
+            limits: Limits {
+                max_depth,
+                max_parts,
+                max_message_size,
+            },
+            max_header_size,
+            oversize_action,
+            schemes,
+            report_header,
+            report_always: rr.always.unwrap_or(false),
+            remove_forged: rr.remove_forged.unwrap_or(true),
+            reject_reply,
+            tempfail_reply,
+            quarantine_reason,
+            inbound,
+            outbound,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Rule;
+
+    fn errs(text: &str) -> Vec<String> {
+        match Config::parse(text, "t.toml") {
+            Ok(_) => Vec::new(),
+            Err(e) => e.errors.iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn builtin_defaults() {
+        let c = Config::builtin();
+        assert_eq!(c.socket, DEFAULT_SOCKET);
+        assert_eq!(c.limits.max_message_size, 64 * 1024 * 1024);
+        assert_eq!(c.report_header.as_deref(), Some("X-MIMERef"));
+        assert_eq!(c.oversize_action, Action::Report);
+        assert_eq!(c.inbound.action(Rule::RelatedCidDuplicate), Action::Fix);
+        assert!(!c.may(Action::Reject));
+        assert_eq!(c.reject_reply.code, "550");
+        assert_eq!(c.reject_reply.status, "5.6.0");
+    }
+
+    #[test]
+    fn unknown_key_names_the_line() {
+        let e = errs("socket = \"inet:127.0.0.1:1\"\n\n[limits]\nmax_mesage_size = 10\n");
+        assert_eq!(e.len(), 1);
+        assert!(e[0].starts_with("t.toml:4: "), "{e:?}");
+        assert!(e[0].contains("max_mesage_size"), "{e:?}");
+    }
+
+    #[test]
+    fn wrong_type_names_the_line() {
+        let e = errs("dry_run = false\nmax_connections = \"many\"\n");
+        assert_eq!(e.len(), 1);
+        assert!(e[0].starts_with("t.toml:2: "), "{e:?}");
+    }
+
+    #[test]
+    fn every_validation_error_is_listed_with_its_line() {
+        let text = "trusted_networks = [\n  \"10.0.0.0/8\",\n  \"10.0.0.0/33\",\n]\n\
+                    [policy.inbound]\n\"extbody-[x]\" = \"reject\"\n\"related-*\" = \"rejekt\"\n\
+                    [reply]\nreject = \"450 4.6.0 no\"\n";
+        let e = errs(text);
+        assert_eq!(e.len(), 4, "{e:?}");
+        assert!(
+            e.iter()
+                .any(|l| l.starts_with("t.toml:3: ") && l.contains("10.0.0.0/33")),
+            "{e:?}"
+        );
+        assert!(
+            e.iter()
+                .any(|l| l.starts_with("t.toml:6: ") && l.contains("extbody-[x]")),
+            "{e:?}"
+        );
+        assert!(
+            e.iter()
+                .any(|l| l.starts_with("t.toml:7: ") && l.contains("rejekt")),
+            "{e:?}"
+        );
+        assert!(
+            e.iter()
+                .any(|l| l.starts_with("t.toml:9: ") && l.contains("5xx")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn policy_and_direction() {
+        let c = Config::parse(
+            "trusted_networks = [\"192.0.2.0/24\"]\noutbound_daemons = [\"submission\"]\n\
+             [policy.outbound]\n\"*\" = \"report\"\n[policy.inbound]\n\"related-cid-duplicate\" = \"reject\"\n",
+            "t",
+        )
+        .unwrap();
+        let m = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        assert_eq!(c.direction(&m(&[]), None), Direction::Inbound);
+        assert_eq!(
+            c.direction(&m(&[("{auth_authen}", "alice")]), None),
+            Direction::Outbound
+        );
+        assert_eq!(
+            c.direction(&m(&[("{auth_type}", "PLAIN")]), None),
+            Direction::Outbound
+        );
+        assert_eq!(
+            c.direction(&m(&[("{auth_authen}", "")]), None),
+            Direction::Inbound
+        );
+        assert_eq!(
+            c.direction(&m(&[]), Some("192.0.2.7".parse().unwrap())),
+            Direction::Outbound
+        );
+        // Loopback is no longer trusted once the list is given.
+        assert_eq!(
+            c.direction(&m(&[]), Some("127.0.0.1".parse().unwrap())),
+            Direction::Inbound
+        );
+        assert_eq!(
+            c.direction(&m(&[("{client_addr}", "192.0.2.9")]), None),
+            Direction::Outbound
+        );
+        assert_eq!(
+            c.direction(&m(&[("{daemon_name}", "submission")]), None),
+            Direction::Outbound
+        );
+        assert_eq!(
+            c.direction(&m(&[("{daemon_name}", "smtpd")]), None),
+            Direction::Inbound
+        );
+        assert_eq!(c.inbound.action(Rule::RelatedCidDuplicate), Action::Reject);
+        assert_eq!(c.outbound.action(Rule::RelatedCidDuplicate), Action::Report);
+        assert!(c.may(Action::Reject));
+    }
+
+    #[test]
+    fn sample_config_is_valid() {
+        let text = include_str!("../../config/mimeref-milter.toml");
+        if let Err(e) = Config::parse(text, "config/mimeref-milter.toml") {
+            panic!("{e}");
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! The configuration file as written: every key optional, unknown keys rejected, values
+//! that need checking kept with their position so that errors can name the line.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+type S<T> = Spanned<T>;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub socket: Option<S<String>>,
+    pub socket_mode: Option<S<String>>,
+    pub socket_group: Option<S<String>>,
+    pub dry_run: Option<bool>,
+    pub log_level: Option<S<String>>,
+    pub log_format: Option<S<String>>,
+    pub metrics_listen: Option<S<String>>,
+    pub max_connections: Option<S<i64>>,
+    pub connection_timeout: Option<S<i64>>,
+    pub shutdown_timeout: Option<S<i64>>,
+    pub trusted_networks: Option<Vec<S<String>>>,
+    pub outbound_daemons: Option<Vec<S<String>>>,
+    pub fix_signed: Option<bool>,
+    pub normalize_url_continuations: Option<bool>,
+    pub limits: Option<RawLimits>,
+    pub schemes: Option<RawSchemes>,
+    pub report: Option<RawReport>,
+    pub reply: Option<RawReply>,
+    pub policy: Option<RawPolicies>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    pub max_message_size: Option<S<i64>>,
+    pub max_header_size: Option<S<i64>>,
+    pub max_depth: Option<S<i64>>,
+    pub max_parts: Option<S<i64>>,
+    pub oversize_action: Option<S<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSchemes {
+    pub allow: Option<Vec<S<String>>>,
+    pub deny: Option<Vec<S<String>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawReport {
+    pub enabled: Option<bool>,
+    pub header: Option<S<String>>,
+    pub always: Option<bool>,
+    pub remove_forged: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawReply {
+    pub reject: Option<S<String>>,
+    pub tempfail: Option<S<String>>,
+    pub quarantine: Option<S<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPolicies {
+    pub inbound: Option<BTreeMap<S<String>, S<String>>>,
+    pub outbound: Option<BTreeMap<S<String>, S<String>>>,
+}

@@ -1,0 +1,468 @@
+//! The daemon: sockets, signals, logging, metrics endpoint, reload and graceful shutdown
+//! around [`run`], which serves milter connections until the shutdown future completes.
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use indymilter::Listener;
+use tokio::sync::mpsc;
+use tracing::{error, info, warn};
+
+use crate::config::{Config, LogFormat};
+use crate::milter::{callbacks, Shared};
+
+/// `serve` arguments (mirrors `cli::ServeArgs` field for field).
+#[derive(Debug, Default, Clone)]
+pub struct ServeArgs {
+    pub config: Option<PathBuf>,
+    pub socket: Option<String>,
+    pub dry_run: bool,
+}
+
+/// A listening socket as written in the config or on the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SocketSpec {
+    Inet { host: String, port: u16 },
+    Unix(PathBuf),
+}
+
+impl SocketSpec {
+    /// `inet:HOST:PORT`, libmilter's `inet:PORT@HOST`, `inet:PORT` (all addresses),
+    /// the same with `inet6:` (IPv6 hosts may be bracketed), `unix:/PATH` or `local:/PATH`.
+    pub fn parse(s: &str) -> Result<SocketSpec, String> {
+        let (kind, rest) = s.split_once(':').ok_or_else(|| {
+            format!("{s:?}: expected inet:HOST:PORT, inet:PORT@HOST, inet6:… or unix:/PATH")
+        })?;
+        match kind {
+            "unix" | "local" => {
+                if rest.is_empty() {
+                    return Err(format!("{s:?}: empty socket path"));
+                }
+                Ok(SocketSpec::Unix(PathBuf::from(rest)))
+            }
+            "inet" | "inet6" => {
+                let any = if kind == "inet" { "0.0.0.0" } else { "::" };
+                let (host, port) = if let Some((port, host)) = rest.split_once('@') {
+                    (host, port)
+                } else if let Some((host, port)) = rest.rsplit_once(':') {
+                    (host, port)
+                } else {
+                    (any, rest)
+                };
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                let host = if host.is_empty() { any } else { host };
+                let port: u16 = port
+                    .parse()
+                    .map_err(|_| format!("{s:?}: {port:?} is not a port number"))?;
+                if host.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                    return Err(format!("{s:?}: bad host {host:?}"));
+                }
+                Ok(SocketSpec::Inet {
+                    host: host.to_string(),
+                    port,
+                })
+            }
+            _ => Err(format!(
+                "{s:?}: unknown socket type {kind:?} (inet, inet6, unix)"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for SocketSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SocketSpec::Inet { host, port } if host.contains(':') => {
+                write!(f, "inet6:[{host}]:{port}")
+            }
+            SocketSpec::Inet { host, port } => write!(f, "inet:{host}:{port}"),
+            SocketSpec::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+/// `mimeref-milter config-check`.
+pub fn config_check(path: Option<&Path>) -> ExitCode {
+    match Config::load(path) {
+        Ok(cfg) => {
+            match &cfg.file {
+                Some(f) => println!("{}: OK", f.display()),
+                None => println!("no configuration file; built-in defaults: OK"),
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `mimeref-milter serve`: the daemon's main.
+pub fn serve(args: ServeArgs) -> ExitCode {
+    let mut cfg = match Config::load(args.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    if args.dry_run {
+        cfg.dry_run = true;
+        cfg.dry_run_forced = true;
+    }
+    let spec_text = args.socket.clone().unwrap_or_else(|| cfg.socket.clone());
+    let spec = match SocketSpec::parse(&spec_text) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("mimeref-milter: socket {e}");
+            return ExitCode::from(1);
+        }
+    };
+    init_logging(&cfg);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            error!("cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = rt.block_on(serve_async(cfg, spec.clone()));
+    if let SocketSpec::Unix(path) = &spec {
+        // Only ever our own socket: the file was created by bind() above.
+        if let Ok(m) = std::fs::symlink_metadata(path) {
+            if m.file_type().is_socket() {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+    match result {
+        Ok(()) => {
+            info!("stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            error!("{e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn serve_async(cfg: Config, spec: SocketSpec) -> Result<(), String> {
+    let listener = bind(&spec, &cfg).await?;
+    if let Some(addr) = cfg.metrics_listen {
+        crate::milter::metrics::install(addr)
+            .map_err(|e| format!("metrics endpoint {addr}: {e}"))?;
+        info!("metrics on http://{addr}/metrics");
+    }
+    let (reload_tx, reload_rx) = mpsc::channel(4);
+    let mut hup = signal(tokio::signal::unix::SignalKind::hangup())?;
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            let _ = reload_tx.try_send(());
+        }
+    });
+    let mut term = signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut int = signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = term.recv() => info!("SIGTERM: shutting down"),
+            _ = int.recv() => info!("SIGINT: shutting down"),
+        }
+    };
+    info!(
+        "listening on {spec}{} (config: {})",
+        if cfg.dry_run { ", dry run" } else { "" },
+        cfg.file
+            .as_ref()
+            .map_or("built-in".to_string(), |f| f.display().to_string())
+    );
+    run(listener, cfg, reload_rx, shutdown)
+        .await
+        .map_err(|e| format!("milter failed: {e}"))
+}
+
+fn signal(kind: tokio::signal::unix::SignalKind) -> Result<tokio::signal::unix::Signal, String> {
+    tokio::signal::unix::signal(kind).map_err(|e| format!("cannot install signal handler: {e}"))
+}
+
+/// Binds the listening socket; for unix: sockets removes a stale socket file first (only
+/// if it is a socket) and applies `socket_mode` / `socket_group`.
+pub async fn bind(spec: &SocketSpec, cfg: &Config) -> Result<AnyListener, String> {
+    match spec {
+        SocketSpec::Inet { host, port } => tokio::net::TcpListener::bind((host.as_str(), *port))
+            .await
+            .map(AnyListener::Tcp)
+            .map_err(|e| format!("cannot listen on {spec}: {e}")),
+        SocketSpec::Unix(path) => {
+            if let Ok(m) = std::fs::symlink_metadata(path) {
+                if m.file_type().is_socket() {
+                    std::fs::remove_file(path).map_err(|e| {
+                        format!("cannot remove stale socket {}: {e}", path.display())
+                    })?;
+                } else {
+                    return Err(format!(
+                        "{} exists and is not a socket; not touching it",
+                        path.display()
+                    ));
+                }
+            }
+            let l = tokio::net::UnixListener::bind(path)
+                .map_err(|e| format!("cannot listen on {spec}: {e}"))?;
+            if let Some(mode) = cfg.socket_mode {
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+                    .map_err(|e| format!("socket_mode on {}: {e}", path.display()))?;
+            }
+            if let Some(group) = &cfg.socket_group {
+                let gid = group_id(group)
+                    .ok_or_else(|| format!("socket_group {group:?}: no such group"))?;
+                std::os::unix::fs::chown(path, None, Some(gid))
+                    .map_err(|e| format!("socket_group on {}: {e}", path.display()))?;
+            }
+            Ok(AnyListener::Unix(l))
+        }
+    }
+}
+
+/// A numeric gid, or a name looked up in /etc/group.
+fn group_id(group: &str) -> Option<u32> {
+    if let Ok(n) = group.parse() {
+        return Some(n);
+    }
+    let text = std::fs::read_to_string("/etc/group").ok()?;
+    text.lines().find_map(|l| {
+        let mut f = l.split(':');
+        let name = f.next()?;
+        let _pw = f.next()?;
+        let gid = f.next()?;
+        (name == group).then(|| gid.parse().ok()).flatten()
+    })
+}
+
+/// Either kind of listening socket.
+pub type AnyListener =
+    indymilter::EitherListener<tokio::net::TcpListener, tokio::net::UnixListener>;
+
+/// Stops accepting as soon as shutdown begins (the listening socket is closed, so the
+/// MTA gets "connection refused" and uses another milter or its default action), while
+/// open connections finish their messages.
+struct Gate<L> {
+    inner: Option<L>,
+    state: Arc<GateState>,
+}
+
+#[derive(Default)]
+struct GateState {
+    closed: AtomicBool,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl GateState {
+    fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        let w = match self.waker.lock() {
+            Ok(mut g) => g.take(),
+            Err(p) => p.into_inner().take(),
+        };
+        if let Some(w) = w {
+            w.wake();
+        }
+    }
+}
+
+impl<L: Listener> Listener for Gate<L> {
+    type Io = L::Io;
+
+    fn poll_accept(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Self::Io>> {
+        if let Ok(mut g) = self.state.waker.lock() {
+            *g = Some(cx.waker().clone());
+        }
+        if self.state.closed.load(Ordering::SeqCst) {
+            self.inner = None;
+        }
+        match self.inner.as_mut() {
+            Some(l) => l.poll_accept(cx),
+            None => Poll::Pending,
+        }
+    }
+}
+
+/// Serves milter connections on `listener` with `config` until `shutdown` completes.
+///
+/// Each `()` received on `reload` re-reads the configuration from where `config` came
+/// from: on success it replaces the current one for new connections (open connections
+/// keep their snapshot); on error the old one stays and the errors are logged.
+/// On shutdown the listener is closed, new transactions are tempfailed and messages in
+/// flight get `shutdown_timeout` to finish.
+pub async fn run(
+    listener: impl Listener,
+    config: Config,
+    mut reload: mpsc::Receiver<()>,
+    shutdown: impl Future,
+) -> io::Result<()> {
+    let milter_config = indymilter::Config {
+        max_connections: config.max_connections,
+        connection_timeout: config.connection_timeout,
+        ..Default::default()
+    };
+    let shared = Arc::new(Shared::new(config));
+    let callbacks = callbacks::build(shared.clone());
+
+    let reloader = {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            while reload.recv().await.is_some() {
+                reload_config(&shared);
+            }
+        })
+    };
+
+    let gate_state = Arc::new(GateState::default());
+    let gate = Gate {
+        inner: Some(listener),
+        state: gate_state.clone(),
+    };
+    let drained = {
+        let shared = shared.clone();
+        async move {
+            shutdown.await;
+            shared.start_closing();
+            gate_state.close();
+            let deadline = shared.config().shutdown_timeout;
+            let waiting = shared.in_flight();
+            if waiting > 0 {
+                info!(
+                    "waiting up to {}s for {waiting} message(s) in flight",
+                    deadline.as_secs()
+                );
+            }
+            let until = tokio::time::Instant::now() + deadline;
+            while shared.in_flight() > 0 && tokio::time::Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let left = shared.in_flight();
+            if left > 0 {
+                warn!("shutdown deadline reached with {left} message(s) in flight; the MTA applies its default action");
+            }
+        }
+    };
+    let result = indymilter::run(gate, callbacks, milter_config, drained).await;
+    reloader.abort();
+    result
+}
+
+fn reload_config(shared: &Shared) {
+    let old = shared.config();
+    match Config::load(old.origin.as_deref()) {
+        Ok(mut new) => {
+            if old.dry_run_forced {
+                new.dry_run = true;
+                new.dry_run_forced = true;
+            }
+            let stuck = old.restart_only_differences(&new);
+            if !stuck.is_empty() {
+                warn!(
+                    "reload: {} changed; that needs a restart, the running value stays",
+                    stuck.join(", ")
+                );
+            }
+            // Keys that need a restart keep their running value, so that what is logged
+            // and negotiated matches what is actually in force.
+            new.socket = old.socket.clone();
+            new.socket_mode = old.socket_mode;
+            new.socket_group = old.socket_group.clone();
+            new.metrics_listen = old.metrics_listen;
+            new.max_connections = old.max_connections;
+            new.connection_timeout = old.connection_timeout;
+            new.log_level = old.log_level.clone();
+            new.log_format = old.log_format;
+            info!(
+                "reload: configuration {} loaded; new connections use it",
+                new.file
+                    .as_ref()
+                    .map_or("built-in".to_string(), |f| f.display().to_string())
+            );
+            shared.replace_config(new);
+        }
+        Err(e) => {
+            for line in e.to_string().lines() {
+                error!("reload failed, keeping the running configuration: {line}");
+            }
+        }
+    }
+}
+
+/// Plain text (journald adds time stamps) or JSON; RUST_LOG overrides the config level.
+fn init_logging(cfg: &Config) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(format!("warn,mimeref_milter={}", cfg.log_level)));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .with_target(false);
+    let res = match cfg.log_format {
+        LogFormat::Text => builder.without_time().with_ansi(false).try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+    if let Err(e) = res {
+        eprintln!("mimeref-milter: logging: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn socket_specs() {
+        let inet = |h: &str, p| SocketSpec::Inet {
+            host: h.into(),
+            port: p,
+        };
+        assert_eq!(
+            SocketSpec::parse("inet:127.0.0.1:7357").unwrap(),
+            inet("127.0.0.1", 7357)
+        );
+        assert_eq!(
+            SocketSpec::parse("inet:7357@127.0.0.1").unwrap(),
+            inet("127.0.0.1", 7357)
+        );
+        assert_eq!(
+            SocketSpec::parse("inet:7357").unwrap(),
+            inet("0.0.0.0", 7357)
+        );
+        assert_eq!(
+            SocketSpec::parse("inet6:[::1]:7357").unwrap(),
+            inet("::1", 7357)
+        );
+        assert_eq!(
+            SocketSpec::parse("inet6:7357@::1").unwrap(),
+            inet("::1", 7357)
+        );
+        assert_eq!(
+            SocketSpec::parse("inet:localhost:0").unwrap(),
+            inet("localhost", 0)
+        );
+        assert_eq!(
+            SocketSpec::parse("unix:/run/m.sock").unwrap(),
+            SocketSpec::Unix("/run/m.sock".into())
+        );
+        assert!(SocketSpec::parse("tcp:1.2.3.4:5").is_err());
+        assert!(SocketSpec::parse("inet:1.2.3.4:99999").is_err());
+        assert!(SocketSpec::parse("unix:").is_err());
+        assert!(SocketSpec::parse("7357").is_err());
+        assert_eq!(inet("::1", 5).to_string(), "inet6:[::1]:5");
+    }
+}

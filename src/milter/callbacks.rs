@@ -1,0 +1,196 @@
+//! One function per milter stage. Each only translates indymilter's types (CString,
+//! macros, socket info) into Rust types and calls one `Session` method; failures become
+//! one log line with the queue id and a tempfail.
+
+use std::collections::BTreeMap;
+use std::ffi::{CStr, CString};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use indymilter::{
+    Actions, CallbackFuture, Callbacks, Context, EomContext, MacroStage, Macros, NegotiateContext,
+    ProtoOpts, SocketInfo, Status,
+};
+use tracing::error;
+
+use super::session::Session;
+use super::Shared;
+use crate::config::Config;
+
+pub fn build(shared: Arc<Shared>) -> Callbacks<Session> {
+    let s1 = shared.clone();
+    let s2 = shared;
+    Callbacks::new()
+        .on_negotiate(move |cx, actions, opts| {
+            Box::pin(handle_negotiate(s1.clone(), cx, actions, opts))
+        })
+        .on_connect(|cx, _, info| Box::pin(handle_connect(cx, info)))
+        .on_mail(move |cx, _| Box::pin(handle_mail(s2.clone(), cx)))
+        .on_header(|cx, name, value| Box::pin(handle_header(cx, name, value)))
+        .on_eoh(|cx| Box::pin(handle_eoh(cx)))
+        .on_body(|cx, chunk| Box::pin(handle_body(cx, chunk)))
+        .on_eom(|cx| Box::pin(handle_eom(cx)))
+        .on_abort(|cx| Box::pin(handle_abort(cx)))
+        .on_close(|cx| Box::pin(handle_close(cx)))
+}
+
+/// The actions this configuration may use; nothing at all in dry-run mode.
+pub fn needed_actions(cfg: &Config) -> Actions {
+    use crate::policy::Action;
+    let mut a = Actions::empty();
+    if cfg.dry_run {
+        return a;
+    }
+    if cfg.may(Action::Fix) {
+        a |= Actions::CHANGE_HEADER | Actions::REPLACE_BODY;
+    }
+    if cfg.report_header.is_some() {
+        a |= Actions::ADD_HEADER;
+        if cfg.remove_forged {
+            a |= Actions::CHANGE_HEADER;
+        }
+    }
+    if cfg.may(Action::Quarantine) {
+        a |= Actions::QUARANTINE;
+    }
+    a
+}
+
+fn handle_negotiate(
+    shared: Arc<Shared>,
+    cx: &mut NegotiateContext<Session>,
+    mta_actions: Actions,
+    mta_opts: ProtoOpts,
+) -> CallbackFuture<'_> {
+    let cfg = shared.config();
+    let needed = needed_actions(&cfg);
+    let missing = needed - mta_actions;
+    let refused = if !missing.is_empty() {
+        error!("MTA does not offer the milter actions {missing:?} that the configuration needs; refusing the connection");
+        true
+    } else if !mta_opts.contains(ProtoOpts::LEADING_SPACE) {
+        error!("MTA does not offer LEADING_SPACE (needed to keep header fields byte-exact); refusing the connection");
+        true
+    } else {
+        false
+    };
+    if refused {
+        super::metrics::event("negotiation_refused");
+        return Box::pin(async { Status::Reject });
+    }
+    cx.requested_actions = needed;
+    // Skip the stages without callbacks only where the MTA can; always keep the leading
+    // space of header values.
+    cx.requested_opts = (cx.requested_opts & mta_opts) | ProtoOpts::LEADING_SPACE;
+    let mut connect = String::from("{client_addr}");
+    if !cfg.outbound_daemons.is_empty() {
+        connect.push_str(" {daemon_name}");
+    }
+    let wanted = [
+        (MacroStage::Connect, connect),
+        (MacroStage::Mail, "{auth_authen} {auth_type}".to_string()),
+        (MacroStage::Eoh, "i".to_string()),
+        (MacroStage::Eom, "i".to_string()),
+    ];
+    for (stage, names) in wanted {
+        if let Ok(c) = CString::new(names) {
+            cx.requested_macros.insert(stage, c);
+        }
+    }
+    cx.data = Some(Session::new(cfg, shared.in_flight.clone()));
+    Box::pin(async { Status::Continue })
+}
+
+fn handle_connect(cx: &mut Context<Session>, info: SocketInfo) -> CallbackFuture<'_> {
+    let addr = match info {
+        SocketInfo::Inet(a) => Some(a.ip()),
+        _ => None,
+    };
+    if let Some(s) = cx.data.as_mut() {
+        s.connect(addr);
+    }
+    Box::pin(async { Status::Continue })
+}
+
+fn handle_mail(shared: Arc<Shared>, cx: &mut Context<Session>) -> CallbackFuture<'_> {
+    if shared.is_closing() {
+        // Shutting down: new transactions go to another instance or come back later.
+        return Box::pin(async { Status::Tempfail });
+    }
+    if let Some(s) = cx.data.as_mut() {
+        s.mail();
+    }
+    Box::pin(async { Status::Continue })
+}
+
+fn handle_header(cx: &mut Context<Session>, name: CString, value: CString) -> CallbackFuture<'_> {
+    if let Some(s) = cx.data.as_mut() {
+        // Bytes as sent: non-UTF-8 header bytes must come through unchanged.
+        s.header(name.as_bytes(), value.as_bytes());
+    }
+    Box::pin(async { Status::Continue })
+}
+
+fn handle_eoh(cx: &mut Context<Session>) -> CallbackFuture<'_> {
+    if let Some(s) = cx.data.as_mut() {
+        s.eoh();
+    }
+    Box::pin(async { Status::Continue })
+}
+
+fn handle_body(cx: &mut Context<Session>, chunk: Bytes) -> CallbackFuture<'_> {
+    if let Some(s) = cx.data.as_mut() {
+        s.body(&chunk);
+    }
+    Box::pin(async { Status::Continue })
+}
+
+fn handle_eom(cx: &mut EomContext<Session>) -> CallbackFuture<'_> {
+    Box::pin(async move {
+        let macros = macro_map(&cx.macros);
+        let Some(session) = cx.data.as_mut() else {
+            error!("{}: no session at end of message", queue_id(&cx.macros));
+            return Status::Tempfail;
+        };
+        match session.eom(&macros, &cx.actions, &mut cx.reply).await {
+            Ok(outcome) => outcome.status,
+            Err(e) => {
+                error!("{}: {e}; message tempfailed", queue_id(&cx.macros));
+                super::metrics::event("eom_error");
+                Status::Tempfail
+            }
+        }
+    })
+}
+
+fn handle_abort(cx: &mut Context<Session>) -> CallbackFuture<'_> {
+    if let Some(s) = cx.data.as_mut() {
+        s.abort();
+    }
+    Box::pin(async { Status::Continue })
+}
+
+fn handle_close(cx: &mut Context<Session>) -> CallbackFuture<'_> {
+    if let Some(s) = cx.data.as_mut() {
+        s.abort();
+    }
+    Box::pin(async { Status::Continue })
+}
+
+fn queue_id(m: &Macros) -> String {
+    m.get(c"i")
+        .map(|v| v.to_string_lossy().into_owned())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "NOQUEUE".into())
+}
+
+fn macro_map(m: &Macros) -> BTreeMap<String, String> {
+    m.to_hash_map()
+        .into_iter()
+        .map(|(k, v)| (lossy(&k), lossy(&v)))
+        .collect()
+}
+
+fn lossy(c: &CStr) -> String {
+    c.to_string_lossy().into_owned()
+}

@@ -1,0 +1,314 @@
+//! Direction of a message and what to do about each rule.
+//!
+//! The policy maps rule ids, or globs over them (`extbody-*`, `*`), to an [`Action`]. The
+//! most specific key wins for a rule; over all findings of a message the strongest action
+//! decides the verdict.
+
+use std::fmt;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use crate::engine::Rule;
+
+/// Which way a message travels, as far as the MTA's macros and the client address tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Direction {
+    Inbound,
+    Outbound,
+}
+
+impl Direction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Inbound => "inbound",
+            Direction::Outbound => "outbound",
+        }
+    }
+}
+
+impl fmt::Display for Direction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What happens to a message with a finding. Declared weakest first: the derived order is
+/// the verdict order (reject > tempfail > quarantine > fix > report > ignore).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Action {
+    Ignore,
+    Report,
+    Fix,
+    Quarantine,
+    Tempfail,
+    Reject,
+}
+
+impl Action {
+    pub const ALL: [Action; 6] = [
+        Action::Ignore,
+        Action::Report,
+        Action::Fix,
+        Action::Quarantine,
+        Action::Tempfail,
+        Action::Reject,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Ignore => "ignore",
+            Action::Report => "report",
+            Action::Fix => "fix",
+            Action::Quarantine => "quarantine",
+            Action::Tempfail => "tempfail",
+            Action::Reject => "reject",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Action> {
+        Action::ALL.into_iter().find(|a| a.as_str() == s)
+    }
+
+    /// The message is refused at end of data: nothing is changed or added.
+    pub fn refuses(self) -> bool {
+        matches!(self, Action::Tempfail | Action::Reject)
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A policy key: a rule id or a glob with `*` (any run) and `?` (one character).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pattern {
+    text: String,
+}
+
+impl Pattern {
+    /// Checks the glob's syntax: only the characters of rule ids plus `*` and `?`, and it
+    /// must match at least one rule id (a typo would otherwise silently do nothing).
+    pub fn parse(text: &str) -> Result<Pattern, String> {
+        if text.is_empty() {
+            return Err("empty rule pattern".into());
+        }
+        if let Some(c) = text.chars().find(|c| {
+            !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '*' | '?'))
+        }) {
+            return Err(format!(
+                "rule pattern {text:?}: character {c:?} not allowed (rule ids, `*` and `?` only)"
+            ));
+        }
+        let p = Pattern { text: text.into() };
+        if !Rule::ALL.iter().any(|r| p.matches(r.id())) {
+            return Err(format!("rule pattern {text:?} matches no rule id"));
+        }
+        Ok(p)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    pub fn matches(&self, id: &str) -> bool {
+        glob_match(self.text.as_bytes(), id.as_bytes())
+    }
+
+    /// Higher is more specific: an exact id beats every glob; among globs, fewer wildcards,
+    /// then more literal characters.
+    fn specificity(&self) -> (bool, std::cmp::Reverse<usize>, usize) {
+        let wild = self
+            .text
+            .bytes()
+            .filter(|b| matches!(b, b'*' | b'?'))
+            .count();
+        (wild == 0, std::cmp::Reverse(wild), self.text.len() - wild)
+    }
+}
+
+/// Iterative glob match with single backtrack point: linear in practice, no recursion.
+fn glob_match(p: &[u8], s: &[u8]) -> bool {
+    let (mut pi, mut si) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if pi < p.len() && (p[pi] == b'?' || p[pi] == s[si]) {
+            pi += 1;
+            si += 1;
+        } else if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, si));
+            pi += 1;
+        } else if let Some((sp, ss)) = star {
+            pi = sp + 1;
+            si = ss + 1;
+            star = Some((sp, ss + 1));
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == b'*' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+/// The rule → action table of one direction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    entries: Vec<(Pattern, Action)>,
+    /// Resolved once per rule so that the per-message path is a lookup.
+    table: Vec<Action>,
+}
+
+impl Policy {
+    /// `entries` in configuration order; the built-in `"*" = "fix"` applies underneath.
+    pub fn new(entries: Vec<(Pattern, Action)>) -> Policy {
+        let table = Rule::ALL
+            .iter()
+            .map(|r| resolve(&entries, r.id()).unwrap_or(Action::Fix))
+            .collect();
+        Policy { entries, table }
+    }
+
+    pub fn entries(&self) -> &[(Pattern, Action)] {
+        &self.entries
+    }
+
+    pub fn action(&self, rule: Rule) -> Action {
+        Rule::ALL
+            .iter()
+            .position(|r| *r == rule)
+            .and_then(|i| self.table.get(i).copied())
+            .unwrap_or(Action::Fix)
+    }
+
+    /// The action a finding gets: `fix` on a finding with no repair on offer is `report`.
+    pub fn action_for(&self, rule: Rule, fixable: bool) -> Action {
+        match self.action(rule) {
+            Action::Fix if !fixable => Action::Report,
+            a => a,
+        }
+    }
+
+    /// Every action some rule can get: decides which milter actions to negotiate.
+    pub fn actions_used(&self) -> impl Iterator<Item = Action> + '_ {
+        self.table.iter().copied()
+    }
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy::new(Vec::new())
+    }
+}
+
+/// Most specific matching key; on a tie the stronger action, so that an ambiguity never
+/// weakens the policy.
+fn resolve(entries: &[(Pattern, Action)], id: &str) -> Option<Action> {
+    entries
+        .iter()
+        .filter(|(p, _)| p.matches(id))
+        .max_by(|(p1, a1), (p2, a2)| p1.specificity().cmp(&p2.specificity()).then(a1.cmp(a2)))
+        .map(|(_, a)| *a)
+}
+
+/// Whether `addr` lies in one of `nets` (IPv4-mapped IPv6 addresses count as IPv4).
+pub fn in_networks(nets: &[IpNet], addr: IpAddr) -> bool {
+    let addr = match addr {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
+        a => a,
+    };
+    nets.iter().any(|n| n.contains(&addr))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pol(entries: &[(&str, Action)]) -> Policy {
+        Policy::new(
+            entries
+                .iter()
+                .map(|(p, a)| (Pattern::parse(p).unwrap(), *a))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob_match(b"extbody-*", b"extbody-url-invalid"));
+        assert!(!glob_match(b"extbody-*", b"related-type-missing"));
+        assert!(glob_match(b"*-missing", b"related-type-missing"));
+        assert!(glob_match(b"*", b""));
+        assert!(glob_match(
+            b"related-?id-duplicate",
+            b"related-cid-duplicate"
+        ));
+        assert!(!glob_match(
+            b"related-?id-duplicate",
+            b"related-location-duplicate"
+        ));
+        assert!(glob_match(b"*url*", b"extbody-url-invalid"));
+        assert!(!glob_match(b"*url", b"extbody-url-invalid"));
+    }
+
+    #[test]
+    fn most_specific_key_wins_whatever_the_order() {
+        let p = pol(&[
+            ("related-cid-duplicate", Action::Report),
+            ("related-*", Action::Reject),
+            ("*", Action::Ignore),
+        ]);
+        assert_eq!(p.action(Rule::RelatedCidDuplicate), Action::Report);
+        assert_eq!(p.action(Rule::RelatedTypeMissing), Action::Reject);
+        assert_eq!(p.action(Rule::ExtbodyUrlInvalid), Action::Ignore);
+        let p = pol(&[("*", Action::Ignore), ("related-*", Action::Reject)]);
+        assert_eq!(p.action(Rule::RelatedTypeMissing), Action::Reject);
+        // Fewer wildcards beat more literal characters.
+        let p = pol(&[
+            ("extbody-url-*", Action::Reject),
+            ("extbody-url-invali?", Action::Report),
+        ]);
+        assert_eq!(p.action(Rule::ExtbodyUrlInvalid), Action::Report);
+        assert_eq!(p.action(Rule::ExtbodyUrlConflict), Action::Reject);
+    }
+
+    #[test]
+    fn defaults_fix_what_is_fixable_and_report_the_rest() {
+        let p = Policy::default();
+        assert_eq!(p.action_for(Rule::ExtbodyUrlWordTooLong, true), Action::Fix);
+        assert_eq!(
+            p.action_for(Rule::RelatedCidDuplicate, false),
+            Action::Report
+        );
+        assert!(p.actions_used().all(|a| a == Action::Fix));
+    }
+
+    #[test]
+    fn verdict_order() {
+        use Action::*;
+        let mut v = vec![Fix, Reject, Ignore, Quarantine, Report, Tempfail];
+        v.sort();
+        assert_eq!(v, vec![Ignore, Report, Fix, Quarantine, Tempfail, Reject]);
+    }
+
+    #[test]
+    fn bad_patterns() {
+        assert!(Pattern::parse("extbody-[a]").is_err());
+        assert!(Pattern::parse("Extbody-*").is_err());
+        assert!(Pattern::parse("nosuch-*").is_err());
+        assert!(Pattern::parse("").is_err());
+        assert!(Pattern::parse("*").is_ok());
+    }
+
+    #[test]
+    fn networks() {
+        let nets: Vec<IpNet> = vec!["127.0.0.0/8".parse().unwrap(), "::1/128".parse().unwrap()];
+        assert!(in_networks(&nets, "127.0.0.2".parse().unwrap()));
+        assert!(in_networks(&nets, "::ffff:127.0.0.1".parse().unwrap()));
+        assert!(in_networks(&nets, "::1".parse().unwrap()));
+        assert!(!in_networks(&nets, "192.0.2.1".parse().unwrap()));
+    }
+}
