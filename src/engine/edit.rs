@@ -113,15 +113,16 @@ pub fn apply<'e>(
 #[derive(Debug, Default)]
 pub struct EditSet {
     edits: Vec<Edit>,
+    /// Field value range -> index into `edits`: a message with thousands of edited parts
+    /// must not make every lookup a scan.
+    by_range: std::collections::HashMap<(usize, usize), usize>,
 }
 
 impl EditSet {
     /// The value of the field as previous fixers left it, if any fixer touched it.
     pub fn pending(&self, range: &Range<usize>) -> Option<&[u8]> {
-        self.edits
-            .iter()
-            .find(|e| &e.range == range)
-            .map(|e| e.replacement.as_slice())
+        self.find(range)
+            .map(|i| self.edits[i].replacement.as_slice())
     }
 
     /// Records that `rule` rewrites the field at `range` to `value`. A second rewrite of the
@@ -134,7 +135,7 @@ impl EditSet {
         value: Vec<u8>,
         rule: Rule,
     ) -> usize {
-        if let Some(i) = self.edits.iter().position(|e| e.range == range) {
+        if let Some(i) = self.find(&range) {
             let e = &mut self.edits[i];
             e.replacement = value;
             if !e.rules.contains(&rule) {
@@ -142,6 +143,8 @@ impl EditSet {
             }
             return i;
         }
+        self.by_range
+            .insert((range.start, range.end), self.edits.len());
         self.edits.push(Edit {
             range,
             replacement: value,
@@ -162,7 +165,7 @@ impl EditSet {
     }
 
     pub fn find(&self, range: &Range<usize>) -> Option<usize> {
-        self.edits.iter().position(|e| &e.range == range)
+        self.by_range.get(&(range.start, range.end)).copied()
     }
 
     pub fn into_vec(self) -> Vec<Edit> {
