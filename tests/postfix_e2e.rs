@@ -141,3 +141,308 @@ fn harness_probe_milter_header_semantics() {
         "{all}"
     );
 }
+
+// ---------------------------------------------------------------------------
+// mimeref-milter behind Postfix
+
+use mta::{drop_fields, fixture, with_message_id, Daemon};
+use std::process::Command;
+
+/// Loopback clients would be outbound through the default trusted_networks;
+/// the tests decide direction through the smtpd they use instead.
+fn config(tables: &str) -> String {
+    format!(
+        "trusted_networks = []\noutbound_daemons = [\"{}\"]\n{tables}",
+        mta::SUBMISSION_DAEMON_NAME
+    )
+}
+
+/// The message `mimeref-milter fix` writes offline with the same config:
+/// what the daemon must deliver, report header aside.
+fn offline_fix(cfg: &str, msg: &[u8]) -> Vec<u8> {
+    let dir = mta::TempDir::new("offline");
+    let (c, m) = (dir.path().join("c.toml"), dir.path().join("m.eml"));
+    std::fs::write(&c, cfg).unwrap();
+    std::fs::write(&m, msg).unwrap();
+    let out = Command::new(mta::daemon_bin())
+        .arg("fix")
+        .arg("--config")
+        .arg(&c)
+        .arg(&m)
+        .output()
+        .expect("run mimeref-milter fix");
+    assert!(
+        out.status.success(),
+        "fix failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+fn start(cfg: &str, extra: &[&str], pf: PostfixConfig) -> (Daemon, Postfix) {
+    let d = Daemon::start(cfg, extra);
+    let mut pf = pf;
+    pf.milters = d.postfix_spec();
+    (d, Postfix::start(&pf))
+}
+
+fn nested() -> (Vec<u8>, Vec<u8>) {
+    (
+        with_message_id(
+            &fixture("extbody/nested-rfc822-mixed.eml"),
+            "nested-1@sender.example",
+        ),
+        with_message_id(
+            &fixture("extbody/nested-rfc822-mixed.fixed.eml"),
+            "nested-1@sender.example",
+        ),
+    )
+}
+
+const LONG_URL_TOP: &[u8] = b"Message-ID: <top-1@sender.example>
+From: alice@sender.example
+X-MIMERef: forged one
+To: bob@receiver.example
+Subject: top-level external-body
+X-MIMERef: forged two
+MIME-Version: 1.0
+X-Content-Type: message/external-body; access-type=URL; url=http://example.org/untouched
+Content-Type: message/external-body; access-type=URL; url=http://reports.example.org/2024/quarterly-results-f\xc3\xbcr-alle-abteilungen.pdf
+Content-Description: the report
+
+Content-Type: application/pdf
+Content-ID: <report@reports.example.org>
+
+";
+
+#[test]
+fn nested_external_body_fold_changes_no_other_byte() {
+    if !mta::require_postfix() {
+        return;
+    }
+    let cfg = config("");
+    let (d, pf) = start(&cfg, &[], PostfixConfig::with_milter(""));
+    let (input, fixed) = nested();
+    let r = pf.send(&input);
+    assert_eq!(r.code, 250, "{r}\n{}", d.log());
+    let got = pf.wait_delivered("nested-1@");
+    let report = got.header("X-MIMERef");
+    assert_eq!(report.len(), 1, "one report header: {report:?}");
+    assert!(report[0].starts_with("fix;"), "{report:?}");
+    assert!(report[0].contains("extbody-url-unquoted"), "{report:?}");
+    let body = drop_fields(&got.without_trace(), "X-MIMERef");
+    assert_eq!(
+        body,
+        fixed,
+        "{}\ndaemon log:\n{}",
+        mta::show_diff(&fixed, &body),
+        d.log()
+    );
+}
+
+#[test]
+fn top_level_fix_lands_on_the_right_field_and_forged_reports_go() {
+    if !mta::require_postfix() {
+        return;
+    }
+    let cfg = config("");
+    let (d, pf) = start(&cfg, &[], PostfixConfig::with_milter(""));
+    let r = pf.send(LONG_URL_TOP);
+    assert_eq!(r.code, 250, "{r}\n{}", d.log());
+    let got = pf.wait_delivered("top-1@");
+    let out = got.without_trace();
+    let text = String::from_utf8_lossy(&out).into_owned();
+
+    // The forged copies are gone, ours is there once.
+    let report = got.header("X-MIMERef");
+    assert_eq!(report.len(), 1, "{text}");
+    assert!(!report[0].contains("forged"), "{text}");
+    assert!(report[0].starts_with("fix;"), "{text}");
+
+    // Same bytes as the offline fix, apart from report headers; the field
+    // next to it with a similar name and the same defect is untouched.
+    let want = drop_fields(&offline_fix(&cfg, LONG_URL_TOP), "X-MIMERef");
+    let body = drop_fields(&out, "X-MIMERef");
+    assert_eq!(
+        body,
+        want,
+        "{}\ndaemon log:\n{}",
+        mta::show_diff(&want, &body),
+        d.log()
+    );
+    assert_ne!(
+        want,
+        drop_fields(LONG_URL_TOP, "X-MIMERef"),
+        "the fixture needs a fix"
+    );
+    assert!(
+        text.contains("X-Content-Type: message/external-body; access-type=URL; url=http://example.org/untouched\n"),
+        "{text}"
+    );
+    // "Content-Type: value": exactly one space after the colon.
+    assert!(
+        text.contains("\nContent-Type: message/external-body;"),
+        "{text}"
+    );
+}
+
+#[test]
+fn reject_gives_5xx_with_configured_text() {
+    if !mta::require_postfix() {
+        return;
+    }
+    let cfg = config(
+        "[reply]\nreject = \"550 5.6.0 Refused by the e2e test: {rules}\"\n\
+         [policy.inbound]\n\"extbody-*\" = \"reject\"\n",
+    );
+    let (d, pf) = start(&cfg, &[], PostfixConfig::with_milter(""));
+    let (input, _) = nested();
+    let r = pf.send(&input);
+    assert_eq!(r.code, 550, "{r}\n{}", d.log());
+    assert!(r.text.starts_with("5.6.0 Refused by the e2e test: "), "{r}");
+    assert!(r.text.contains("extbody-url-unquoted"), "{r}");
+    // A clean message still passes in the same configuration.
+    let r = pf.send(PLAIN);
+    assert_eq!(r.code, 250, "{r}");
+    pf.wait_delivered("plain-1@");
+    assert!(pf
+        .delivered()
+        .iter()
+        .all(|m| !String::from_utf8_lossy(&m.message).contains("nested-1@")));
+}
+
+#[test]
+fn tempfail_gives_4xx_with_configured_text() {
+    if !mta::require_postfix() {
+        return;
+    }
+    let cfg = config(
+        "[reply]\ntempfail = \"451 4.6.0 Try later, e2e: {rules}\"\n\
+         [policy.inbound]\n\"*\" = \"tempfail\"\n",
+    );
+    let (d, pf) = start(&cfg, &[], PostfixConfig::with_milter(""));
+    let (input, _) = nested();
+    let r = pf.send(&input);
+    assert_eq!(r.code, 451, "{r}\n{}", d.log());
+    assert!(r.text.starts_with("4.6.0 Try later, e2e: "), "{r}");
+}
+
+#[test]
+fn quarantine_puts_the_message_on_hold() {
+    if !mta::require_postfix() {
+        return;
+    }
+    let cfg = config("[policy.inbound]\n\"*\" = \"quarantine\"\n");
+    let (d, pf) = start(&cfg, &[], PostfixConfig::with_milter(""));
+    let (input, _) = nested();
+    let r = pf.send(&input);
+    assert_eq!(r.code, 250, "{r}\n{}", d.log());
+    let held = mta::wait_for(mta::WAIT, || {
+        let h = pf.held();
+        (!h.is_empty()).then_some(h)
+    })
+    .unwrap_or_else(|| panic!("nothing on hold: {:?}\n{}", pf.queue_json(), pf.log()));
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert!(held[0].contains("bob@receiver.example"), "{held:?}");
+    // Postfix logs the reason the milter gave.
+    assert!(pf.log().contains("hold: "), "{}", pf.log());
+    assert!(pf.delivered().is_empty());
+}
+
+#[test]
+fn dry_run_changes_nothing() {
+    if !mta::require_postfix() {
+        return;
+    }
+    let cfg = config("[policy.inbound]\n\"*\" = \"reject\"\n");
+    let (d, pf) = start(&cfg, &["--dry-run"], PostfixConfig::with_milter(""));
+    let (input, _) = nested();
+    let r = pf.send(&input);
+    assert_eq!(r.code, 250, "dry run must not reject: {r}\n{}", d.log());
+    let got = pf.wait_delivered("nested-1@").without_trace();
+    assert_eq!(got, input, "{}", mta::show_diff(&input, &got));
+    let r = pf.send(LONG_URL_TOP);
+    assert_eq!(r.code, 250, "{r}");
+    let got = pf.wait_delivered("top-1@").without_trace();
+    assert_eq!(got, LONG_URL_TOP, "{}", mta::show_diff(LONG_URL_TOP, &got));
+}
+
+#[test]
+fn inbound_and_submission_get_their_own_policy() {
+    if !mta::require_postfix() {
+        return;
+    }
+    let cfg = config(
+        "[reply]\nreject = \"550 5.6.0 inbound refused: {rules}\"\n\
+         [policy.inbound]\n\"*\" = \"reject\"\n[policy.outbound]\n\"*\" = \"fix\"\n",
+    );
+    let mut pfc = PostfixConfig::with_milter("");
+    pfc.submission = true;
+    let (d, pf) = start(&cfg, &[], pfc);
+    let (input, fixed) = nested();
+    let r = pf.send(&input);
+    assert_eq!(r.code, 550, "plain smtpd is inbound: {r}\n{}", d.log());
+    let mut c = pf.submission();
+    let r = c.send("alice@sender.example", &["bob@receiver.example"], &input);
+    c.quit();
+    assert_eq!(
+        r.code,
+        250,
+        "submission smtpd is outbound: {r}\n{}",
+        d.log()
+    );
+    let got = pf.wait_delivered("nested-1@");
+    assert_eq!(drop_fields(&got.without_trace(), "X-MIMERef"), fixed);
+}
+
+#[test]
+fn milter_down_follows_default_action_and_restart_recovers() {
+    if !mta::require_postfix() {
+        return;
+    }
+    let cfg = config("");
+    let (mut d, pf) = start(&cfg, &[], PostfixConfig::with_milter(""));
+    let (input, fixed) = nested();
+    let r = pf.send(&input);
+    assert_eq!(r.code, 250, "{r}");
+    pf.wait_delivered("nested-1@");
+
+    d.stop();
+    let second = with_message_id(
+        &fixture("extbody/nested-rfc822-mixed.eml"),
+        "nested-2@sender.example",
+    );
+    let r = pf.send(&second);
+    // milter_default_action = tempfail: the client keeps the message.
+    assert_eq!(r.class(), 4, "milter down must tempfail: {r}");
+
+    d.restart();
+    // The client retries after the restart: delivered, and fixed.
+    let r = pf.send(&second);
+    assert_eq!(r.code, 250, "after restart: {r}\n{}", d.log());
+    let got = pf.wait_delivered("nested-2@");
+    let want = with_message_id(
+        &fixture("extbody/nested-rfc822-mixed.fixed.eml"),
+        "nested-2@sender.example",
+    );
+    assert_eq!(drop_fields(&got.without_trace(), "X-MIMERef"), want);
+    assert_eq!(pf.delivered().len(), 2);
+    let _ = fixed;
+}
+
+#[test]
+fn milter_down_with_default_accept_passes_mail_unchanged() {
+    if !mta::require_postfix() {
+        return;
+    }
+    let cfg = config("");
+    let mut pfc = PostfixConfig::with_milter("");
+    pfc.default_action = "accept".into();
+    let (mut d, pf) = start(&cfg, &[], pfc);
+    d.stop();
+    let (input, _) = nested();
+    let r = pf.send(&input);
+    assert_eq!(r.code, 250, "{r}");
+    let got = pf.wait_delivered("nested-1@").without_trace();
+    assert_eq!(got, input);
+}

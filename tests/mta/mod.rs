@@ -1117,3 +1117,155 @@ impl Queued {
 pub fn libmilter_spec(port: u16) -> String {
     format!("inet:{port}@127.0.0.1")
 }
+
+// ---------------------------------------------------------------------------
+// The mimeref-milter daemon under test
+
+/// The daemon binary: Cargo's for this package's integration tests, or
+/// `MIMEREF_MILTER_BIN` (to run this harness against another build).
+pub fn daemon_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("MIMEREF_MILTER_BIN") {
+        return PathBuf::from(p);
+    }
+    match option_env!("CARGO_BIN_EXE_mimeref-milter") {
+        Some(p) => PathBuf::from(p),
+        None => panic!("no daemon binary: set MIMEREF_MILTER_BIN"),
+    }
+}
+
+/// `mimeref-milter serve` on a loopback port with a test's config, run
+/// until dropped (SIGTERM, then SIGKILL if it does not exit in time).
+pub struct Daemon {
+    dir: TempDir,
+    pub port: u16,
+    pub extra: Vec<String>,
+    child: Option<Child>,
+    starts: usize,
+}
+
+impl Daemon {
+    /// `config`: TOML text; `extra`: more `serve` arguments (`--dry-run`).
+    pub fn start(config: &str, extra: &[&str]) -> Daemon {
+        let dir = TempDir::new("daemon");
+        fs::write(dir.path().join("mimeref-milter.toml"), config).expect("write config");
+        let mut d = Daemon {
+            dir,
+            port: free_port(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            child: None,
+            starts: 0,
+        };
+        d.spawn();
+        d
+    }
+
+    fn spawn(&mut self) {
+        assert!(self.child.is_none(), "daemon already running");
+        self.starts += 1;
+        let log = fs::File::create(self.dir.path().join(format!("daemon.{}.log", self.starts)))
+            .expect("daemon log");
+        let child = Command::new(daemon_bin())
+            .arg("serve")
+            .arg("--config")
+            .arg(self.dir.path().join("mimeref-milter.toml"))
+            .arg("--socket")
+            .arg(format!("inet:127.0.0.1:{}", self.port))
+            .args(&self.extra)
+            .env("RUST_LOG", "debug")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", daemon_bin().display()));
+        self.child = Some(child);
+        let end = Instant::now() + WAIT;
+        while Instant::now() < end {
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            if let Some(c) = self.child.as_mut() {
+                if let Ok(Some(st)) = c.try_wait() {
+                    panic!("daemon exited at start ({st}):\n{}", self.log());
+                }
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "daemon not listening on {} within {WAIT:?}:\n{}",
+            self.port,
+            self.log()
+        );
+    }
+
+    /// SIGTERM and wait, as an admin's `systemctl stop` would.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            terminate_child(&mut c, Duration::from_secs(15));
+        }
+    }
+
+    /// Start again on the same port and config.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    /// Everything the daemon logged, over all its starts.
+    pub fn log(&self) -> String {
+        (1..=self.starts)
+            .map(|n| {
+                fs::read_to_string(self.dir.path().join(format!("daemon.{n}.log")))
+                    .unwrap_or_default()
+            })
+            .collect::<Vec<_>>()
+            .join("\n--- restart ---\n")
+    }
+
+    pub fn postfix_spec(&self) -> String {
+        format!("inet:127.0.0.1:{}", self.port)
+    }
+
+    pub fn sendmail_spec(&self) -> String {
+        libmilter_spec(self.port)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Reads a fixture file of this repository.
+pub fn fixture(rel: &str) -> Vec<u8> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(rel);
+    fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Puts a Message-ID field first, so a test finds its delivery by id.
+pub fn with_message_id(msg: &[u8], id: &str) -> Vec<u8> {
+    let mut out = format!("Message-ID: <{id}>\n").into_bytes();
+    out.extend_from_slice(msg);
+    out
+}
+
+/// Removes every field named `name` (case-insensitive) from the heading.
+pub fn drop_fields(msg: &[u8], name: &str) -> Vec<u8> {
+    let (fields, rest) = split_fields(msg);
+    let mut out = Vec::with_capacity(msg.len());
+    let prefix = format!("{}:", name.to_ascii_lowercase());
+    for f in fields {
+        let lower = String::from_utf8_lossy(&f).to_ascii_lowercase();
+        if !lower.starts_with(&prefix) {
+            out.extend_from_slice(&f);
+        }
+    }
+    out.extend_from_slice(&rest);
+    out
+}
