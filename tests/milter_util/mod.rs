@@ -1,0 +1,202 @@
+//! Shared by the tests/milter_*.rs files: runs the real `daemon::run()` on 127.0.0.1:0
+//! with a config file of its own and talks to it with indymilter-test the way Postfix
+//! does (values with their leading space, folds as "\n", body with CRLF).
+#![allow(dead_code)]
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use indymilter_test::{EomActions, MacroStage, Status, TestConnection};
+use mimeref_milter::config::Config;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+pub struct Milter {
+    pub addr: SocketAddr,
+    pub config_path: PathBuf,
+    reload: mpsc::Sender<()>,
+    shutdown: Option<oneshot::Sender<()>>,
+    handle: JoinHandle<std::io::Result<()>>,
+}
+
+impl Milter {
+    /// `name` must be unique per test (it names the config file).
+    pub async fn start(name: &str, config: &str) -> Milter {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("milter-tests");
+        std::fs::create_dir_all(&dir).unwrap();
+        let config_path = dir.join(format!("{name}.toml"));
+        std::fs::write(&config_path, config).unwrap();
+        let cfg = Config::load(Some(&config_path)).unwrap_or_else(|e| panic!("{e}"));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (reload, reload_rx) = mpsc::channel(1);
+        let (tx, rx) = oneshot::channel::<()>();
+        let handle = tokio::spawn(mimeref_milter::daemon::run(listener, cfg, reload_rx, async {
+            let _ = rx.await;
+        }));
+        Milter { addr, config_path, reload, shutdown: Some(tx), handle }
+    }
+
+    pub async fn conn(&self) -> TestConnection {
+        TestConnection::configure()
+            .exact_leading_space(true)
+            .open_tcp(self.addr)
+            .await
+            .unwrap()
+    }
+
+    /// Rewrites the config file and signals a reload (as SIGHUP does).
+    pub async fn reload_with(&self, config: &str) {
+        std::fs::write(&self.config_path, config).unwrap();
+        self.reload.send(()).await.unwrap();
+        // The reload runs on its own task; give it a moment.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    /// Begins shutdown and returns the task, which ends once run() has returned.
+    pub fn begin_shutdown(mut self) -> JoinHandle<std::io::Result<()>> {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        self.handle
+    }
+
+    pub async fn stop(self) {
+        let h = self.begin_shutdown();
+        tokio::time::timeout(Duration::from_secs(10), h)
+            .await
+            .expect("run() did not return after shutdown")
+            .unwrap()
+            .unwrap();
+    }
+}
+
+/// A message split the way an MTA hands it to a milter.
+#[derive(Debug, Clone)]
+pub struct Eml {
+    pub headers: Vec<(Vec<u8>, Vec<u8>)>,
+    pub body: Vec<u8>,
+}
+
+pub fn fixture(name: &str) -> Vec<u8> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/milter").join(name);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Fixtures are stored with LF; on the wire the body has CRLF.
+pub fn crlf(b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(b.len() + b.len() / 20);
+    for (i, &c) in b.iter().enumerate() {
+        if c == b'\n' && (i == 0 || b[i - 1] != b'\r') {
+            out.push(b'\r');
+        }
+        out.push(c);
+    }
+    out
+}
+
+pub fn eml(raw: &[u8]) -> Eml {
+    let mut headers: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut pos = 0;
+    while pos < raw.len() {
+        let end = raw[pos..].iter().position(|&b| b == b'\n').map_or(raw.len(), |n| pos + n);
+        let line = &raw[pos..end];
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        pos = (end + 1).min(raw.len());
+        if line.is_empty() {
+            break;
+        }
+        if line[0] == b' ' || line[0] == b'\t' {
+            let last = headers.last_mut().expect("continuation before any field");
+            last.1.push(b'\n');
+            last.1.extend_from_slice(line);
+        } else {
+            let colon = line.iter().position(|&b| b == b':').expect("field without colon");
+            headers.push((line[..colon].to_vec(), line[colon + 1..].to_vec()));
+        }
+    }
+    Eml { headers, body: crlf(&raw[pos..]) }
+}
+
+/// The envelope of one message.
+#[derive(Debug, Clone, Default)]
+pub struct Envelope {
+    pub queue_id: Option<&'static str>,
+    pub auth: Option<&'static str>,
+}
+
+pub async fn connect(conn: &mut TestConnection, client: &str, daemon_name: Option<&str>) {
+    if let Some(d) = daemon_name {
+        conn.macros(MacroStage::Connect, [("{daemon_name}", d)]).await.unwrap();
+    }
+    let ip: IpAddr = client.parse().unwrap();
+    let st = conn.connect("client.example", (ip, 50000)).await.unwrap();
+    assert_eq!(st, Status::Continue);
+}
+
+/// MAIL through end of message; returns what end of message answered.
+pub async fn send(conn: &mut TestConnection, env: &Envelope, m: &Eml) -> (EomActions, Status) {
+    if let Some(a) = env.auth {
+        conn.macros(MacroStage::Mail, [("{auth_authen}", a), ("{auth_type}", "PLAIN")]).await.unwrap();
+    }
+    assert_eq!(conn.mail(["<alice@example.org>"]).await.unwrap(), Status::Continue);
+    send_data(conn, env, m).await
+}
+
+pub async fn send_data(conn: &mut TestConnection, env: &Envelope, m: &Eml) -> (EomActions, Status) {
+    send_headers(conn, m).await;
+    for chunk in m.body.chunks(65535) {
+        assert_eq!(conn.body(chunk.to_vec()).await.unwrap(), Status::Continue);
+    }
+    if let Some(q) = env.queue_id {
+        conn.macros(MacroStage::Eom, [("i", q)]).await.unwrap();
+    }
+    conn.eom().await.unwrap()
+}
+
+pub async fn send_headers(conn: &mut TestConnection, m: &Eml) {
+    for (n, v) in &m.headers {
+        let n = std::ffi::CString::new(n.clone()).unwrap();
+        let v = std::ffi::CString::new(v.clone()).unwrap();
+        assert_eq!(conn.header(n, v).await.unwrap(), Status::Continue);
+    }
+    assert_eq!(conn.eoh().await.unwrap(), Status::Continue);
+}
+
+/// The replaced body, concatenated, if the milter replaced it.
+pub fn replaced_body(a: &EomActions) -> Option<Vec<u8>> {
+    let mut out: Option<Vec<u8>> = None;
+    for act in &a.actions {
+        if let indymilter_test::EomAction::ReplaceBody { chunk } = act {
+            out.get_or_insert_with(Vec::new).extend_from_slice(chunk);
+        }
+    }
+    out
+}
+
+/// (name, index, value) of every change_header (value None: deletion).
+pub fn header_changes(a: &EomActions) -> Vec<(String, i32, Option<Vec<u8>>)> {
+    use indymilter_test::EomAction;
+    a.actions
+        .iter()
+        .filter_map(|act| match act {
+            EomAction::ChangeHeader { name, index, value } => {
+                Some((name.to_string_lossy().into_owned(), *index, Some(value.as_bytes().to_vec())))
+            }
+            EomAction::DeleteHeader { name, index } => Some((name.to_string_lossy().into_owned(), *index, None)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The value of the added report header, if any.
+pub fn report(a: &EomActions, name: &str) -> Option<String> {
+    a.actions.iter().find_map(|act| match act {
+        indymilter_test::EomAction::AddHeader { name: n, value } if n.to_bytes() == name.as_bytes() => {
+            Some(value.to_string_lossy().into_owned())
+        }
+        _ => None,
+    })
+}
