@@ -19,13 +19,8 @@ use tracing::{error, info, warn};
 use crate::config::{Config, LogFormat};
 use crate::milter::{callbacks, Shared};
 
-/// `serve` arguments (mirrors `cli::ServeArgs` field for field).
-#[derive(Debug, Default, Clone)]
-pub struct ServeArgs {
-    pub config: Option<PathBuf>,
-    pub socket: Option<String>,
-    pub dry_run: bool,
-}
+/// `serve` arguments, as the command line gives them.
+pub use crate::cli::ServeArgs;
 
 /// A listening socket as written in the config or on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,8 +2,9 @@
 //!
 //! [`engine`] is the pure analysis library; everything else is glue around it.
 
-pub mod engine;
+pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod engine;
 pub mod milter;
 pub mod policy;

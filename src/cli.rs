@@ -1,0 +1,291 @@
+//! Command line: `serve` (the default), `config-check`, and the offline tools `check`,
+//! `fix` and `cturi`. One place turns errors into messages and exit codes.
+//!
+//! Exit codes of `check`: 0 no findings, 1 findings, 2 error. `fix`: 0 wrote a message,
+//! 2 error. Everything else: 0 success, 1 failure (e.g. config errors), 2 usage.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::config::Config;
+use crate::engine::{self, Analysis};
+use crate::policy::Direction;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "mimeref-milter",
+    version,
+    about = "Milter that keeps the references inside MIME messages well-formed",
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the milter daemon (the default without a subcommand).
+    Serve(ServeArgs),
+    /// Validate the configuration; print every error with file:line.
+    ConfigCheck {
+        /// Configuration file [default: /etc/mimeref-milter/mimeref-milter.toml]
+        #[arg(long, short = 'c', value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
+    /// Check message files offline and print the findings.
+    Check(CheckArgs),
+    /// Write a message with every fixable finding fixed.
+    Fix(FixArgs),
+    /// Map between Content-Types and ContentType: URIs (draft-eastlake-cturi).
+    #[command(subcommand)]
+    Cturi(CturiCommand),
+}
+
+#[derive(Args, Debug, Default, Clone)]
+pub struct ServeArgs {
+    /// Configuration file [default: /etc/mimeref-milter/mimeref-milter.toml, else built-in defaults]
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Listening socket, overriding the config: inet:HOST:PORT, inet:PORT@HOST, inet6:…, unix:/PATH
+    #[arg(long, short = 's', value_name = "SPEC")]
+    pub socket: Option<String>,
+    /// Analyse, log and report what would be done; change nothing, reject nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirectionArg {
+    Inbound,
+    Outbound,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// Configuration file (policy, limits, schemes)
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Treat the message as inbound or outbound instead of deriving it from macros
+    #[arg(long, value_enum)]
+    pub direction: Option<DirectionArg>,
+    /// A milter macro as the MTA would send it, e.g. --macro '{auth_authen}=alice'
+    #[arg(long = "macro", value_name = "NAME=VALUE")]
+    pub macros: Vec<String>,
+    /// The SMTP client's address, for trusted_networks
+    #[arg(long, value_name = "IP")]
+    pub client_addr: Option<IpAddr>,
+    /// Print the milter actions the daemon would send for each message
+    #[arg(long)]
+    pub actions: bool,
+    /// Message files; - reads standard input
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct FixArgs {
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Message file; - reads standard input
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Output file [default: standard output]
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CturiCommand {
+    /// Content-Type to ContentType: URI, e.g. 'text/plain; charset=us-ascii'
+    ToUri { content_type: String },
+    /// URI to application/uri.* Content-Type
+    ToContentType { uri: String },
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        None => crate::daemon::serve(cli.serve),
+        Some(Command::Serve(args)) => crate::daemon::serve(args),
+        Some(Command::ConfigCheck { config }) => crate::daemon::config_check(config.as_deref()),
+        Some(Command::Check(args)) => check(args),
+        Some(Command::Fix(args)) => fix(args),
+        Some(Command::Cturi(c)) => cturi(c),
+    }
+}
+
+fn fail(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("mimeref-milter: {msg}");
+    ExitCode::from(2)
+}
+
+fn load_config(path: Option<&Path>) -> Result<Config, String> {
+    Config::load(path).map_err(|e| e.to_string())
+}
+
+fn read_input(path: &Path) -> Result<Vec<u8>, String> {
+    if path == Path::new("-") {
+        let mut v = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut v)
+            .map_err(|e| format!("standard input: {e}"))?;
+        Ok(v)
+    } else {
+        std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
+
+fn display_name(path: &Path) -> String {
+    if path == Path::new("-") {
+        "-".into()
+    } else {
+        path.display().to_string()
+    }
+}
+
+fn check(args: CheckArgs) -> ExitCode {
+    let cfg = match load_config(args.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let mut macros = BTreeMap::new();
+    for m in &args.macros {
+        match m.split_once('=') {
+            Some((k, v)) if !k.is_empty() => {
+                macros.insert(k.to_string(), v.to_string());
+            }
+            _ => return fail(format!("--macro {m:?}: expected NAME=VALUE")),
+        }
+    }
+    let direction = match args.direction {
+        Some(DirectionArg::Inbound) => Direction::Inbound,
+        Some(DirectionArg::Outbound) => Direction::Outbound,
+        None => cfg.direction(&macros, args.client_addr),
+    };
+    let opts = cfg.engine_options(direction);
+    let mut any = false;
+    let mut errors = false;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for path in &args.files {
+        let name = display_name(path);
+        let raw = match read_input(path) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("mimeref-milter: {e}");
+                errors = true;
+                continue;
+            }
+        };
+        let analysis = engine::check(&raw, &opts);
+        any |= !analysis.findings.is_empty();
+        let res = match args.format {
+            Format::Json => write_json(&mut out, &name, &analysis),
+            Format::Text => write_text(&mut out, &name, &analysis),
+        };
+        let res = res.and_then(|_| {
+            if args.actions {
+                let plan = crate::milter::actions::plan(&cfg, direction, &analysis, &raw, false);
+                write!(out, "{plan}")
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = res {
+            return fail(format!("writing output: {e}"));
+        }
+    }
+    if errors {
+        ExitCode::from(2)
+    } else if any {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn write_text(out: &mut impl Write, name: &str, a: &Analysis) -> std::io::Result<()> {
+    for f in &a.findings {
+        let fix = if f.fixable { " [fixable]" } else { "" };
+        writeln!(
+            out,
+            "{name}: {}: {}: {}: {}{fix}",
+            f.part, f.severity, f.rule, f.message
+        )?;
+    }
+    Ok(())
+}
+
+fn write_json(out: &mut impl Write, name: &str, a: &Analysis) -> std::io::Result<()> {
+    #[derive(serde::Serialize)]
+    struct Line<'a> {
+        file: &'a str,
+        findings: &'a [engine::Finding],
+        changed: bool,
+    }
+    // `changed` says whether `fix` would change the message.
+    let changed = a.findings.iter().any(|f| f.fixable);
+    let line = serde_json::to_string(&Line {
+        file: name,
+        findings: &a.findings,
+        changed,
+    })
+    .map_err(std::io::Error::other)?;
+    writeln!(out, "{line}")
+}
+
+fn fix(args: FixArgs) -> ExitCode {
+    let cfg = match load_config(args.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let raw = match read_input(&args.file) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    // Offline, every fixable finding is fixed; only the engine options (limits, schemes,
+    // signed-mail setting) come from the config.
+    let opts = cfg.engine_options(Direction::Inbound);
+    let (fixed, _) = engine::fix(&raw, &opts);
+    let res = match &args.output {
+        Some(p) => std::fs::write(p, &fixed).map_err(|e| format!("{}: {e}", p.display())),
+        None => std::io::stdout()
+            .lock()
+            .write_all(&fixed)
+            .map_err(|e| format!("standard output: {e}")),
+    };
+    match res {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
+fn cturi(c: CturiCommand) -> ExitCode {
+    let res = match c {
+        CturiCommand::ToUri { content_type } => engine::cturi::to_uri(&content_type),
+        CturiCommand::ToContentType { uri } => engine::cturi::to_content_type(&uri),
+    };
+    match res {
+        Ok(s) => {
+            println!("{s}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}

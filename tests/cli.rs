@@ -1,0 +1,172 @@
+//! The real binary on fixture files: output formats, exit codes, stdin, `-o`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_mimeref-milter"))
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/cli")
+        .join(name)
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("run mimeref-milter")
+}
+
+fn run_stdin(args: &[&str], input: &[u8]) -> Output {
+    let mut child = bin()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn check_clean_message_exits_0_silently() {
+    let o = run(&["check", fixture("clean.eml").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert_eq!(stdout(&o), "");
+}
+
+#[test]
+fn check_text_format_names_file_part_severity_rule() {
+    let path = fixture("long-url.eml");
+    let o = run(&["check", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let out = stdout(&o);
+    let prefix = format!(
+        "{}: 2: warning: extbody-url-word-too-long: ",
+        path.display()
+    );
+    assert!(out.lines().any(|l| l.starts_with(&prefix)), "{out}");
+}
+
+#[test]
+fn check_json_is_one_object_per_file() {
+    let clean = fixture("clean.eml");
+    let long = fixture("long-url.eml");
+    let o = run(&[
+        "check",
+        "--format",
+        "json",
+        clean.to_str().unwrap(),
+        long.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let lines: Vec<serde_json::Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["file"], clean.to_str().unwrap());
+    assert_eq!(lines[0]["findings"].as_array().unwrap().len(), 0);
+    assert_eq!(lines[0]["changed"], false);
+    let f = lines[1]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "extbody-url-word-too-long")
+        .expect("finding");
+    assert_eq!(f["part"], "2");
+    assert_eq!(f["severity"], "warning");
+    assert_eq!(f["fixable"], true);
+    assert!(f["message"].as_str().unwrap().len() > 10);
+    assert_eq!(lines[1]["changed"], true);
+}
+
+#[test]
+fn check_unreadable_file_exits_2() {
+    let o = run(&["check", "/nonexistent/message.eml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/message.eml"));
+}
+
+#[test]
+fn check_reads_stdin() {
+    let raw = std::fs::read(fixture("long-url.eml")).unwrap();
+    let o = run_stdin(&["check", "-"], &raw);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).starts_with("-: 2: "), "{}", stdout(&o));
+}
+
+#[test]
+fn fix_folds_and_leaves_the_rest_identical() {
+    let raw = std::fs::read(fixture("long-url.eml")).unwrap();
+    let o = run_stdin(&["fix", "-"], &raw);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let fixed = stdout(&o);
+    assert!(fixed.contains("URL=\"ftp://ftp.deepdirs.org/1/2/3/4/5/6/7/8/9\n /10/11/12/13/14/15/16/17/18/20/21/file.h\n tml\""), "{fixed}");
+    let original = String::from_utf8(raw).unwrap();
+    let head = original
+        .find("Content-Type: message/external-body")
+        .unwrap();
+    assert_eq!(&fixed[..head], &original[..head]);
+    let tail = original.find("\n\nContent-Type: text/html").unwrap();
+    assert!(fixed.ends_with(&original[tail..]));
+    // The fixed message checks clean of the URL rules.
+    let o = run_stdin(&["check", "-"], fixed.as_bytes());
+    assert!(!stdout(&o).contains("extbody-url"), "{}", stdout(&o));
+}
+
+#[test]
+fn fix_without_findings_is_byte_identical_and_writes_to_o() {
+    let dir = std::env::temp_dir().join(format!("mimeref-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("out.eml");
+    let o = run(&[
+        "fix",
+        fixture("clean.eml").to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        std::fs::read(fixture("clean.eml")).unwrap()
+    );
+    let o = run(&["fix", "/nonexistent.eml"]);
+    assert_eq!(o.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn cturi_both_directions() {
+    let o = run(&["cturi", "to-uri", "text/plain; charset=us-ascii"]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let uri = stdout(&o).trim().to_string();
+    assert!(
+        uri.to_ascii_lowercase().starts_with("contenttype:"),
+        "{uri}"
+    );
+    let o = run(&["cturi", "to-content-type", &uri]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(
+        stdout(&o).to_ascii_lowercase().starts_with("text/plain"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run(&["cturi", "to-content-type", "not a uri"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn version_and_help() {
+    let o = run(&["--version"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stdout(&o).starts_with("mimeref-milter "));
+    let o = run(&["check", "--help"]);
+    assert!(stdout(&o).contains("--format"));
+}
