@@ -72,7 +72,7 @@ rules! {
     ExtbodyUrlInvalid = "extbody-url-invalid", Error, false;
     ExtbodyUrlNotRetrieval = "extbody-url-not-retrieval", Error, false;
     ExtbodyUrlSchemeDenied = "extbody-url-scheme-denied", Error, false;
-    ExtbodyLegacyAccessType = "extbody-legacy-access-type", Info, true;
+    ExtbodyLegacyAccessType = "extbody-legacy-access-type", Info, false; // the rewrite to URL comes with URL rewriting (issue 5)
     ExtbodyUnknownAccessType = "extbody-unknown-access-type", Info, false;
     ExtbodyBadEncoding = "extbody-bad-encoding", Error, false;
     ExtbodyInnerContentIdMissing = "extbody-inner-content-id-missing", Warning, false;
