@@ -13,12 +13,19 @@ use mimeref_milter::policy::Direction;
 /// Remote client: inbound unless a test says otherwise.
 const REMOTE: &str = "192.0.2.10";
 
-async fn one(name: &str, config: &str, fixture_name: &str) -> (indymilter_test::EomActions, Status) {
+async fn one(
+    name: &str,
+    config: &str,
+    fixture_name: &str,
+) -> (indymilter_test::EomActions, Status) {
     let m = Milter::start(name, config).await;
     let mut c = m.conn().await;
     connect(&mut c, REMOTE, None).await;
     let msg = eml(&fixture(fixture_name));
-    let env = Envelope { queue_id: Some("4ABC123"), auth: None };
+    let env = Envelope {
+        queue_id: Some("4ABC123"),
+        auth: None,
+    };
     let r = send(&mut c, &env, &msg).await;
     c.close().await.unwrap();
     m.stop().await;
@@ -31,12 +38,21 @@ async fn negotiates_leading_space_and_only_needed_actions() {
     let c = m.conn().await;
     assert!(c.negotiated_opts().contains(ProtoOpts::LEADING_SPACE));
     let a = c.negotiated_actions();
-    assert_eq!(a, Actions::ADD_HEADER | Actions::CHANGE_HEADER | Actions::REPLACE_BODY);
+    assert_eq!(
+        a,
+        Actions::ADD_HEADER | Actions::CHANGE_HEADER | Actions::REPLACE_BODY
+    );
     let macros = c.requested_macros();
-    let all: Vec<String> = macros.values().map(|v| v.to_string_lossy().into_owned()).collect();
+    let all: Vec<String> = macros
+        .values()
+        .map(|v| v.to_string_lossy().into_owned())
+        .collect();
     let all = all.join(" ");
     for want in ["i", "{auth_authen}", "{client_addr}"] {
-        assert!(all.split(' ').any(|w| w == want), "{want} not requested: {all}");
+        assert!(
+            all.split(' ').any(|w| w == want),
+            "{want} not requested: {all}"
+        );
     }
     // No outbound_daemons configured: {daemon_name} is not needed.
     assert!(!all.contains("{daemon_name}"), "{all}");
@@ -45,8 +61,15 @@ async fn negotiates_leading_space_and_only_needed_actions() {
 
     let m = Milter::start("negotiate-q", "outbound_daemons = [\"submission\"]\n[report]\nenabled = false\n[policy.inbound]\n\"related-*\" = \"quarantine\"\n").await;
     let c = m.conn().await;
-    assert_eq!(c.negotiated_actions(), Actions::CHANGE_HEADER | Actions::REPLACE_BODY | Actions::QUARANTINE);
-    let all: Vec<String> = c.requested_macros().values().map(|v| v.to_string_lossy().into_owned()).collect();
+    assert_eq!(
+        c.negotiated_actions(),
+        Actions::CHANGE_HEADER | Actions::REPLACE_BODY | Actions::QUARANTINE
+    );
+    let all: Vec<String> = c
+        .requested_macros()
+        .values()
+        .map(|v| v.to_string_lossy().into_owned())
+        .collect();
     assert!(all.join(" ").contains("{daemon_name}"));
     c.close().await.unwrap();
     m.stop().await;
@@ -68,8 +91,15 @@ async fn refuses_an_mta_without_the_needed_actions() {
 async fn fixes_a_top_level_field_with_change_header() {
     let raw = fixture("top-extbody.eml");
     // The engine must see a finding here, or this test proves nothing.
-    let a = engine::check(&crlf(&raw), &Config::builtin().engine_options(Direction::Inbound));
-    assert!(a.findings.iter().any(|f| f.fixable && f.part == "0"), "{:?}", a.findings);
+    let a = engine::check(
+        &crlf(&raw),
+        &Config::builtin().engine_options(Direction::Inbound),
+    );
+    assert!(
+        a.findings.iter().any(|f| f.fixable && f.part == "0"),
+        "{:?}",
+        a.findings
+    );
 
     let (actions, status) = one("top", "", "top-extbody.eml").await;
     assert_eq!(status, Status::Accept);
@@ -79,10 +109,21 @@ async fn fixes_a_top_level_field_with_change_header() {
     assert_eq!((name.as_str(), *index), ("Content-Type", 1));
     let value = value.as_ref().unwrap();
     // Leading space kept (LEADING_SPACE), folds in the MTA's "\n" convention, no CR.
-    assert!(value.starts_with(b" message/external-body;"), "{}", String::from_utf8_lossy(value));
-    assert!(value.windows(2).any(|w| w == b"\n "), "not folded: {}", String::from_utf8_lossy(value));
+    assert!(
+        value.starts_with(b" message/external-body;"),
+        "{}",
+        String::from_utf8_lossy(value)
+    );
+    assert!(
+        value.windows(2).any(|w| w == b"\n "),
+        "not folded: {}",
+        String::from_utf8_lossy(value)
+    );
     assert!(!value.contains(&b'\r'));
-    assert!(replaced_body(&actions).is_none(), "body replaced for a top-level fix");
+    assert!(
+        replaced_body(&actions).is_none(),
+        "body replaced for a top-level fix"
+    );
     let rep = report(&actions, "X-MIMERef").expect("report header");
     assert!(rep.starts_with(" fix; rules="), "{rep}");
     assert!(rep.contains("fixed=extbody-url-word-too-long"), "{rep}");
@@ -94,7 +135,11 @@ async fn fixes_a_nested_part_with_one_body_replacement() {
     let (actions, status) = one("nested", "", "nested-extbody.eml").await;
     assert_eq!(status, Status::Accept);
     // Nothing to change in the top-level heading.
-    assert!(header_changes(&actions).is_empty(), "{:?}", header_changes(&actions));
+    assert!(
+        header_changes(&actions).is_empty(),
+        "{:?}",
+        header_changes(&actions)
+    );
     let body = replaced_body(&actions).expect("body replaced");
     // The new body is exactly the body of the offline fix of the same message as the
     // milter sees it: only the nested Content-Type changed, every other byte (including
@@ -113,20 +158,31 @@ async fn fixes_a_nested_part_with_one_body_replacement() {
     let (fixed, _) = engine::fix(&wire, &Config::builtin().engine_options(Direction::Inbound));
     assert_eq!(body, fixed[header_len..].to_vec());
     assert_ne!(body, m.body);
-    assert!(body.windows(4).any(|w| w == b"caf\xe9"), "non-UTF-8 byte lost");
+    assert!(
+        body.windows(4).any(|w| w == b"caf\xe9"),
+        "non-UTF-8 byte lost"
+    );
     let rep = report(&actions, "X-MIMERef").unwrap();
     assert!(rep.contains("fixed=extbody-url-word-too-long"), "{rep}");
 }
 
 #[tokio::test]
 async fn report_only_changes_nothing_but_adds_the_report() {
-    let (actions, status) = one("report", "[policy.inbound]\n\"*\" = \"report\"\n", "nested-extbody.eml").await;
+    let (actions, status) = one(
+        "report",
+        "[policy.inbound]\n\"*\" = \"report\"\n",
+        "nested-extbody.eml",
+    )
+    .await;
     assert_eq!(status, Status::Accept);
     assert!(header_changes(&actions).is_empty());
     assert!(replaced_body(&actions).is_none());
     let rep = report(&actions, "X-MIMERef").unwrap();
     assert!(rep.starts_with(" report; rules="), "{rep}");
-    assert!(rep.contains("extbody-url-word-too-long") && !rep.contains("fixed="), "{rep}");
+    assert!(
+        rep.contains("extbody-url-word-too-long") && !rep.contains("fixed="),
+        "{rep}"
+    );
 }
 
 #[tokio::test]
@@ -147,8 +203,13 @@ async fn reject_with_the_configured_reply_naming_the_rule() {
         "cid-dup.eml",
     )
     .await;
-    let Status::Reject { message: Some(m) } = status else { panic!("{status:?}") };
-    assert_eq!(m.to_str().unwrap(), "550 5.6.0 MIME reference error: related-cid-duplicate");
+    let Status::Reject { message: Some(m) } = status else {
+        panic!("{status:?}")
+    };
+    assert_eq!(
+        m.to_str().unwrap(),
+        "550 5.6.0 MIME reference error: related-cid-duplicate"
+    );
     assert!(actions.actions.is_empty(), "{:?}", actions.actions);
 
     let (_, status) = one(
@@ -157,23 +218,47 @@ async fn reject_with_the_configured_reply_naming_the_rule() {
         "cid-dup.eml",
     )
     .await;
-    let Status::Reject { message: Some(m) } = status else { panic!("{status:?}") };
-    assert_eq!(m.to_str().unwrap(), "554 5.7.1 Refused (related-cid-duplicate)");
+    let Status::Reject { message: Some(m) } = status else {
+        panic!("{status:?}")
+    };
+    assert_eq!(
+        m.to_str().unwrap(),
+        "554 5.7.1 Refused (related-cid-duplicate)"
+    );
 }
 
 #[tokio::test]
 async fn tempfail_with_reply() {
-    let (actions, status) = one("tempfail", "[policy.inbound]\n\"related-cid-*\" = \"tempfail\"\n", "cid-dup.eml").await;
-    let Status::Tempfail { message: Some(m) } = status else { panic!("{status:?}") };
-    assert_eq!(m.to_str().unwrap(), "451 4.6.0 MIME reference error: related-cid-duplicate");
+    let (actions, status) = one(
+        "tempfail",
+        "[policy.inbound]\n\"related-cid-*\" = \"tempfail\"\n",
+        "cid-dup.eml",
+    )
+    .await;
+    let Status::Tempfail { message: Some(m) } = status else {
+        panic!("{status:?}")
+    };
+    assert_eq!(
+        m.to_str().unwrap(),
+        "451 4.6.0 MIME reference error: related-cid-duplicate"
+    );
     assert!(actions.actions.is_empty());
 }
 
 #[tokio::test]
 async fn quarantine_with_reason_and_report() {
-    let (actions, status) = one("quarantine", "[policy.inbound]\n\"related-cid-duplicate\" = \"quarantine\"\n", "cid-dup.eml").await;
+    let (actions, status) = one(
+        "quarantine",
+        "[policy.inbound]\n\"related-cid-duplicate\" = \"quarantine\"\n",
+        "cid-dup.eml",
+    )
+    .await;
     assert_eq!(status, Status::Accept);
-    assert!(actions.has_quarantine("MIME reference error: related-cid-duplicate"), "{:?}", actions.actions);
+    assert!(
+        actions.has_quarantine("MIME reference error: related-cid-duplicate"),
+        "{:?}",
+        actions.actions
+    );
     let rep = report(&actions, "X-MIMERef").unwrap();
     assert!(rep.starts_with(" quarantine; "), "{rep}");
 }
@@ -199,34 +284,60 @@ async fn clean_message_is_accepted_untouched() {
 #[tokio::test]
 async fn forged_report_headers_removed_inbound_only() {
     let mut msg = eml(&fixture("top-extbody.eml"));
-    msg.headers.insert(0, (b"X-MIMERef".to_vec(), b" ok".to_vec()));
-    msg.headers.push((b"x-mimeref".to_vec(), b" fix; rules=forged".to_vec()));
+    msg.headers
+        .insert(0, (b"X-MIMERef".to_vec(), b" ok".to_vec()));
+    msg.headers
+        .push((b"x-mimeref".to_vec(), b" fix; rules=forged".to_vec()));
     let m = Milter::start("forged", "").await;
 
     let mut c = m.conn().await;
     connect(&mut c, REMOTE, None).await;
     let (actions, _) = send(&mut c, &Envelope::default(), &msg).await;
     let ch = header_changes(&actions);
-    let deletions: Vec<_> = ch.iter().filter(|c| c.2.is_none()).map(|c| (c.0.as_str(), c.1)).collect();
+    let deletions: Vec<_> = ch
+        .iter()
+        .filter(|c| c.2.is_none())
+        .map(|c| (c.0.as_str(), c.1))
+        .collect();
     assert_eq!(deletions, [("X-MIMERef", 2), ("X-MIMERef", 1)]);
     // Deletions go before the new report header is added.
-    let add = actions.actions.iter().position(|a| matches!(a, indymilter_test::EomAction::AddHeader { .. })).unwrap();
-    let del = actions.actions.iter().position(|a| matches!(a, indymilter_test::EomAction::DeleteHeader { .. })).unwrap();
+    let add = actions
+        .actions
+        .iter()
+        .position(|a| matches!(a, indymilter_test::EomAction::AddHeader { .. }))
+        .unwrap();
+    let del = actions
+        .actions
+        .iter()
+        .position(|a| matches!(a, indymilter_test::EomAction::DeleteHeader { .. }))
+        .unwrap();
     assert!(del < add);
     c.close().await.unwrap();
 
     let mut c = m.conn().await;
     connect(&mut c, REMOTE, None).await;
-    let env = Envelope { queue_id: None, auth: Some("alice") };
+    let env = Envelope {
+        queue_id: None,
+        auth: Some("alice"),
+    };
     let (actions, _) = send(&mut c, &env, &msg).await;
-    assert!(header_changes(&actions).iter().all(|c| c.2.is_some()), "outbound deletions: {:?}", header_changes(&actions));
+    assert!(
+        header_changes(&actions).iter().all(|c| c.2.is_some()),
+        "outbound deletions: {:?}",
+        header_changes(&actions)
+    );
     c.close().await.unwrap();
     m.stop().await;
 }
 
 #[tokio::test]
 async fn report_header_can_be_renamed_or_turned_off() {
-    let (actions, _) = one("rename", "[report]\nheader = \"X-Ref-Check\"\n", "cid-dup.eml").await;
+    let (actions, _) = one(
+        "rename",
+        "[report]\nheader = \"X-Ref-Check\"\n",
+        "cid-dup.eml",
+    )
+    .await;
     assert!(report(&actions, "X-Ref-Check").is_some());
     assert!(report(&actions, "X-MIMERef").is_none());
     let (actions, status) = one("off", "[report]\nenabled = false\n", "cid-dup.eml").await;

@@ -33,10 +33,21 @@ impl Milter {
         let addr = listener.local_addr().unwrap();
         let (reload, reload_rx) = mpsc::channel(1);
         let (tx, rx) = oneshot::channel::<()>();
-        let handle = tokio::spawn(mimeref_milter::daemon::run(listener, cfg, reload_rx, async {
-            let _ = rx.await;
-        }));
-        Milter { addr, config_path, reload, shutdown: Some(tx), handle }
+        let handle = tokio::spawn(mimeref_milter::daemon::run(
+            listener,
+            cfg,
+            reload_rx,
+            async {
+                let _ = rx.await;
+            },
+        ));
+        Milter {
+            addr,
+            config_path,
+            reload,
+            shutdown: Some(tx),
+            handle,
+        }
     }
 
     pub async fn conn(&self) -> TestConnection {
@@ -81,7 +92,9 @@ pub struct Eml {
 }
 
 pub fn fixture(name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/milter").join(name);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/milter")
+        .join(name);
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
@@ -101,7 +114,10 @@ pub fn eml(raw: &[u8]) -> Eml {
     let mut headers: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     let mut pos = 0;
     while pos < raw.len() {
-        let end = raw[pos..].iter().position(|&b| b == b'\n').map_or(raw.len(), |n| pos + n);
+        let end = raw[pos..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(raw.len(), |n| pos + n);
         let line = &raw[pos..end];
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         pos = (end + 1).min(raw.len());
@@ -113,11 +129,17 @@ pub fn eml(raw: &[u8]) -> Eml {
             last.1.push(b'\n');
             last.1.extend_from_slice(line);
         } else {
-            let colon = line.iter().position(|&b| b == b':').expect("field without colon");
+            let colon = line
+                .iter()
+                .position(|&b| b == b':')
+                .expect("field without colon");
             headers.push((line[..colon].to_vec(), line[colon + 1..].to_vec()));
         }
     }
-    Eml { headers, body: crlf(&raw[pos..]) }
+    Eml {
+        headers,
+        body: crlf(&raw[pos..]),
+    }
 }
 
 /// The envelope of one message.
@@ -129,7 +151,9 @@ pub struct Envelope {
 
 pub async fn connect(conn: &mut TestConnection, client: &str, daemon_name: Option<&str>) {
     if let Some(d) = daemon_name {
-        conn.macros(MacroStage::Connect, [("{daemon_name}", d)]).await.unwrap();
+        conn.macros(MacroStage::Connect, [("{daemon_name}", d)])
+            .await
+            .unwrap();
     }
     let ip: IpAddr = client.parse().unwrap();
     let st = conn.connect("client.example", (ip, 50000)).await.unwrap();
@@ -139,9 +163,17 @@ pub async fn connect(conn: &mut TestConnection, client: &str, daemon_name: Optio
 /// MAIL through end of message; returns what end of message answered.
 pub async fn send(conn: &mut TestConnection, env: &Envelope, m: &Eml) -> (EomActions, Status) {
     if let Some(a) = env.auth {
-        conn.macros(MacroStage::Mail, [("{auth_authen}", a), ("{auth_type}", "PLAIN")]).await.unwrap();
+        conn.macros(
+            MacroStage::Mail,
+            [("{auth_authen}", a), ("{auth_type}", "PLAIN")],
+        )
+        .await
+        .unwrap();
     }
-    assert_eq!(conn.mail(["<alice@example.org>"]).await.unwrap(), Status::Continue);
+    assert_eq!(
+        conn.mail(["<alice@example.org>"]).await.unwrap(),
+        Status::Continue
+    );
     send_data(conn, env, m).await
 }
 
@@ -182,10 +214,14 @@ pub fn header_changes(a: &EomActions) -> Vec<(String, i32, Option<Vec<u8>>)> {
     a.actions
         .iter()
         .filter_map(|act| match act {
-            EomAction::ChangeHeader { name, index, value } => {
-                Some((name.to_string_lossy().into_owned(), *index, Some(value.as_bytes().to_vec())))
+            EomAction::ChangeHeader { name, index, value } => Some((
+                name.to_string_lossy().into_owned(),
+                *index,
+                Some(value.as_bytes().to_vec()),
+            )),
+            EomAction::DeleteHeader { name, index } => {
+                Some((name.to_string_lossy().into_owned(), *index, None))
             }
-            EomAction::DeleteHeader { name, index } => Some((name.to_string_lossy().into_owned(), *index, None)),
             _ => None,
         })
         .collect()
@@ -194,7 +230,9 @@ pub fn header_changes(a: &EomActions) -> Vec<(String, i32, Option<Vec<u8>>)> {
 /// The value of the added report header, if any.
 pub fn report(a: &EomActions, name: &str) -> Option<String> {
     a.actions.iter().find_map(|act| match act {
-        indymilter_test::EomAction::AddHeader { name: n, value } if n.to_bytes() == name.as_bytes() => {
+        indymilter_test::EomAction::AddHeader { name: n, value }
+            if n.to_bytes() == name.as_bytes() =>
+        {
             Some(value.to_string_lossy().into_owned())
         }
         _ => None,

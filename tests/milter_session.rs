@@ -1,0 +1,286 @@
+//! Direction by each trigger, several messages per connection, abort, missing macros,
+//! non-UTF-8 header bytes, oversize messages.
+
+mod milter_util;
+
+use indymilter_test::{MacroStage, Status};
+use milter_util::*;
+
+/// Inbound rejects the duplicate Content-ID, outbound only reports it: the status tells
+/// which direction the daemon chose.
+const SPLIT: &str = "outbound_daemons = [\"submission\"]\n\
+                     [policy.inbound]\n\"related-cid-duplicate\" = \"reject\"\n\
+                     [policy.outbound]\n\"related-cid-duplicate\" = \"report\"\n";
+
+fn is_inbound(s: &Status) -> bool {
+    match s {
+        Status::Reject { .. } => true,
+        Status::Accept => false,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+async fn direction_of(
+    m: &Milter,
+    client: &str,
+    daemon: Option<&str>,
+    auth: Option<&'static str>,
+) -> bool {
+    let mut c = m.conn().await;
+    connect(&mut c, client, daemon).await;
+    let env = Envelope {
+        queue_id: Some("Q1"),
+        auth,
+    };
+    let (_, st) = send(&mut c, &env, &eml(&fixture("cid-dup.eml"))).await;
+    c.close().await.unwrap();
+    is_inbound(&st)
+}
+
+#[tokio::test]
+async fn direction_by_each_trigger() {
+    let m = Milter::start("direction", SPLIT).await;
+    assert!(
+        direction_of(&m, "192.0.2.1", None, None).await,
+        "remote, no auth: inbound"
+    );
+    assert!(
+        !direction_of(&m, "192.0.2.1", None, Some("alice")).await,
+        "authenticated: outbound"
+    );
+    assert!(
+        !direction_of(&m, "127.0.0.1", None, None).await,
+        "loopback (default trusted): outbound"
+    );
+    assert!(
+        !direction_of(&m, "::1", None, None).await,
+        "IPv6 loopback: outbound"
+    );
+    assert!(
+        !direction_of(&m, "192.0.2.1", Some("submission"), None).await,
+        "submission daemon: outbound"
+    );
+    assert!(
+        direction_of(&m, "192.0.2.1", Some("smtpd"), None).await,
+        "other daemon: inbound"
+    );
+    m.stop().await;
+
+    let m = Milter::start(
+        "direction-nets",
+        &format!("trusted_networks = [\"198.51.100.0/24\"]\n{SPLIT}"),
+    )
+    .await;
+    assert!(
+        !direction_of(&m, "198.51.100.77", None, None).await,
+        "trusted network: outbound"
+    );
+    assert!(
+        direction_of(&m, "127.0.0.1", None, None).await,
+        "loopback no longer listed: inbound"
+    );
+    m.stop().await;
+}
+
+#[tokio::test]
+async fn missing_macros_mean_inbound_and_no_queue_id() {
+    let m = Milter::start("no-macros", SPLIT).await;
+    let mut c = m.conn().await;
+    // A connection with no socket information at all, and no macros anywhere.
+    assert_eq!(
+        c.connect("unknown", indymilter_test::SocketInfo::Unknown)
+            .await
+            .unwrap(),
+        Status::Continue
+    );
+    let (_, st) = send(&mut c, &Envelope::default(), &eml(&fixture("cid-dup.eml"))).await;
+    assert!(is_inbound(&st));
+    c.close().await.unwrap();
+    m.stop().await;
+}
+
+#[tokio::test]
+async fn several_messages_on_one_connection_with_an_abort_between() {
+    let m = Milter::start("several", "").await;
+    let mut c = m.conn().await;
+    connect(&mut c, "192.0.2.1", None).await;
+    let nested = eml(&fixture("nested-extbody.eml"));
+    let clean = eml(&fixture("clean.eml"));
+    let cid = eml(&fixture("cid-dup.eml"));
+
+    let (a, st) = send(
+        &mut c,
+        &Envelope {
+            queue_id: Some("A1"),
+            auth: None,
+        },
+        &nested,
+    )
+    .await;
+    assert_eq!(st, Status::Accept);
+    assert!(replaced_body(&a).is_some());
+
+    // Second message aborted after the headers and part of the body.
+    assert_eq!(c.mail(["<x@example.org>"]).await.unwrap(), Status::Continue);
+    send_headers(&mut c, &cid).await;
+    assert_eq!(
+        c.body(cid.body[..20].to_vec()).await.unwrap(),
+        Status::Continue
+    );
+    c.abort().await.unwrap();
+
+    // Nothing of the aborted message leaks into the next one.
+    let (a, st) = send(
+        &mut c,
+        &Envelope {
+            queue_id: Some("A3"),
+            auth: None,
+        },
+        &clean,
+    )
+    .await;
+    assert_eq!(st, Status::Accept);
+    assert!(a.actions.is_empty(), "{:?}", a.actions);
+
+    let (a, st) = send(
+        &mut c,
+        &Envelope {
+            queue_id: Some("A4"),
+            auth: None,
+        },
+        &cid,
+    )
+    .await;
+    assert_eq!(st, Status::Accept);
+    assert!(report(&a, "X-MIMERef")
+        .unwrap()
+        .contains("related-cid-duplicate"));
+    c.close().await.unwrap();
+    m.stop().await;
+}
+
+#[tokio::test]
+async fn non_utf8_header_bytes_survive() {
+    // A top-level field with Latin-1 bytes that the engine rewrites: the bytes must come
+    // back unchanged around the repair.
+    let mut msg = eml(&fixture("top-extbody.eml"));
+    let ct = msg
+        .headers
+        .iter_mut()
+        .find(|(n, _)| n == b"Content-Type")
+        .unwrap();
+    ct.1.extend_from_slice(b"; x-note=\"caf\xe9\"");
+    msg.headers
+        .push((b"Subject".to_vec(), b" \xff\xfe raw".to_vec()));
+    let m = Milter::start("non-utf8", "").await;
+    let mut c = m.conn().await;
+    connect(&mut c, "192.0.2.1", None).await;
+    let (a, st) = send(&mut c, &Envelope::default(), &msg).await;
+    assert_eq!(st, Status::Accept);
+    let changes = header_changes(&a);
+    let ct = changes
+        .iter()
+        .find(|c| c.0 == "Content-Type")
+        .expect("Content-Type fixed");
+    let v = ct.2.as_ref().unwrap();
+    assert!(v.starts_with(b" message/external-body;"), "{v:?}");
+    assert!(
+        v.windows(4).any(|w| w == b"caf\xe9"),
+        "Latin-1 byte changed: {v:?}"
+    );
+    // The Subject was never touched.
+    assert!(changes.iter().all(|c| c.0 != "Subject"));
+    c.close().await.unwrap();
+    m.stop().await;
+}
+
+#[tokio::test]
+async fn oversize_message_is_passed_on_whole_with_a_report() {
+    let m = Milter::start(
+        "oversize",
+        "[limits]\nmax_message_size = 2048\nmax_header_size = 1024\n",
+    )
+    .await;
+    let mut c = m.conn().await;
+    connect(&mut c, "192.0.2.1", None).await;
+    let mut msg = eml(&fixture("nested-extbody.eml"));
+    // Pad the first text part so the fixable part lies beyond the limit.
+    let pad = "x".repeat(70) + "\r\n";
+    let at = msg
+        .body
+        .windows(20)
+        .position(|w| w == b"See the attachment.\r")
+        .unwrap();
+    let padding: Vec<u8> = pad.repeat(200).into_bytes();
+    msg.body.splice(at..at, padding);
+    let (a, st) = send(
+        &mut c,
+        &Envelope {
+            queue_id: Some("BIG1"),
+            auth: None,
+        },
+        &msg,
+    )
+    .await;
+    assert_eq!(st, Status::Accept);
+    assert!(
+        replaced_body(&a).is_none(),
+        "body of an incomplete message replaced"
+    );
+    let rep = report(&a, "X-MIMERef").expect("report header");
+    assert!(
+        rep.contains("message-too-large") && rep.ends_with("; oversize"),
+        "{rep}"
+    );
+
+    // The next message on the connection is read whole again.
+    let (a, _) = send(
+        &mut c,
+        &Envelope::default(),
+        &eml(&fixture("nested-extbody.eml")),
+    )
+    .await;
+    assert!(replaced_body(&a).is_some());
+    c.close().await.unwrap();
+    m.stop().await;
+
+    let m = Milter::start(
+        "oversize-reject",
+        "[limits]\nmax_message_size = 2048\noversize_action = \"reject\"\nmax_header_size = 1024\n",
+    )
+    .await;
+    let mut c = m.conn().await;
+    connect(&mut c, "192.0.2.1", None).await;
+    let (_, st) = send(&mut c, &Envelope::default(), &msg).await;
+    let Status::Reject { message: Some(r) } = st else {
+        panic!("{st:?}")
+    };
+    assert_eq!(
+        r.to_str().unwrap(),
+        "550 5.6.0 MIME reference error: message-too-large"
+    );
+    c.close().await.unwrap();
+    m.stop().await;
+}
+
+#[tokio::test]
+async fn oversize_heading_stops_at_a_field_boundary() {
+    let m = Milter::start("oversize-hdr", "[limits]\nmax_header_size = 1024\n").await;
+    let mut c = m.conn().await;
+    connect(&mut c, "192.0.2.1", None).await;
+    let mut msg = eml(&fixture("clean.eml"));
+    for i in 0..40 {
+        msg.headers.push((
+            format!("X-Filler-{i}").into_bytes(),
+            b" ".iter().chain(&[b'y'; 60]).copied().collect(),
+        ));
+    }
+    c.macros(MacroStage::Mail, [("{auth_type}", "")])
+        .await
+        .unwrap();
+    let (a, st) = send(&mut c, &Envelope::default(), &msg).await;
+    assert_eq!(st, Status::Accept);
+    assert!(report(&a, "X-MIMERef").unwrap().contains("oversize"));
+    c.close().await.unwrap();
+    m.stop().await;
+}
