@@ -230,6 +230,7 @@ fn nested_external_body_fold_changes_no_other_byte() {
     assert_eq!(report.len(), 1, "one report header: {report:?}");
     assert!(report[0].starts_with("fix;"), "{report:?}");
     assert!(report[0].contains("extbody-url-unquoted"), "{report:?}");
+    assert!(String::from_utf8_lossy(&got.message).contains("\nX-MIMERef: fix;"));
     let body = drop_fields(&got.without_trace(), "X-MIMERef");
     assert_eq!(
         body,

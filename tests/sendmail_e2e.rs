@@ -110,3 +110,91 @@ fn harness_probe_milter_header_semantics() {
         .expect("trace field");
     assert!(ins < rcv, "{all}");
 }
+
+// ---------------------------------------------------------------------------
+// mimeref-milter behind Sendmail
+
+use mta::{drop_fields, fixture, with_message_id, Daemon};
+
+fn config(tables: &str) -> String {
+    format!("trusted_networks = []\n{tables}")
+}
+
+fn nested() -> (Vec<u8>, Vec<u8>) {
+    (
+        with_message_id(
+            &fixture("extbody/nested-rfc822-mixed.eml"),
+            "sm-nested-1@sender.example",
+        ),
+        with_message_id(
+            &fixture("extbody/nested-rfc822-mixed.fixed.eml"),
+            "sm-nested-1@sender.example",
+        ),
+    )
+}
+
+#[test]
+fn nested_external_body_fold_and_report_header() {
+    if !mta::require_sendmail() {
+        return;
+    }
+    let d = Daemon::start(&config(""), &[]);
+    let sm = Sendmail::new(Some(&d.sendmail_spec()));
+    let (input, fixed) = nested();
+    // A forged report header from the client must not survive.
+    let mut forged = b"X-MIMERef: ok\n".to_vec();
+    forged.extend_from_slice(&input);
+    let r = sm.send(&forged);
+    assert_eq!(r.code, 250, "{r}\n{}", d.log());
+    let q = sm.queued();
+    assert_eq!(q.len(), 1);
+    let report = q[0].header("X-MIMERef");
+    assert_eq!(report.len(), 1, "{report:?}\n{}", q[0].qf);
+    assert!(report[0].starts_with("fix;"), "{report:?}");
+    assert!(report[0].contains("extbody-url-unquoted"), "{report:?}");
+    // One space after the colon, as written by the client fields around it.
+    assert!(q[0].qf.contains("\nH??X-MIMERef: fix;"), "{}", q[0].qf);
+    let got = drop_fields(&q[0].without_trace(), "X-MIMERef");
+    assert_eq!(got, fixed, "{}\n{}", mta::show_diff(&fixed, &got), d.log());
+}
+
+#[test]
+fn reject_gives_5xx_with_configured_text() {
+    if !mta::require_sendmail() {
+        return;
+    }
+    let d = Daemon::start(
+        &config(
+            "[reply]\nreject = \"550 5.6.0 Refused by the e2e test: {rules}\"\n\
+             [policy.inbound]\n\"extbody-*\" = \"reject\"\n",
+        ),
+        &[],
+    );
+    let sm = Sendmail::new(Some(&d.sendmail_spec()));
+    let (input, _) = nested();
+    let r = sm.send(&input);
+    assert_eq!(r.code, 550, "{r}\n{}", d.log());
+    assert!(r.text.starts_with("5.6.0 Refused by the e2e test: "), "{r}");
+    assert!(r.text.contains("extbody-url-unquoted"), "{r}");
+    assert!(
+        sm.queued().is_empty(),
+        "a rejected message stays out of the queue"
+    );
+}
+
+#[test]
+fn milter_down_tempfails_with_f_t() {
+    if !mta::require_sendmail() {
+        return;
+    }
+    let mut d = Daemon::start(&config(""), &[]);
+    let sm = Sendmail::new(Some(&d.sendmail_spec()));
+    d.stop();
+    let (input, _) = nested();
+    let r = sm.send(&input);
+    assert_eq!(r.class(), 4, "F=T: milter down must tempfail: {r}");
+    d.restart();
+    let r = sm.send(&input);
+    assert_eq!(r.code, 250, "after restart: {r}\n{}", d.log());
+    assert_eq!(sm.queued().len(), 1);
+}
