@@ -532,11 +532,11 @@ mod tests {
         let raw = REL
             .replace(
                 "boundary=b\n",
-                "boundary=\"b\"; start=\"<img@x>\";\n\tx-long-parameter-name=\"some long value to fill the line\"\n",
+                "boundary=\"b\"; start=\"<img@x>\";\n\tx-long-parameter-name=\"some long value to fill the line up and more\"\n",
             );
         let out = fixed(&raw);
         assert!(
-            out.contains("fill the line\";\n type=\"image/gif\"\n\n--b"),
+            out.contains("and more\";\n type=\"image/gif\"\n\n--b"),
             "{out}"
         );
         assert!(has(&out, Rule::RelatedTypeMissing).is_empty());
