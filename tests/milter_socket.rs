@@ -1,0 +1,129 @@
+//! UNIX socket handling (stale socket replaced, anything else left alone, mode applied)
+//! and the Prometheus endpoint.
+
+mod milter_util;
+
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use indymilter_test::{Status, TestConnection};
+use milter_util::*;
+use mimeref_milter::config::Config;
+use mimeref_milter::daemon::{bind, SocketSpec};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn dir(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("milter-sock")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[tokio::test]
+async fn unix_socket_replaces_only_a_stale_socket_and_serves() {
+    let d = dir("unix");
+    let path = d.join("m.sock");
+    // A stale socket left by a crashed instance.
+    drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+    assert!(std::fs::symlink_metadata(&path)
+        .unwrap()
+        .file_type()
+        .is_socket());
+    let mut cfg = Config::parse("socket_mode = \"0660\"\nsocket = \"unix:/x\"\n", "t").unwrap();
+    cfg.socket = format!("unix:{}", path.display());
+    let spec = SocketSpec::parse(&cfg.socket).unwrap();
+    let listener = bind(&spec, &cfg).await.expect("stale socket replaced");
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o660);
+
+    let (_reload, rx) = tokio::sync::mpsc::channel(1);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(mimeref_milter::daemon::run(
+        listener,
+        cfg.clone(),
+        rx,
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let mut c = TestConnection::configure()
+        .exact_leading_space(true)
+        .open_unix(&path)
+        .await
+        .unwrap();
+    connect(&mut c, "192.0.2.1", None).await;
+    let (_, st) = send(&mut c, &Envelope::default(), &eml(&fixture("clean.eml"))).await;
+    assert_eq!(st, Status::Accept);
+    c.close().await.unwrap();
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), run)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+
+    // A regular file in the way is never removed.
+    let file = d.join("not-a-socket");
+    std::fs::write(&file, b"data").unwrap();
+    let spec = SocketSpec::parse(&format!("unix:{}", file.display())).unwrap();
+    let err = bind(&spec, &Config::builtin())
+        .await
+        .err()
+        .expect("bind over a regular file");
+    assert!(err.contains("not a socket"), "{err}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"data");
+}
+
+#[tokio::test]
+async fn prometheus_endpoint_counts_messages_and_rules() {
+    // Port 0 is not possible with the exporter's listener: pick a free port first.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}").parse().unwrap();
+    mimeref_milter::milter::metrics::install(addr).unwrap();
+    let m = Milter::start("metrics", "").await;
+    let mut c = m.conn().await;
+    connect(&mut c, "192.0.2.1", None).await;
+    let (_, st) = send(
+        &mut c,
+        &Envelope::default(),
+        &eml(&fixture("nested-extbody.eml")),
+    )
+    .await;
+    assert_eq!(st, Status::Accept);
+    c.close().await.unwrap();
+    m.stop().await;
+
+    let mut body = String::new();
+    for _ in 0..50 {
+        if let Ok(mut s) = tokio::net::TcpStream::connect(addr).await {
+            s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+                .await
+                .unwrap();
+            body.clear();
+            let mut buf = Vec::new();
+            s.read_to_end(&mut buf).await.unwrap();
+            body = String::from_utf8_lossy(&buf).into_owned();
+            if body.contains("mimeref_messages_total") {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        body.contains("mimeref_messages_total{direction=\"inbound\",verdict=\"fix\"} 1"),
+        "{body}"
+    );
+    assert!(
+        body.contains("mimeref_findings_total{rule=\"extbody-url-word-too-long\",action=\"fix\",direction=\"inbound\"} 1"),
+        "{body}"
+    );
+    assert!(body.contains("mimeref_processing_seconds"), "{body}");
+    assert!(body.contains("mimeref_message_bytes_total"), "{body}");
+}
