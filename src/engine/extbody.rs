@@ -62,7 +62,7 @@ fn check_entity(cx: &mut Context, idx: usize) {
         Some(v) if can_edit => Cow::Owned(v.to_vec()),
         _ => Cow::Borrowed(msg.value(e, field)),
     };
-    let ct = parse_lenient(&value);
+    let ct = ContentType::parse(&value);
     let path = e.path.as_str();
 
     check_encoding(cx, e);
@@ -510,53 +510,6 @@ fn rewrite(value: &[u8], targets: &[&Param], url: &[u8], name_len: usize, eol: &
     }
     out.extend_from_slice(&value[pos.min(value.len())..]);
     out
-}
-
-/// Parses a Content-Type value, reading an unquoted `URL=http://…` in full. RFC 2045
-/// tokens cannot hold `:` or `/`, so a strict parser stops inside such a URL; senders
-/// write it all the same and readers take it up to the next whitespace. The parameters
-/// after it are parsed as usual.
-fn parse_lenient(value: &[u8]) -> ContentType {
-    let mut ct = ContentType::parse(value);
-    let Some(stop) = ct.trailing else {
-        return ct;
-    };
-    let Some(last) = ct.params.last_mut() else {
-        return ct;
-    };
-    let next = value.get(stop).copied();
-    let url_cut_short = last.name == "url"
-        && !last.quoted
-        && last.section.is_none()
-        && !last.extended
-        && last.value_span.end == stop
-        && next.is_some_and(|b| !fold::is_lwsp(b) && b != b';' && b != b'(');
-    if !url_cut_short {
-        return ct;
-    }
-    let start = last.value_span.start;
-    let mut end = value[start..]
-        .iter()
-        .position(|&b| fold::is_lwsp(b) || b == b'"')
-        .map_or(value.len(), |p| start + p);
-    while end > stop && value[end - 1] == b';' {
-        end -= 1;
-    }
-    last.value = value[start..end].to_vec();
-    last.span.end = end;
-    last.value_span.end = end;
-    // Parse what follows as the parameters of a dummy type, then shift the spans back.
-    let mut rest = b"x/y".to_vec();
-    rest.extend_from_slice(&value[end..]);
-    let more = ContentType::parse(&rest);
-    let shift = |i: usize| i - 3 + end;
-    ct.trailing = more.trailing.map(shift);
-    for mut p in more.params {
-        p.span = shift(p.span.start)..shift(p.span.end);
-        p.value_span = shift(p.value_span.start)..shift(p.value_span.end);
-        ct.params.push(p);
-    }
-    ct
 }
 
 /// `; parameters unreadable from …` when the parser stopped early (e.g. a missing `;`,

@@ -33,6 +33,10 @@ pub struct Param {
     pub extended: bool,
     /// The value was a quoted-string.
     pub quoted: bool,
+    /// An unquoted value held octets an RFC 2045 token cannot (`/`, `:`, `=`, `@`…), as in
+    /// `type=text/html` or `URL=http://…`. Readers take such a value up to the next
+    /// whitespace or `;`, and so does this parser; the checks may report it.
+    pub not_token: bool,
     /// The value with quotes removed, quoted-pairs resolved and line breaks of folding
     /// removed (the folding whitespace itself stays). Not %-decoded.
     pub value: Vec<u8>,
@@ -295,7 +299,7 @@ fn parse_params(p: &mut Cursor, trailing: &mut Option<usize>) -> Vec<Param> {
                 }
             }
         } else {
-            let t = p.token();
+            let t = p.lenient_value();
             if t.is_empty() {
                 *trailing = Some(vstart);
                 break;
@@ -303,11 +307,13 @@ fn parse_params(p: &mut Cursor, trailing: &mut Option<usize>) -> Vec<Param> {
             (t.to_vec(), false)
         };
         let vend = p.i;
+        let not_token = !quoted && !value.iter().all(|&b| is_token_byte(b));
         let (name, section, extended) = split_attribute(attr);
         params.push(Param {
             name,
             section,
             extended,
+            not_token,
             quoted,
             value,
             span: start..vend,
@@ -368,6 +374,19 @@ impl<'s> Cursor<'s> {
     fn token(&mut self) -> &'s [u8] {
         let start = self.i;
         while self.peek().is_some_and(is_token_byte) {
+            self.i += 1;
+        }
+        &self.s[start..self.i]
+    }
+
+    /// An unquoted parameter value as readers take it: up to whitespace, `;`, `"` or a
+    /// comment. A strict RFC 2045 token is a special case of it.
+    fn lenient_value(&mut self) -> &'s [u8] {
+        let start = self.i;
+        while self
+            .peek()
+            .is_some_and(|b| b > 0x20 && b != 0x7f && !matches!(b, b';' | b'"' | b'('))
+        {
             self.i += 1;
         }
         &self.s[start..self.i]
@@ -470,6 +489,28 @@ mod tests {
         assert_eq!(v.charset.as_deref(), Some("us-ascii"));
         assert_eq!(v.language.as_deref(), Some("en"));
         assert!(!v.gaps);
+    }
+
+    #[test]
+    fn unquoted_values_with_tspecials_are_read_whole() {
+        // RFC 2392's own example, Outlook's boundaries, an unquoted URL.
+        let ct = ContentType::parse(
+            b"multipart/related; boundary=----=_NextPart_000_0; type=Text/HTML; x=1",
+        );
+        assert_eq!(ct.get_str("type").as_deref(), Some("Text/HTML"));
+        assert_eq!(
+            ct.get_str("boundary").as_deref(),
+            Some("----=_NextPart_000_0")
+        );
+        assert!(ct.plain("type").unwrap().not_token);
+        assert!(!ct.plain("x").unwrap().not_token);
+        assert_eq!(ct.get_str("x").as_deref(), Some("1"));
+        let ct = ContentType::parse(
+            b"message/external-body; access-type=URL; URL=http://x.test/a?b=c;\r\n name=n",
+        );
+        assert_eq!(ct.get_str("url").as_deref(), Some("http://x.test/a?b=c"));
+        assert_eq!(ct.get_str("name").as_deref(), Some("n"));
+        assert_eq!(ct.trailing, None);
     }
 
     #[test]
