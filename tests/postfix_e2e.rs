@@ -54,6 +54,8 @@ X-NoSpace:tight
 X-Empty:
 X-Spaces:   three
 X-Tab:\ttab
+x-case: lower
+X-CASE: upper
 
 body
 ";
@@ -77,6 +79,8 @@ fn harness_probe_milter_header_semantics() {
         Action::Change("Subject".into(), 1, Some("crlf\r\n\tfold".into())),
         Action::Insert(0, "X-Inserted-0".into(), "zero".into()),
         Action::Insert(2, "X-Inserted-2".into(), "two".into()),
+        // Occurrences are counted without regard to case.
+        Action::Change("X-Case".into(), 2, Some("changed".into())),
     ]);
     let pf = Postfix::start(&PostfixConfig::with_milter(&probe.postfix_spec()));
     let r = pf.send(msg);
@@ -99,7 +103,9 @@ fn harness_probe_milter_header_semantics() {
             "X-NoSpace",
             "X-Empty",
             "X-Spaces",
-            "X-Tab"
+            "X-Tab",
+            "x-case",
+            "X-CASE"
         ]
     );
     let val = |n: &str| {
@@ -114,6 +120,8 @@ fn harness_probe_milter_header_semantics() {
     assert_eq!(val("Subject"), b"probe");
     assert_eq!(val("X-Fold"), b"a\n  b");
     assert_eq!(val("X-NoSpace"), b"tight");
+    // The body comes with CRLF line ends (the headers' folds with LF).
+    assert_eq!(seen[0].body, b"body\r\n");
     // Exactly one space after the colon is dropped; a tab is kept.
     assert_eq!(val("X-Spaces"), b"  three");
     assert_eq!(val("X-Tab"), b"\ttab");
@@ -126,6 +134,8 @@ fn harness_probe_milter_header_semantics() {
     assert!(text.contains("X-NoSpace: still-tight\n"), "{text}");
     // Postfix writes "Name: " + value: a leading space in the value doubles.
     assert!(text.contains("X-Empty:  lead\n"), "{text}");
+    // The changed field keeps the name as the milter spelled it.
+    assert!(text.contains("x-case: lower\nX-Case: changed\n"), "{text}");
     // A "\r\n" fold in a value is stored as a plain line break.
     assert!(text.contains("Subject: crlf\n\tfold\n"), "{text}");
     // Added fields go last; insert indices count Postfix's own Received:
