@@ -194,7 +194,7 @@ fn parse_content_type(input: &str) -> Result<Parsed, CturiError> {
     if v.len() >= 13 && v[..13].eq_ignore_ascii_case(b"content-type:") {
         v = &v[13..];
     }
-    let ct = ContentType::parse(v);
+    let ct = ContentType::parse(v).strict();
     if ct.mtype.is_empty() {
         return Err(CturiError::BadContentType(input.trim().to_string()));
     }

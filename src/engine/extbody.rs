@@ -62,7 +62,9 @@ fn check_entity(cx: &mut Context, idx: usize) {
         Some(v) if can_edit => Cow::Owned(v.to_vec()),
         _ => Cow::Borrowed(msg.value(e, field)),
     };
-    let ct = ContentType::parse(&value);
+    // Strict: a parameter after a missing `;` (RFC 2046 erratum 589) is not there for a
+    // strict reader, and the findings say where reading stopped.
+    let ct = ContentType::parse(&value).strict();
     let path = e.path.as_str();
 
     check_encoding(cx, e);

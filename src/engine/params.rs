@@ -19,6 +19,11 @@ pub struct ContentType {
     /// Byte offset (within the parsed value) where parsing stopped on unreadable input,
     /// if it did. Parameters after it are not in `params`.
     pub trailing: Option<usize>,
+    /// Offsets where a parameter follows the previous value without its `;` (RFC 2046
+    /// erratum 589, RFC 2387 §5.1 as printed). Parsing reads on, as lenient readers do,
+    /// and marks what follows [`Param::after_defect`]; [`ContentType::strict`] gives the
+    /// view of a reader that stops there.
+    pub defects: Vec<usize>,
 }
 
 /// One parameter as written.
@@ -37,6 +42,8 @@ pub struct Param {
     /// `type=text/html` or `URL=http://…`. Readers take such a value up to the next
     /// whitespace or `;`, and so does this parser; the checks may report it.
     pub not_token: bool,
+    /// Written after a missing `;`: a strict reader never sees this parameter.
+    pub after_defect: bool,
     /// The value with quotes removed, quoted-pairs resolved and line breaks of folding
     /// removed (the folding whitespace itself stays). Not %-decoded.
     pub value: Vec<u8>,
@@ -92,8 +99,33 @@ impl ContentType {
         }
         ct.mtype = String::from_utf8_lossy(t).to_ascii_lowercase();
         ct.subtype = String::from_utf8_lossy(st).to_ascii_lowercase();
-        ct.params = parse_params(&mut p, &mut ct.trailing);
+        ct.params = parse_params(&mut p, &mut ct.trailing, &mut ct.defects);
         ct
+    }
+
+    /// What a strict RFC 2045 reader sees: the parameters before the first missing `;`,
+    /// with `trailing` at that defect.
+    pub fn strict(&self) -> ContentType {
+        let Some(&first) = self.defects.first() else {
+            return self.clone();
+        };
+        ContentType {
+            mtype: self.mtype.clone(),
+            subtype: self.subtype.clone(),
+            params: self
+                .params
+                .iter()
+                .filter(|p| !p.after_defect)
+                .cloned()
+                .collect(),
+            trailing: Some(first),
+            defects: Vec::new(),
+        }
+    }
+
+    /// Read to the end without any defect: safe to rewrite in place.
+    pub fn is_clean(&self) -> bool {
+        self.trailing.is_none() && self.defects.is_empty()
     }
 
     /// `type/subtype` in lower case.
@@ -254,8 +286,13 @@ pub fn is_token_byte(b: u8) -> bool {
         )
 }
 
-fn parse_params(p: &mut Cursor, trailing: &mut Option<usize>) -> Vec<Param> {
+fn parse_params(
+    p: &mut Cursor,
+    trailing: &mut Option<usize>,
+    defects: &mut Vec<usize>,
+) -> Vec<Param> {
     let mut params = Vec::new();
+    let mut after_defect = false;
     loop {
         p.skip_cfws();
         if p.at_end() {
@@ -263,8 +300,14 @@ fn parse_params(p: &mut Cursor, trailing: &mut Option<usize>) -> Vec<Param> {
         }
         let before = p.i;
         if !p.eat(b';') {
-            *trailing = Some(before);
-            break;
+            // Read on past a missing `;` only when a parameter really follows; anything
+            // else is unreadable.
+            if params.is_empty() || !p.param_follows() {
+                *trailing = Some(before);
+                break;
+            }
+            defects.push(before);
+            after_defect = true;
         }
         p.skip_cfws();
         if p.at_end() {
@@ -314,6 +357,7 @@ fn parse_params(p: &mut Cursor, trailing: &mut Option<usize>) -> Vec<Param> {
             section,
             extended,
             not_token,
+            after_defect,
             quoted,
             value,
             span: start..vend,
@@ -377,6 +421,19 @@ impl<'s> Cursor<'s> {
             self.i += 1;
         }
         &self.s[start..self.i]
+    }
+
+    /// `attribute =` comes next (without consuming it).
+    fn param_follows(&self) -> bool {
+        let mut look = Cursor {
+            s: self.s,
+            i: self.i,
+        };
+        if look.token().is_empty() {
+            return false;
+        }
+        look.skip_cfws();
+        look.peek() == Some(b'=')
     }
 
     /// An unquoted parameter value as readers take it: up to whitespace, `;`, `"` or a
@@ -514,14 +571,38 @@ mod tests {
     }
 
     #[test]
-    fn missing_semicolon_stops_the_list() {
+    fn missing_semicolon_is_read_past_and_recorded() {
         // RFC 2046 §5.2.3.7 as printed (erratum 589).
-        let ct = ContentType::parse(
-            b"message/external-body; access-type=mail-server\r\n server=\"listserv@bogus.bitnet\"",
-        );
+        let v =
+            b"message/external-body; access-type=mail-server\r\n server=\"listserv@bogus.bitnet\"";
+        let ct = ContentType::parse(v);
         assert_eq!(ct.get_str("access-type").as_deref(), Some("mail-server"));
-        assert!(ct.get("server").is_none());
-        assert!(ct.trailing.is_some());
+        assert_eq!(
+            ct.get_str("server").as_deref(),
+            Some("listserv@bogus.bitnet")
+        );
+        assert_eq!(ct.defects, [49]);
+        assert!(!ct.is_clean());
+        let strict = ct.strict();
+        assert!(strict.get("server").is_none());
+        assert_eq!(strict.trailing, Some(49));
+        // RFC 2387 §5.1 as printed, and Opera's unquoted start=<…>.
+        let ct = ContentType::parse(b"Multipart/Related; boundary=example-1\r\n start=\"<950120.aaCC@XIson.com>\";\r\n type=\"Application/X-FixedRecord\"");
+        assert_eq!(
+            ct.get_str("start").as_deref(),
+            Some("<950120.aaCC@XIson.com>")
+        );
+        assert_eq!(
+            ct.get_str("type").as_deref(),
+            Some("Application/X-FixedRecord")
+        );
+        let ct = ContentType::parse(b"multipart/related; start=<op.mhtml.1@x>; type=\"text/html\"");
+        assert_eq!(ct.get_str("start").as_deref(), Some("<op.mhtml.1@x>"));
+        assert!(ct.is_clean());
+        // Something that is not a parameter still ends the list.
+        let ct = ContentType::parse(b"text/plain; a=b c d");
+        assert_eq!(ct.trailing, Some(16));
+        assert!(ct.defects.is_empty());
     }
 
     #[test]

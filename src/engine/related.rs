@@ -83,96 +83,6 @@ pub fn lookup_cid(index: &HashMap<Vec<u8>, usize>, r: &IdRef) -> Option<(usize, 
     index.get(r.raw.as_bytes()).map(|&c| (c, Match::Raw))
 }
 
-/// How many syntax defects in one multipart/related Content-Type are read past.
-const MAX_RECOVERY_ROUNDS: usize = 8;
-
-/// The `type`, `start` parameters of a multipart/related, read past a missing `;`.
-struct RelatedParams {
-    ctype: ContentType,
-    /// Parameters found only after a syntax defect, lower-case names.
-    recovered: Vec<(String, Vec<u8>)>,
-}
-
-impl RelatedParams {
-    fn read(value: &[u8]) -> RelatedParams {
-        let ctype = ContentType::parse(value);
-        let mut recovered = Vec::new();
-        let mut pos = ctype.trailing;
-        // Every round consumes at least one octet and costs the rest of the value, so the
-        // rounds are capped: real defects (RFC 2387's examples, Opera) need one or two.
-        let mut rounds = 0;
-        while let Some(p) = pos {
-            rounds += 1;
-            if rounds > MAX_RECOVERY_ROUNDS {
-                break;
-            }
-            if p >= value.len() {
-                break;
-            }
-            let rest = &value[p..];
-            let skip = rest
-                .iter()
-                .take_while(|b| matches!(b, b';' | b' ' | b'\t' | b'\r' | b'\n'))
-                .count();
-            let rest = &rest[skip..];
-            if let Some((name, v, used)) = unquoted_msg_id_param(rest) {
-                recovered.push((name, v));
-                pos = Some(p + skip + used);
-                continue;
-            }
-            let mut synthetic = b"x/y; ".to_vec();
-            synthetic.extend_from_slice(rest);
-            let ct = ContentType::parse(&synthetic);
-            if ct.params.is_empty() {
-                break;
-            }
-            for prm in &ct.params {
-                if prm.section.is_none() && !prm.extended {
-                    recovered.push((prm.name.clone(), prm.value.clone()));
-                }
-            }
-            pos = ct
-                .trailing
-                .map(|t| p + skip + t.saturating_sub(5))
-                .filter(|&n| n > p);
-        }
-        RelatedParams { ctype, recovered }
-    }
-
-    fn get(&self, name: &str) -> Option<Vec<u8>> {
-        if let Some(v) = self.ctype.get(name) {
-            return Some(v.value);
-        }
-        self.recovered
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.clone())
-    }
-
-    fn clean(&self) -> bool {
-        self.ctype.trailing.is_none()
-    }
-}
-
-/// `name=<…>` written without quotes (Opera MHTML): (name, value, octets used).
-fn unquoted_msg_id_param(s: &[u8]) -> Option<(String, Vec<u8>, usize)> {
-    let eq = s.iter().position(|&b| b == b'=')?;
-    let name = &s[..eq];
-    if name.is_empty() || !name.iter().all(|&b| super::params::is_token_byte(b)) {
-        return None;
-    }
-    let after = &s[eq + 1..];
-    if after.first() != Some(&b'<') {
-        return None;
-    }
-    let close = after.iter().position(|&b| b == b'>')?;
-    Some((
-        String::from_utf8_lossy(name).to_ascii_lowercase(),
-        after[..=close].to_vec(),
-        eq + 1 + close + 1,
-    ))
-}
-
 pub fn check(cx: &mut Context) {
     let msg = cx.msg;
     for i in 0..msg.entities.len() {
@@ -189,13 +99,14 @@ fn check_related(cx: &mut Context, idx: usize) {
     let Some(ct_field) = e.ctype_field else {
         return;
     };
-    let raw_value = msg.value(e, &e.fields[ct_field]);
-    let params = RelatedParams::read(raw_value);
+    // The scanner's parse reads past a missing `;` (RFC 2387 §5.1 as printed) and an
+    // unquoted start=<…> (Opera), as readers do.
+    let params = &e.ctype;
     let children = &e.children;
 
     // Root: the start part, else the first (RFC 2387 §3.2).
     let ids = content_ids(msg, idx);
-    let start = params.get("start");
+    let start = params.get("start").map(|v| v.value);
     let mut root = children.first().copied();
     if let Some(start) = &start {
         let want = addr_spec(start);
@@ -218,7 +129,7 @@ fn check_related(cx: &mut Context, idx: usize) {
         }
     }
 
-    check_type(cx, idx, ct_field, &params, root);
+    check_type(cx, idx, ct_field, params, root);
     check_cid_duplicates(cx, &ids);
     check_location_duplicates(cx, idx);
 }
@@ -227,13 +138,13 @@ fn check_type(
     cx: &mut Context,
     idx: usize,
     ct_field: usize,
-    params: &RelatedParams,
+    params: &ContentType,
     root: Option<usize>,
 ) {
     let msg = cx.msg;
     let e = &msg.entities[idx];
     let root_type = root.map(|r| (msg.entities[r].ctype.essence(), &msg.entities[r].path));
-    match params.get("type") {
+    match params.get("type").map(|v| v.value) {
         None => {
             let mut finding = Finding::new(
                 Rule::RelatedTypeMissing,
@@ -245,7 +156,7 @@ fn check_type(
                     None => "multipart/related has no type parameter and no root part to take it from (RFC 2387 §3.1)".to_string(),
                 },
             );
-            if let (Some((t, _)), true) = (&root_type, params.clean()) {
+            if let (Some((t, _)), true) = (&root_type, params.is_clean()) {
                 if let Some(edit) = insert_type(cx, idx, ct_field, t) {
                     finding = finding.with_edit(edit);
                 }
@@ -292,7 +203,7 @@ fn insert_type(cx: &mut Context, idx: usize, ct_field: usize, t: &str) -> Option
         None => msg.value(e, f).to_vec(),
     };
     let ct = ContentType::parse(&value);
-    if ct.trailing.is_some() || !ct.is("multipart", "related") {
+    if !ct.is_clean() || !ct.is("multipart", "related") {
         return None;
     }
     let at = ct.params.last()?.value_span.end;

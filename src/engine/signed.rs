@@ -91,7 +91,7 @@ fn covers(msg: &Message) -> Vec<Cover> {
                 .iter()
                 .filter(|g| {
                     let n = String::from_utf8_lossy(msg.name(top, g)).to_ascii_lowercase();
-                    signed_names.iter().any(|s| *s == n)
+                    signed_names.contains(&n)
                 })
                 .map(|g| g.start..g.end)
                 .collect();
@@ -120,7 +120,10 @@ fn covers(msg: &Message) -> Vec<Cover> {
                 out.push(Cover {
                     what: format!("the multipart/signed part {}", e.path),
                     part: e.path.clone(),
-                    ranges: vec![start..c.body.end],
+                    ranges: vec![Range {
+                        start,
+                        end: c.body.end,
+                    }],
                 });
             }
         } else if e.ctype.mtype == "application"
@@ -129,7 +132,10 @@ fn covers(msg: &Message) -> Vec<Cover> {
             out.push(Cover {
                 what: format!("the S/MIME part {}", e.path),
                 part: e.path.clone(),
-                ranges: vec![e.header.start..e.body.end],
+                ranges: vec![Range {
+                    start: e.header.start,
+                    end: e.body.end,
+                }],
             });
         }
     }
