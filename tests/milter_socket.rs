@@ -69,10 +69,9 @@ async fn unix_socket_replaces_only_a_stale_socket_and_serves() {
     let file = d.join("not-a-socket");
     std::fs::write(&file, b"data").unwrap();
     let spec = SocketSpec::parse(&format!("unix:{}", file.display())).unwrap();
-    let err = bind(&spec, &Config::builtin())
-        .await
-        .err()
-        .expect("bind over a regular file");
+    let Err(err) = bind(&spec, &Config::builtin()).await else {
+        panic!("bind over a regular file succeeded");
+    };
     assert!(err.contains("not a socket"), "{err}");
     assert_eq!(std::fs::read(&file).unwrap(), b"data");
 }

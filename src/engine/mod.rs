@@ -77,8 +77,8 @@ impl Default for SchemePolicy {
 impl SchemePolicy {
     pub fn denies(&self, scheme: &str) -> bool {
         let s = scheme.to_ascii_lowercase();
-        self.deny.iter().any(|d| *d == s)
-            || (!self.allow.is_empty() && !self.allow.iter().any(|a| *a == s))
+        self.deny.contains(&s)
+            || (!self.allow.is_empty() && !self.allow.contains(&s))
     }
 }
 

@@ -21,6 +21,7 @@ pub fn to_crlf(s: &[u8]) -> Vec<u8> {
 /// - bytes outside the edited ranges are identical, in order;
 /// - nothing fixable means byte-identical output;
 /// - the output re-checks without fixable findings, and fixing again changes nothing.
+///
 /// Returns the fixed bytes and the analysis.
 pub fn fix_and_verify(name: &str, raw: &[u8], opts: &Options) -> (Vec<u8>, Analysis) {
     let (fixed, analysis) = engine::fix(raw, opts);
