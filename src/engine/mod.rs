@@ -77,8 +77,7 @@ impl Default for SchemePolicy {
 impl SchemePolicy {
     pub fn denies(&self, scheme: &str) -> bool {
         let s = scheme.to_ascii_lowercase();
-        self.deny.contains(&s)
-            || (!self.allow.is_empty() && !self.allow.contains(&s))
+        self.deny.contains(&s) || (!self.allow.is_empty() && !self.allow.contains(&s))
     }
 }
 
