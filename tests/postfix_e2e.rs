@@ -457,3 +457,20 @@ fn milter_down_with_default_accept_passes_mail_unchanged() {
     let got = pf.wait_delivered("nested-1@").without_trace();
     assert_eq!(got, input);
 }
+
+#[test]
+fn trusted_network_client_is_outbound() {
+    if !mta::require_postfix() {
+        return;
+    }
+    // The default trusted_networks holds 127.0.0.0/8: the test client is
+    // outbound, so only the outbound table applies.
+    let cfg = "[policy.inbound]\n\"*\" = \"reject\"\n[policy.outbound]\n\"*\" = \"fix\"\n";
+    let (d, pf) = start(cfg, &[], PostfixConfig::with_milter(""));
+    let (input, fixed) = nested();
+    let r = pf.send(&input);
+    assert_eq!(r.code, 250, "{r}\n{}", d.log());
+    let got = pf.wait_delivered("nested-1@");
+    assert_eq!(drop_fields(&got.without_trace(), "X-MIMERef"), fixed);
+    assert!(d.log().contains("direction=outbound"), "{}", d.log());
+}
