@@ -2,7 +2,7 @@
 //! performs scripted end-of-message actions. It proves the MTA harness on
 //! its own and pins down MTA quirks (header indices, leading spaces, how
 //! folded values arrive) independently of the real daemon.
-use indymilter::{Actions, Callbacks, Config, ContextActions, SetErrorReply, Status};
+use indymilter::{Actions, Callbacks, Config, ContextActions, ProtoOpts, SetErrorReply, Status};
 use std::ffi::CString;
 use std::net::TcpListener as StdListener;
 use std::sync::{Arc, Mutex};
@@ -59,6 +59,13 @@ fn record_macros(st: &Arc<Mutex<State>>, m: &indymilter::Macros) {
 
 impl Probe {
     pub fn start(actions: Vec<Action>) -> Probe {
+        Probe::start_with(actions, false)
+    }
+
+    /// `leading_space`: negotiate SMFIP_HDR_LEADSPC, under which the MTA
+    /// sends values with all their leading white space and writes changed
+    /// values right after the colon.
+    pub fn start_with(actions: Vec<Action>, leading_space: bool) -> Probe {
         let std_listener = StdListener::bind("127.0.0.1:0").expect("bind probe");
         let port = std_listener.local_addr().expect("addr").port();
         std_listener.set_nonblocking(true).expect("nonblocking");
@@ -79,6 +86,12 @@ impl Probe {
                 let (s1, s2, s3, s4, s5) =
                     (st.clone(), st.clone(), st.clone(), st.clone(), st.clone());
                 let callbacks = Callbacks::<()>::new()
+                    .on_negotiate(move |cx, _, _| {
+                        if leading_space {
+                            cx.requested_opts |= ProtoOpts::LEADING_SPACE;
+                        }
+                        Box::pin(async { Status::Continue })
+                    })
                     .on_connect(move |cx, _, _| {
                         let st = s1.clone();
                         Box::pin(async move {
