@@ -552,3 +552,28 @@ fn trusted_network_client_is_outbound() {
     assert_eq!(drop_fields(&got.without_trace(), "X-MIMERef"), fixed);
     assert!(d.log().contains("direction=outbound"), "{}", d.log());
 }
+
+#[test]
+fn top_level_fix_keeps_the_white_space_after_the_colon() {
+    if !mta::require_postfix() {
+        return;
+    }
+    let msg: &[u8] = b"Message-ID: <tab-1@sender.example>
+From: alice@sender.example
+MIME-Version: 1.0
+Content-Type:\tmessage/external-body; access-type=URL;\n\turl=http://example.org/a/b/report.pdf
+
+Content-Type: application/pdf
+Content-ID: <report@example.org>
+
+";
+    let cfg = config("");
+    let (d, pf) = start(&cfg, &[], PostfixConfig::with_milter(""));
+    let r = pf.send(msg);
+    assert_eq!(r.code, 250, "{r}");
+    let got = drop_fields(&pf.wait_delivered("tab-1@").without_trace(), "X-MIMERef");
+    let want = drop_fields(&offline_fix(&cfg, msg), "X-MIMERef");
+    assert_ne!(want, msg, "the fixture needs a fix");
+    assert_eq!(got, want, "{}\n{}", mta::show_diff(&want, &got), d.log());
+    assert!(String::from_utf8_lossy(&got).contains("\nContent-Type:\tmessage/external-body;"));
+}
