@@ -79,3 +79,22 @@ fn missing_named_file_is_an_error_and_config_check_exit_codes() {
         ExitCode::from(1)
     );
 }
+
+#[test]
+fn every_error_of_a_file_is_reported_in_line_order() {
+    let name = "many-errors.toml";
+    let e = errors(name);
+    let lines: Vec<usize> = e
+        .iter()
+        .map(|l| {
+            let rest = l
+                .strip_prefix(&format!("{}:", path(name).display()))
+                .unwrap_or_else(|| panic!("{l}"));
+            rest.split(':').next().unwrap().parse().unwrap()
+        })
+        .collect();
+    assert_eq!(lines, [2, 3, 6, 11, 14, 15, 17], "{e:#?}");
+    assert!(e[1].contains("log_levl"), "{e:?}");
+    assert!(e[4].contains("rejekt"), "{e:?}");
+    assert!(e[6].contains("nonsense"), "{e:?}");
+}

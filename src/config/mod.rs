@@ -3,6 +3,7 @@
 //! Every error names the file and line.
 
 pub mod raw;
+mod recover;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -204,18 +205,17 @@ impl Config {
 
     /// Parses and validates configuration text; `name` is used in error messages.
     pub fn parse(text: &str, name: &str) -> Result<Config, ConfigErrors> {
-        let raw: RawConfig = match toml::from_str(text) {
-            Ok(r) => r,
-            Err(e) => {
-                let line = e.span().map_or(0, |s| line_of(text, s.start));
-                return Err(ConfigErrors {
-                    errors: vec![ConfigError {
-                        file: name.into(),
-                        line,
-                        message: e.message().trim().to_string(),
-                    }],
-                });
-            }
+        let (raw, found) = recover::deserialize_all::<RawConfig>(text);
+        let mut errors: Vec<ConfigError> = found
+            .into_iter()
+            .map(|e| ConfigError {
+                file: name.into(),
+                line: e.offset.map_or(0, |o| line_of(text, o)),
+                message: e.message,
+            })
+            .collect();
+        let Some(raw) = raw else {
+            return Err(ConfigErrors { errors });
         };
         let mut v = Validator {
             text,
@@ -223,6 +223,9 @@ impl Config {
             errors: Vec::new(),
         };
         let cfg = v.config(raw);
+        errors.append(&mut v.errors);
+        errors.sort_by_key(|e| e.line);
+        v.errors = errors;
         if v.errors.is_empty() {
             Ok(cfg)
         } else {
@@ -276,6 +279,7 @@ impl Config {
             fix_signed: self.fix_signed,
             normalize_url_continuations: self.normalize_url_continuations,
             octets_not_given: 0,
+            ..engine::Options::default()
         }
     }
 
