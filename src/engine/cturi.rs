@@ -496,7 +496,7 @@ pub fn to_content_type(uri: &str) -> Result<String, CturiError> {
 /// URI they stand for has a scheme the policy denies, `cturi-uri-denied` (draft §6).
 pub fn check(cx: &mut Context) {
     let msg = cx.msg;
-    for e in &msg.entities {
+    for (idx, e) in msg.entities.iter().enumerate() {
         let Some(fi) = e.ctype_field else { continue };
         let uri_tree = e.ctype.subtype.starts_with("uri.");
         let controlled = e
@@ -531,7 +531,7 @@ pub fn check(cx: &mut Context) {
                 ));
                 let scheme = uri_scheme(&uri).unwrap_or("");
                 if !scheme.eq_ignore_ascii_case("contenttype") && cx.opts.schemes.denies(scheme) {
-                    cx.report(Finding::new(
+                    let mut f = Finding::new(
                         Rule::CturiUriDenied,
                         &e.path,
                         format!(
@@ -540,7 +540,14 @@ pub fn check(cx: &mut Context) {
                             clip(&uri),
                             scheme.to_ascii_lowercase()
                         ),
-                    ));
+                    );
+                    // Policy may strip the part, as for an external-body URL.
+                    if let Some(i) =
+                        super::rewrite::offer_strip(cx, idx, Rule::CturiUriDenied, uri.as_bytes())
+                    {
+                        f = f.with_edit(i);
+                    }
+                    cx.report(f);
                 }
             }
             Err(err) => cx.report(Finding::new(

@@ -6,6 +6,12 @@
 //! that is missing `type=` and also has a 1000-octet line): they go through [`EditSet`],
 //! which hands each fixer the value as the previous fixers left it, so that their repairs
 //! compose into one edit per field.
+//!
+//! One other kind of edit exists: replacing a whole body part of a multipart (heading and
+//! body, between the delimiter lines) with a short notice part, when policy strips a
+//! reference ([`EditKind::Part`]). It is still one byte range of the original message; an
+//! edit of a field inside a stripped part is dropped when both are chosen
+//! (see `Analysis::edits_for`).
 
 use std::ops::Range;
 
@@ -26,20 +32,53 @@ pub struct FieldLoc {
     pub top_level: bool,
 }
 
+/// What an edit replaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EditKind {
+    /// The value of one header field.
+    Field,
+    /// A whole body part of a multipart (heading and body, not the delimiter lines
+    /// around it), replaced by a notice part. `field` names the part's Content-Type.
+    Part,
+}
+
+/// A reference the edit changes, for logs, the report header and `check --actions`.
+/// Both URLs are display-safe: printable ASCII only (no CR, LF or NUL), %-encoded where
+/// needed and truncated (see `rewrite::display_url`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UrlChange {
+    /// The rule that stands for the change (`extbody-url-rewritten`,
+    /// `extbody-legacy-access-type`, or the denied-scheme rule for a strip).
+    pub rule: Rule,
+    pub old: String,
+    /// The URL written instead; None when the reference is stripped.
+    pub new: Option<String>,
+}
+
 /// One replacement of a byte range of the original message.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Edit {
-    /// The field value's range in the original message (after the colon, before the line
-    /// ending that ends the field).
+    /// For a field edit, the value's range in the original message (after the colon,
+    /// before the line ending that ends the field); for a part edit, the part's range.
     #[serde(skip)]
     pub range: Range<usize>,
     /// The new value: what goes between the colon and the final line ending. It keeps the
     /// leading space of the original value and the original line-ending convention.
+    /// For a part edit: the whole notice part, in the part's own line endings.
     #[serde(serialize_with = "lossy")]
     pub replacement: Vec<u8>,
     pub field: FieldLoc,
+    pub kind: EditKind,
     /// The rules this edit repairs.
     pub rules: Vec<Rule>,
+    /// When set, the edit is applied only if a finding of this rule asks for it: a URL
+    /// rewrite or a strip must not ride along with an unrelated fold of the same field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requires: Option<Rule>,
+    /// The reference this edit changes, if it changes one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change: Option<UrlChange>,
 }
 
 fn lossy<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
@@ -149,9 +188,51 @@ impl EditSet {
             range,
             replacement: value,
             field,
+            kind: EditKind::Field,
             rules: vec![rule],
+            requires: None,
+            change: None,
         });
         self.edits.len() - 1
+    }
+
+    /// Records the replacement of the whole body part at `range` by `part` (a strip).
+    /// The edit is applied only when a finding of `rule` asks for it.
+    pub fn replace_part(
+        &mut self,
+        range: Range<usize>,
+        field: FieldLoc,
+        part: Vec<u8>,
+        rule: Rule,
+        change: UrlChange,
+    ) -> usize {
+        if let Some(i) = self.find(&range) {
+            return i;
+        }
+        self.by_range
+            .insert((range.start, range.end), self.edits.len());
+        self.edits.push(Edit {
+            range,
+            replacement: part,
+            field,
+            kind: EditKind::Part,
+            rules: vec![rule],
+            requires: Some(rule),
+            change: Some(change),
+        });
+        self.edits.len() - 1
+    }
+
+    /// Marks the edit as changing a reference: it is then applied only when a finding of
+    /// `change.rule` asks for it.
+    pub fn set_change(&mut self, index: usize, change: UrlChange) {
+        if let Some(e) = self.edits.get_mut(index) {
+            if !e.rules.contains(&change.rule) {
+                e.rules.push(change.rule);
+            }
+            e.requires = Some(change.rule);
+            e.change = Some(change);
+        }
     }
 
     /// Adds `rule` to an edit that already repairs it as a side effect (e.g. a fold that
@@ -195,7 +276,10 @@ mod tests {
             range,
             replacement: rep.into(),
             field: loc(),
+            kind: EditKind::Field,
             rules: vec![Rule::HeaderLineTooLong],
+            requires: None,
+            change: None,
         }
     }
 

@@ -16,6 +16,7 @@ use iri_string::types::UriAbsoluteStr;
 use super::fold;
 use super::mime::{Encoding, Entity, Kind};
 use super::params::{is_token_byte, ContentType, Param};
+use super::rewrite;
 use super::{Context, Finding, Rule};
 
 /// Schemes that name or contact something rather than retrieve it. RFC 2017 §2: the URL
@@ -111,16 +112,38 @@ fn check_entity(cx: &mut Context, idx: usize) {
 
     match access.as_str() {
         "ftp" | "anon-ftp" | "tftp" => {
-            let equivalent = legacy_url(&access, &ct)
-                .map(|u| format!(" (equivalent: access-type=URL; URL=\"{}\")", shown(&u)))
-                .unwrap_or_default();
-            cx.report(Finding::new(
+            let lg = legacy_convert(cx, idx, fi, &value, &ct, &access, can_edit);
+            let mut f = Finding::new(
                 Rule::ExtbodyLegacyAccessType,
                 path,
                 format!(
-                    "legacy access-type={access}: RFC 2017 URL access-type is better understood{equivalent}"
+                    "legacy access-type={access}: RFC 2017 URL access-type is better understood{}",
+                    lg.note
                 ),
-            ));
+            );
+            if let Some(i) = lg.edit {
+                f = f.with_edit(i);
+            }
+            cx.report(f);
+            cx.findings.extend(lg.rewritten);
+            cx.findings.extend(lg.failed);
+            // The scheme policy applies to the URL such a reference stands for.
+            let scheme: &str = if access == "tftp" { "tftp" } else { "ftp" };
+            if let (Some(u), None, true) = (&lg.url, lg.edit, cx.opts.schemes.denies(scheme)) {
+                let strip = rewrite::offer_strip(cx, idx, Rule::ExtbodyUrlSchemeDenied, u);
+                let mut f = Finding::new(
+                    Rule::ExtbodyUrlSchemeDenied,
+                    path,
+                    format!(
+                        "access-type={access} stands for a {scheme}: URL, a scheme denied by the scheme policy: {}",
+                        shown(u)
+                    ),
+                );
+                if let Some(i) = strip {
+                    f = f.with_edit(i);
+                }
+                cx.report(f);
+            }
         }
         a if !KNOWN_ACCESS_TYPES.contains(&a) => {
             cx.report(Finding::new(
@@ -345,8 +368,47 @@ fn check_url(
         }
     }
 
+    // The admin's rewrite rules (first match wins), on the URL as a reader would use it.
+    let mut rewritten: Option<String> = None;
+    if conflict.is_none() {
+        if let Some(rw) = rewrite::apply_rules(&cx.opts.rewrites, &encoded) {
+            if rw.url.as_bytes() != encoded.as_slice() {
+                match rewrite::refuse(cx, &rw.url) {
+                    None => {
+                        // Every URL form is replaced, so every finding about the old URL
+                        // or its form is cured, except a conflict (never rewritten).
+                        for f in &mut found {
+                            f.cured_by_rewrite = true;
+                        }
+                        found.push(UrlFinding {
+                            rule: Rule::ExtbodyUrlRewritten,
+                            message: format!(
+                                "{} rewrites the URL {} to {}",
+                                rw.rule,
+                                shown(&encoded),
+                                shown(rw.url.as_bytes())
+                            ),
+                            cured_by_rewrite: true,
+                        });
+                        rewritten = Some(rw.url);
+                    }
+                    Some(why) => found.push(UrlFinding {
+                        rule: Rule::ExtbodyUrlRewriteFailed,
+                        message: format!(
+                            "{} would rewrite the URL {} to {}, which {why}: URL left as is",
+                            rw.rule,
+                            shown(&encoded),
+                            shown(rw.url.as_bytes())
+                        ),
+                        cured_by_rewrite: false,
+                    }),
+                }
+            }
+        }
+    }
+
     // The rewrite: which URL parameters it replaces, and the URL it writes.
-    let targets: Vec<&Param> = if normalize {
+    let targets: Vec<&Param> = if normalize || rewritten.is_some() {
         plains.iter().chain(pieces.iter()).copied().collect()
     } else {
         plains.clone()
@@ -354,10 +416,11 @@ fn check_url(
     let field = &e.fields[fi];
     let name_len = field.value.start - field.start;
     let over_long = on_long_line(value, &targets, name_len);
-    let wanted = normalize || plain_needs_rewrite || over_long;
+    let wanted = normalize || plain_needs_rewrite || over_long || rewritten.is_some();
+    let write_url: &[u8] = rewritten.as_ref().map_or(&encoded, |u| u.as_bytes());
     let mut edit = None;
     if can_edit && conflict.is_none() && wanted && !targets.is_empty() {
-        let new_value = rewrite(value, &targets, &encoded, name_len, e.eol());
+        let new_value = rewrite(value, &targets, write_url, name_len, e.eol(), None, None);
         let first_rule = found
             .iter()
             .find(|f| f.cured_by_rewrite)
@@ -369,15 +432,157 @@ fn check_url(
         for f in found.iter().filter(|f| f.cured_by_rewrite) {
             cx.edits.also_fixes(i, f.rule);
         }
+        if let Some(new) = &rewritten {
+            let ch = rewrite::change(Rule::ExtbodyUrlRewritten, &encoded, Some(new.as_bytes()));
+            cx.edits.set_change(i, ch);
+        }
         edit = Some(i);
     }
+    // A denied scheme no rewrite cures: policy may strip the part.
+    let strip =
+        if rewritten.is_none() && found.iter().any(|f| f.rule == Rule::ExtbodyUrlSchemeDenied) {
+            rewrite::offer_strip(cx, idx, Rule::ExtbodyUrlSchemeDenied, &url)
+        } else {
+            None
+        };
     for f in found {
         let mut finding = Finding::new(f.rule, &e.path, f.message);
         if let (Some(i), true) = (edit, f.cured_by_rewrite) {
             finding = finding.with_edit(i);
+        } else if let (Some(i), Rule::ExtbodyUrlSchemeDenied) = (strip, f.rule) {
+            finding = finding.with_edit(i);
         }
         cx.report(finding);
     }
+}
+
+/// What the legacy-to-URL conversion says about one reference: the finding's message
+/// tail and the edit, if one is offered.
+struct Legacy {
+    note: String,
+    edit: Option<usize>,
+    /// The URL the reference stands for (before any rewrite rule).
+    url: Option<Vec<u8>>,
+    /// `extbody-url-rewritten` when a rewrite rule took part in the conversion.
+    rewritten: Option<Finding>,
+    failed: Option<Finding>,
+}
+
+/// ANON-FTP, FTP and TFTP to `access-type=URL; URL="ftp://…"` / `"tftp://…"` (RULES.md;
+/// never MAIL-SERVER, RFC 2017 §2, nor LOCAL-FILE). SITE, DIRECTORY, NAME and MODE go;
+/// every other parameter (EXPIRATION, SIZE, PERMISSION…), the phantom heading and its
+/// Content-ID stay byte for byte. The URL also goes through the rewrite rules.
+fn legacy_convert(
+    cx: &mut Context,
+    idx: usize,
+    fi: usize,
+    value: &[u8],
+    ct: &ContentType,
+    access: &str,
+    can_edit: bool,
+) -> Legacy {
+    let msg = cx.msg;
+    let e = &msg.entities[idx];
+    let url = legacy_url(access, ct);
+    let mut out = Legacy {
+        note: String::new(),
+        edit: None,
+        url: url.clone(),
+        rewritten: None,
+        failed: None,
+    };
+    let Some(url) = url else {
+        return out;
+    };
+    let equivalent = format!(" (equivalent: access-type=URL; URL=\"{}\")", shown(&url));
+    if !cx.opts.legacy_to_url {
+        out.note = equivalent;
+        return out;
+    }
+    if access == "ftp" && !cx.opts.legacy_ftp_with_login {
+        out.note = format!("{equivalent}; not converted: access-type=FTP needs a login, which a URL would make the reader ask for (enable legacy.ftp_with_login)");
+        return out;
+    }
+    let url_str = String::from_utf8_lossy(&url).into_owned();
+    let mut target = url_str.clone();
+    if let Some(rw) = rewrite::apply_rules(&cx.opts.rewrites, &url) {
+        if rw.url != url_str {
+            match rewrite::refuse(cx, &rw.url) {
+                None => {
+                    out.rewritten = Some(Finding::new(
+                        Rule::ExtbodyUrlRewritten,
+                        &e.path,
+                        format!(
+                            "{} rewrites the URL {} (from access-type={access}) to {}",
+                            rw.rule,
+                            shown(&url),
+                            shown(rw.url.as_bytes())
+                        ),
+                    ));
+                    target = rw.url;
+                }
+                Some(why) => {
+                    out.failed = Some(Finding::new(
+                        Rule::ExtbodyUrlRewriteFailed,
+                        &e.path,
+                        format!(
+                            "{} would rewrite the URL {} (from access-type={access}) to {}, which {why}: not rewritten",
+                            rw.rule,
+                            shown(&url),
+                            shown(rw.url.as_bytes())
+                        ),
+                    ))
+                }
+            }
+        }
+    }
+    if let Some(why) = rewrite::refuse(cx, &target) {
+        out.note = format!("{equivalent}; not converted: the URL {why}");
+        return out;
+    }
+    if !can_edit {
+        out.note = format!("{equivalent}; not converted: the part cannot be edited in place");
+        return out;
+    }
+    let field = &e.fields[fi];
+    let name_len = field.value.start - field.start;
+    let targets: Vec<&Param> = ct
+        .params
+        .iter()
+        .filter(|p| matches!(p.name.as_str(), "site" | "directory" | "name" | "mode"))
+        .collect();
+    let access_param = ct.params.iter().find(|p| p.name == "access-type");
+    let (Some(ap), false) = (access_param, targets.is_empty()) else {
+        return out;
+    };
+    let new_value = rewrite(
+        value,
+        &targets,
+        target.as_bytes(),
+        name_len,
+        e.eol(),
+        Some(b"URL"),
+        Some((ap.span.clone(), b"access-type=URL".to_vec())),
+    );
+    let loc = msg.field_loc(e, fi);
+    let i = cx.edits.rewrite(
+        field.value.clone(),
+        loc,
+        new_value,
+        Rule::ExtbodyLegacyAccessType,
+    );
+    let ch = rewrite::change(Rule::ExtbodyLegacyAccessType, &url, Some(target.as_bytes()));
+    cx.edits.set_change(i, ch);
+    if out.rewritten.is_some() {
+        cx.edits.also_fixes(i, Rule::ExtbodyUrlRewritten);
+    }
+    out.rewritten = out.rewritten.take().map(|f| f.with_edit(i));
+    out.note = format!(
+        ": converted to access-type=URL; URL=\"{}\"",
+        shown(target.as_bytes())
+    );
+    out.edit = Some(i);
+    out
 }
 
 /// What in `url` RFC 2017 §3.1(1) wants %-encoded, in words for the message.
@@ -456,17 +661,31 @@ fn on_long_line(value: &[u8], targets: &[&Param], name_len: usize) -> bool {
 
 /// The Content-Type value with the URL parameters `targets` replaced by one RFC 2017
 /// parameter carrying `url` (already encoded): the first-written one becomes the folded
-/// `URL="…"`, the others are removed with the `;` before them. Every other byte stays.
-fn rewrite(value: &[u8], targets: &[&Param], url: &[u8], name_len: usize, eol: &[u8]) -> Vec<u8> {
+/// `URL="…"` (named as written, or `name`), the others are removed with the `;` before
+/// them; `extra` is one more replacement (the access-type of a legacy conversion).
+/// Every other byte stays.
+fn rewrite(
+    value: &[u8],
+    targets: &[&Param],
+    url: &[u8],
+    name_len: usize,
+    eol: &[u8],
+    name: Option<&[u8]>,
+    extra: Option<(Range<usize>, Vec<u8>)>,
+) -> Vec<u8> {
     let mut targets: Vec<&Param> = targets.to_vec();
     targets.sort_by_key(|p| p.span.start);
-    let mut cuts: Vec<(Range<usize>, Vec<u8>)> = Vec::with_capacity(targets.len());
+    let mut cuts: Vec<(Range<usize>, Vec<u8>)> = Vec::with_capacity(targets.len() + 1);
+    cuts.extend(extra);
     if let Some(first) = targets.first() {
-        let name: Vec<u8> = value[first.span.clone()]
-            .iter()
-            .take_while(|&&b| is_token_byte(b) && b != b'*')
-            .copied()
-            .collect();
+        let name: Vec<u8> = match name {
+            Some(n) => n.to_vec(),
+            None => value[first.span.clone()]
+                .iter()
+                .take_while(|&&b| is_token_byte(b) && b != b'*')
+                .copied()
+                .collect(),
+        };
         let line_start = value[..first.span.start]
             .iter()
             .rposition(|&b| b == b'\n')
@@ -500,6 +719,7 @@ fn rewrite(value: &[u8], targets: &[&Param], url: &[u8], name_len: usize, eol: &
         };
         cuts.push((range, Vec::new()));
     }
+    cuts.sort_by_key(|(r, _)| r.start);
     let mut out = Vec::with_capacity(value.len() + url.len());
     let mut pos = 0;
     for (r, rep) in cuts {
@@ -527,9 +747,8 @@ fn stop_note(ct: &ContentType, value: &[u8]) -> String {
 }
 
 /// The URL an FTP, ANON-FTP or TFTP reference stands for (RFC 1738 §3.2 `ftp://`, RFC
-/// 3617 `tftp://`), or `None` without SITE and NAME. The basis of the later rewrite to
-/// `access-type=URL` (RULES.md: never for MAIL-SERVER or LOCAL-FILE); for now it only
-/// goes into the message.
+/// 3617 `tftp://`), or `None` without SITE and NAME. The basis of the conversion to
+/// `access-type=URL` (RULES.md: never for MAIL-SERVER or LOCAL-FILE).
 pub fn legacy_url(access: &str, ct: &ContentType) -> Option<Vec<u8>> {
     let get = |n: &str| ct.get(n).map(|v| v.value).filter(|v| !v.is_empty());
     let site = get("site")?;
@@ -554,9 +773,18 @@ pub fn legacy_url(access: &str, ct: &ContentType) -> Option<Vec<u8>> {
     let mut url = scheme.to_vec();
     url.extend_from_slice(&fold::pct_encode_unsafe(&site));
     if let Some(dir) = get("directory") {
+        // FTP paths are relative to the login directory (RFC 1738 §3.2.2): an absolute
+        // DIRECTORY starts with an encoded `/`, as in `ftp://host/%2Fetc/motd`.
+        let mut lead: &[u8] = if dir.starts_with(b"/") { b"%2F" } else { b"" };
         for part in dir.split(|&b| b == b'/').filter(|p| !p.is_empty()) {
             url.push(b'/');
+            url.extend_from_slice(lead);
+            lead = b"";
             url.extend_from_slice(&segment(part));
+        }
+        if !lead.is_empty() {
+            url.push(b'/');
+            url.extend_from_slice(lead);
         }
     }
     url.push(b'/');

@@ -26,10 +26,12 @@ pub mod mime;
 pub mod params;
 pub mod related;
 pub mod resolve;
+pub mod rewrite;
 pub mod rules;
 pub mod signed;
 
-pub use edit::{apply, Edit, EditSet, FieldLoc};
+pub use edit::{apply, Edit, EditKind, EditSet, FieldLoc, UrlChange};
+pub use rewrite::{HostMatch, PathRegex, Template, UrlRewrite};
 pub use rules::{Rule, Severity};
 
 /// Structural limits. Exceeding one is a finding, never a panic or a hang.
@@ -91,6 +93,17 @@ pub struct Options {
     pub fix_signed: bool,
     /// Offer the normalisation of RFC 2231 `URL*n` continuations to RFC 2017 form.
     pub normalize_url_continuations: bool,
+    /// URL rewrite rules for external-body URLs, in order; the first that matches a URL
+    /// rewrites it (`extbody-url-rewritten`).
+    pub rewrites: Vec<UrlRewrite>,
+    /// Offer the conversion of ANON-FTP and TFTP references to `access-type=URL`.
+    pub legacy_to_url: bool,
+    /// With `legacy_to_url`, also convert access-type=FTP (which needs a login the URL
+    /// cannot carry: the reader is asked for it). Off: never converted.
+    pub legacy_ftp_with_login: bool,
+    /// Offer to replace a body part whose reference has a denied scheme with a notice
+    /// part (the repair of `extbody-url-scheme-denied` and `cturi-uri-denied`).
+    pub strip_denied: bool,
     /// Octets of the message the caller did not hand over (e.g. the milter stopped
     /// buffering at its size limit). Non-zero means the message is incomplete: it is
     /// analysed as far as given, `message-too-large` is reported, and no edit is offered
@@ -142,22 +155,40 @@ pub struct Analysis {
 }
 
 impl Analysis {
-    /// The edits that repair at least one of the findings `wanted` says yes to.
+    /// The edits that repair at least one of the findings `wanted` says yes to. An edit
+    /// that changes a reference (`Edit::requires`) also needs a wanted finding of that
+    /// rule; an edit inside a chosen part replacement is dropped (the part is gone).
+    /// Returned in message order, never overlapping.
     pub fn edits_for(&self, mut wanted: impl FnMut(&Finding) -> bool) -> Vec<&Edit> {
         let mut chosen = vec![false; self.edits.len()];
+        let mut gate = vec![false; self.edits.len()];
         for f in &self.findings {
-            if let Some(i) = f.edit {
-                if !chosen[i] && wanted(f) {
+            if let Some(i) = f.edit.filter(|&i| i < self.edits.len()) {
+                if wanted(f) {
                     chosen[i] = true;
+                    if self.edits[i].requires == Some(f.rule) {
+                        gate[i] = true;
+                    }
                 }
             }
         }
-        self.edits
+        let mut out: Vec<&Edit> = self
+            .edits
             .iter()
-            .zip(chosen)
-            .filter(|(_, c)| *c)
-            .map(|(e, _)| e)
-            .collect()
+            .enumerate()
+            .filter(|&(i, e)| chosen[i] && (e.requires.is_none() || gate[i]))
+            .map(|(_, e)| e)
+            .collect();
+        // Outer ranges first, so that one pass drops everything inside a part.
+        out.sort_by_key(|e| (e.range.start, std::cmp::Reverse(e.range.end)));
+        let mut kept: Vec<&Edit> = Vec::with_capacity(out.len());
+        for e in out {
+            if kept.last().is_some_and(|k| e.range.start < k.range.end) {
+                continue;
+            }
+            kept.push(e);
+        }
+        kept
     }
 }
 

@@ -71,12 +71,15 @@ rules! {
     ExtbodyUrlConflict = "extbody-url-conflict", Error, false;
     ExtbodyUrlInvalid = "extbody-url-invalid", Error, false;
     ExtbodyUrlNotRetrieval = "extbody-url-not-retrieval", Error, false;
-    ExtbodyUrlSchemeDenied = "extbody-url-scheme-denied", Error, false;
-    ExtbodyLegacyAccessType = "extbody-legacy-access-type", Info, false; // the rewrite to URL comes with URL rewriting (issue 5)
+    ExtbodyUrlSchemeDenied = "extbody-url-scheme-denied", Error, true; // a rewrite rule, or a strip (strip_denied)
+    ExtbodyLegacyAccessType = "extbody-legacy-access-type", Info, true; // conversion to access-type=URL when enabled
     ExtbodyUnknownAccessType = "extbody-unknown-access-type", Info, false;
     ExtbodyBadEncoding = "extbody-bad-encoding", Error, false;
     ExtbodyInnerContentIdMissing = "extbody-inner-content-id-missing", Warning, false;
     ExtbodyPhantomBodyNotEmpty = "extbody-phantom-body-not-empty", Info, false;
+    // URL policy (issue 5): the admin's rewrite rules
+    ExtbodyUrlRewritten = "extbody-url-rewritten", Info, true;
+    ExtbodyUrlRewriteFailed = "extbody-url-rewrite-failed", Warning, false;
     // multipart/related and MHTML (RFC 2387, RFC 2557)
     RelatedTypeMissing = "related-type-missing", Warning, true;
     RelatedTypeMismatch = "related-type-mismatch", Warning, false;
@@ -100,7 +103,7 @@ rules! {
     SignedContent = "signed-content", Info, false;
     // ContentType: URIs (draft-eastlake-cturi)
     CturiUriType = "cturi-uri-type", Info, false;
-    CturiUriDenied = "cturi-uri-denied", Error, false;
+    CturiUriDenied = "cturi-uri-denied", Error, true; // a strip (strip_denied)
 }
 
 impl fmt::Display for Rule {
@@ -126,7 +129,7 @@ mod tests {
             assert!(seen.insert(r.id()), "duplicate id {}", r.id());
             assert_eq!(Rule::from_id(r.id()), Some(r));
         }
-        assert_eq!(Rule::ALL.len(), 36);
+        assert_eq!(Rule::ALL.len(), 38);
         assert_eq!(Rule::from_id("no-such-rule"), None);
     }
 }

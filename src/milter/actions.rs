@@ -547,7 +547,10 @@ mod tests {
                 occurrence: 1,
                 top_level: true,
             },
+            kind: engine::EditKind::Field,
             rules: vec![Rule::HeaderLineTooLong],
+            requires: None,
+            change: None,
         };
         let e2 = Edit {
             range: nested..nested_end,
@@ -558,7 +561,10 @@ mod tests {
                 occurrence: 1,
                 top_level: false,
             },
+            kind: engine::EditKind::Field,
             rules: vec![Rule::ExtbodyUrlWordTooLong],
+            requires: None,
+            change: None,
         };
         Analysis {
             findings: vec![

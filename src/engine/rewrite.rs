@@ -1,0 +1,622 @@
+//! What the admin asks to change in references, beyond the RFC repairs: URL rewrite rules
+//! (match on scheme, host and path, rewrite through a template), and the notice part that
+//! replaces a body part whose reference policy strips.
+//!
+//! Everything here works on URLs already in RFC 2017 §3.1 encoded form (`fold::
+//! pct_encode_unsafe`): ASCII without SP, CTLs, `"` or `\`. The rules come in through
+//! [`super::Options`] already chosen for the message's direction.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use iri_string::types::{UriAbsoluteStr, UriStr};
+
+use super::mime::Kind;
+use super::{Context, Rule, UrlChange};
+
+/// How a rule matches the host of a URL (compared case-insensitively; an IPv6 host is
+/// written with its brackets, `[2001:db8::1]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostMatch {
+    /// This host and nothing else.
+    Exact(String),
+    /// This domain and every name under it (`example.com` matches `example.com` and
+    /// `ftp.example.com`, not `badexample.com`).
+    Suffix(String),
+}
+
+impl HostMatch {
+    pub fn matches(&self, host: &str) -> bool {
+        let host = host.to_ascii_lowercase();
+        match self {
+            HostMatch::Exact(h) => host == h.to_ascii_lowercase(),
+            HostMatch::Suffix(d) => {
+                let d = d.trim_start_matches('.').to_ascii_lowercase();
+                host == d
+                    || (host.len() > d.len()
+                        && host.ends_with(&d)
+                        && host.as_bytes()[host.len() - d.len() - 1] == b'.')
+            }
+        }
+    }
+}
+
+/// A path regex (the `regex` crate: linear time whatever the input). Compared by its
+/// pattern text so that [`super::Options`] stays comparable.
+#[derive(Debug, Clone)]
+pub struct PathRegex(pub regex::Regex);
+
+impl PartialEq for PathRegex {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_str() == other.0.as_str()
+    }
+}
+
+impl Eq for PathRegex {}
+
+impl PathRegex {
+    /// Compiles `pattern` with a size limit (a config error, never a slow message).
+    pub fn new(pattern: &str) -> Result<PathRegex, String> {
+        regex::RegexBuilder::new(pattern)
+            .size_limit(1 << 20)
+            .build()
+            .map(PathRegex)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The placeholders a template may use. Each one that stands for an optional component
+/// carries its delimiter, so that an absent component leaves nothing behind.
+const VARS: &[&str] = &[
+    "url",       // the whole URL, as in the message (RFC 2017-encoded)
+    "url_pct",   // the whole URL %-encoded for a query value (every non-unreserved octet)
+    "scheme",    // lower-case, without ':'
+    "userinfo",  // `user:pw@`, or empty
+    "host",      // as written; IPv6 with its brackets
+    "port",      // `:8080`, or empty
+    "authority", // userinfo@host:port as written, without `//`
+    "path",      // as written, may be empty
+    "query",     // `?q`, or empty
+    "fragment",  // `#f`, or empty
+];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Lit(String),
+    Var(&'static str),
+}
+
+/// A rewrite template such as `https://gateway.example.net/fetch?u={url_pct}` or
+/// `https://{authority}{path}{query}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    text: String,
+    pieces: Vec<Piece>,
+}
+
+impl fmt::Display for Template {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl Template {
+    /// Parses a template: `{name}` placeholders from the list above; literal text must be
+    /// printable ASCII other than SP, `"`, `\`, `<`, `>`, `{`, `}` (it goes into a URL as is).
+    /// The template must give an absolute URI for a sample URL.
+    pub fn parse(text: &str) -> Result<Template, String> {
+        let mut pieces = Vec::new();
+        let mut lit = String::new();
+        let mut rest = text;
+        while let Some(c) = rest.chars().next() {
+            if c == '{' {
+                let Some(close) = rest.find('}') else {
+                    return Err("'{' without a closing '}'".into());
+                };
+                let name = &rest[1..close];
+                let Some(&var) = VARS.iter().find(|v| **v == name) else {
+                    return Err(format!(
+                        "unknown placeholder {{{name}}} (known: {})",
+                        VARS.iter()
+                            .map(|v| format!("{{{v}}}"))
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    ));
+                };
+                if !lit.is_empty() {
+                    pieces.push(Piece::Lit(std::mem::take(&mut lit)));
+                }
+                pieces.push(Piece::Var(var));
+                rest = &rest[close + 1..];
+                continue;
+            }
+            if !c.is_ascii_graphic() || matches!(c, '"' | '\\' | '<' | '>' | '}') {
+                return Err(format!(
+                    "character {c:?} not allowed in a URL template (write it %-encoded)"
+                ));
+            }
+            lit.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+        if !lit.is_empty() {
+            pieces.push(Piece::Lit(lit));
+        }
+        let t = Template {
+            text: text.into(),
+            pieces,
+        };
+        let sample = UrlParts::parse("http://user@h.example:8080/p/q?x=1").ok_or("internal")?;
+        let out = t.render(&sample);
+        if UriAbsoluteStr::new(&out).is_err() {
+            return Err(format!(
+                "does not give an absolute URI (RFC 3986 §4.3), e.g. {out:?}"
+            ));
+        }
+        Ok(t)
+    }
+
+    fn render(&self, u: &UrlParts) -> String {
+        let mut out = String::new();
+        for p in &self.pieces {
+            match p {
+                Piece::Lit(s) => out.push_str(s),
+                Piece::Var(v) => out.push_str(&u.var(v)),
+            }
+        }
+        out
+    }
+}
+
+/// One rewrite rule of the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UrlRewrite {
+    /// How the rule is named in messages (e.g. `rewrite #2 (line 40)`).
+    pub name: String,
+    /// Lower-case scheme the URL must have, if given.
+    pub scheme: Option<String>,
+    pub host: Option<HostMatch>,
+    /// Searched in the URL's path (as written, %-encoded).
+    pub path: Option<PathRegex>,
+    pub template: Template,
+}
+
+impl UrlRewrite {
+    pub fn matches(&self, u: &UrlParts) -> bool {
+        self.scheme
+            .as_ref()
+            .is_none_or(|s| s.eq_ignore_ascii_case(u.scheme))
+            && self
+                .host
+                .as_ref()
+                .is_none_or(|h| u.host.is_some_and(|host| h.matches(host)))
+            && self.path.as_ref().is_none_or(|p| p.0.is_match(u.path))
+    }
+}
+
+/// The components of a URL (RFC 3986 §3), borrowed from the URL text.
+#[derive(Debug, Clone)]
+pub struct UrlParts<'a> {
+    pub url: &'a str,
+    pub scheme: &'a str,
+    pub userinfo: Option<&'a str>,
+    pub host: Option<&'a str>,
+    pub port: Option<&'a str>,
+    pub authority: Option<&'a str>,
+    pub path: &'a str,
+    pub query: Option<&'a str>,
+    pub fragment: Option<&'a str>,
+}
+
+impl<'a> UrlParts<'a> {
+    /// Splits an absolute URI (a fragment allowed); None if it is not one.
+    pub fn parse(url: &'a str) -> Option<UrlParts<'a>> {
+        let u = UriStr::new(url).ok()?;
+        let auth = u.authority_components();
+        Some(UrlParts {
+            url,
+            scheme: u.scheme_str(),
+            userinfo: auth.as_ref().and_then(|a| a.userinfo()),
+            host: auth.as_ref().map(|a| a.host()),
+            port: auth.as_ref().and_then(|a| a.port()),
+            authority: u.authority_str(),
+            path: u.path_str(),
+            query: u.query_str(),
+            fragment: u.fragment_str(),
+        })
+    }
+
+    fn var(&self, name: &str) -> Cow<'a, str> {
+        let with = |pre: &str, v: Option<&str>, post: &str| -> Cow<'a, str> {
+            match v {
+                Some(v) => Cow::Owned(format!("{pre}{v}{post}")),
+                None => Cow::Borrowed(""),
+            }
+        };
+        match name {
+            "url" => Cow::Borrowed(self.url),
+            "url_pct" => Cow::Owned(pct_component(self.url)),
+            "scheme" => Cow::Owned(self.scheme.to_ascii_lowercase()),
+            "userinfo" => with("", self.userinfo, "@"),
+            "host" => Cow::Borrowed(self.host.unwrap_or("")),
+            "port" => with(":", self.port, ""),
+            "authority" => Cow::Borrowed(self.authority.unwrap_or("")),
+            "path" => Cow::Borrowed(self.path),
+            "query" => with("?", self.query, ""),
+            "fragment" => with("#", self.fragment, ""),
+            _ => Cow::Borrowed(""),
+        }
+    }
+}
+
+/// Every octet outside RFC 3986 `unreserved` %-encoded (upper-case hex): the form a whole
+/// URL takes as one query value, `%` included so that the original comes back intact.
+pub fn pct_component(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3 / 2);
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// What the rewrite rules make of one URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rewritten {
+    /// The rule that matched.
+    pub rule: String,
+    /// The rewritten URL (not yet checked against the scheme policy).
+    pub url: String,
+}
+
+/// The first rule that matches `url` (RFC 2017-encoded), and its result; None when no
+/// rule matches or the URL is not an absolute URI.
+pub fn apply_rules(rules: &[UrlRewrite], url: &[u8]) -> Option<Rewritten> {
+    let url = std::str::from_utf8(url).ok()?;
+    let parts = UrlParts::parse(url)?;
+    let r = rules.iter().find(|r| r.matches(&parts))?;
+    Some(Rewritten {
+        rule: r.name.clone(),
+        url: r.template.render(&parts),
+    })
+}
+
+/// Why a rewritten URL cannot be written, or None when it can: it must be an absolute URI
+/// (RFC 3986 §4.3; RFC 2017 allows no fragment), retrieve something (RFC 2017 §2), have an
+/// allowed scheme, and not be rewritten again by the rules (else every pass through a
+/// milter would rewrite it once more).
+pub fn refuse(cx: &Context, url: &str) -> Option<String> {
+    if UriAbsoluteStr::new(url).is_err() {
+        return Some("is not an absolute URI without fragment (RFC 3986 §4.3)".into());
+    }
+    let scheme = url.split(':').next().unwrap_or("").to_ascii_lowercase();
+    if super::extbody::NON_RETRIEVAL_SCHEMES.contains(&scheme.as_str()) {
+        return Some(format!(
+            "has scheme {scheme}:, which retrieves nothing (RFC 2017 §2)"
+        ));
+    }
+    if cx.opts.schemes.denies(&scheme) {
+        return Some(format!("has scheme {scheme}:, denied by the scheme policy"));
+    }
+    if let Some(again) = apply_rules(&cx.opts.rewrites, url.as_bytes()) {
+        if again.url != url {
+            return Some(format!(
+                "would be rewritten again by {} (rules must not match their own output)",
+                again.rule
+            ));
+        }
+    }
+    None
+}
+
+/// Most characters of a URL shown in a log line, the report header or `check --actions`.
+pub const DISPLAY_MAX: usize = 100;
+
+/// A URL as it may be shown anywhere: printable ASCII only (every other octet, and `"`,
+/// `\`, `<`, `>`, %-encoded: no CR, LF or NUL can ever come through), cut at `max`
+/// characters without splitting a `%HH`, `...` marking the cut.
+pub fn display_url(url: &[u8], max: usize) -> String {
+    let mut out = String::new();
+    for &b in url {
+        let piece = if (0x21..0x7f).contains(&b) && !matches!(b, b'"' | b'\\' | b'<' | b'>') {
+            (b as char).to_string()
+        } else {
+            format!("%{b:02X}")
+        };
+        if out.len() + piece.len() > max {
+            out.push_str("...");
+            return out;
+        }
+        out.push_str(&piece);
+    }
+    out
+}
+
+/// The change record of a rewrite, display-safe.
+pub fn change(rule: Rule, old: &[u8], new: Option<&[u8]>) -> UrlChange {
+    UrlChange {
+        rule,
+        old: display_url(old, DISPLAY_MAX),
+        new: new.map(|n| display_url(n, DISPLAY_MAX)),
+    }
+}
+
+/// Characters of the removed URL quoted in a notice part.
+const NOTICE_URL_MAX: usize = 300;
+/// URL characters per notice line: with the indent every line stays under 78 octets, so
+/// the part goes 7bit and no line can be taken for a boundary delimiter.
+const NOTICE_URL_LINE: usize = 64;
+
+/// The notice part that replaces a stripped body part, in the line endings `eol`. Built
+/// with mail-builder; every header of it is a fixed string of ours (mail-builder 0.4
+/// writes `Text` and `Raw` header values as given, CR LF included, so nothing taken
+/// from the message ever goes into one). The URL only appears in the body, %-encoded
+/// (display_url), cut, and wrapped on indented lines.
+pub fn notice_part(rule: Rule, url: &[u8], eol: &[u8]) -> Vec<u8> {
+    use mail_builder::headers::content_type::ContentType;
+    use mail_builder::headers::text::Text;
+    use mail_builder::mime::MimePart;
+
+    let shown = display_url(url, NOTICE_URL_MAX);
+    let mut text = String::new();
+    text.push_str("A reference to external content was removed from this message by\r\n");
+    text.push_str("the mail filter, because its URL scheme is not allowed here\r\n");
+    text.push_str(&format!("(rule {}).\r\n\r\nRemoved URL:\r\n", rule.id()));
+    let chars: Vec<char> = shown.chars().collect();
+    for line in chars.chunks(NOTICE_URL_LINE) {
+        text.push_str("  ");
+        text.extend(line.iter());
+        text.push_str("\r\n");
+    }
+    let part = MimePart::new(
+        ContentType::new("text/plain").attribute("charset", "us-ascii"),
+        text,
+    )
+    .header(
+        "Content-Description",
+        Text::new("external reference removed by policy"),
+    )
+    .transfer_encoding("7bit");
+    let mut out = Vec::new();
+    if part.write_part(&mut out).is_err() {
+        return Vec::new();
+    }
+    // The part ends where the original did: the line break before the next delimiter
+    // belongs to the delimiter (RFC 2046 §5.1.1).
+    while out.ends_with(b"\r\n") {
+        out.truncate(out.len() - 2);
+    }
+    if eol == b"\r\n" {
+        return out;
+    }
+    let mut lf = Vec::with_capacity(out.len());
+    let mut i = 0;
+    while i < out.len() {
+        if out[i] == b'\r' && out.get(i + 1) == Some(&b'\n') {
+            lf.extend_from_slice(eol);
+            i += 2;
+        } else {
+            lf.push(out[i]);
+            i += 1;
+        }
+    }
+    lf
+}
+
+/// Offers to replace entity `idx` with a notice part (repairing `rule`), when policy
+/// allows stripping and the entity is a body part of a multipart in the original bytes.
+/// A top-level entity, or one encapsulated directly in a message/rfc822, is never
+/// stripped: there is no part to replace, only report or reject. Returns the edit index.
+pub fn offer_strip(cx: &mut Context, idx: usize, rule: Rule, url: &[u8]) -> Option<usize> {
+    if !cx.opts.strip_denied || cx.opts.octets_not_given > 0 {
+        return None;
+    }
+    let msg = cx.msg;
+    let e = msg.entities.get(idx)?;
+    let parent = msg.entities.get(e.parent?)?;
+    if !e.editable() || !matches!(parent.kind, Kind::Multipart { .. }) {
+        return None;
+    }
+    let range = e.header.start..e.body.end;
+    if range.start > range.end || range.end > msg.len {
+        return None;
+    }
+    let fi = e.ctype_field?;
+    let loc = msg.field_loc(e, fi);
+    let part = notice_part(rule, url, e.eol());
+    if part.is_empty() {
+        return None;
+    }
+    let ch = change(rule, url, None);
+    Some(cx.edits.replace_part(range, loc, part, rule, ch))
+}
+
+/// Whether `url` (any bytes) is shown by `display_url` without a CR, LF or NUL: always.
+#[cfg(test)]
+fn display_is_safe(s: &str) -> bool {
+    s.bytes().all(|b| (0x21..0x7f).contains(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::fold;
+
+    fn rule(
+        scheme: Option<&str>,
+        host: Option<HostMatch>,
+        path: Option<&str>,
+        t: &str,
+    ) -> UrlRewrite {
+        UrlRewrite {
+            name: "rewrite #1".into(),
+            scheme: scheme.map(str::to_string),
+            host,
+            path: path.map(|p| PathRegex::new(p).unwrap()),
+            template: Template::parse(t).unwrap(),
+        }
+    }
+
+    fn enc(u: &str) -> Vec<u8> {
+        fold::pct_encode_unsafe(u.as_bytes())
+    }
+
+    fn run(r: &UrlRewrite, url: &str) -> Option<String> {
+        apply_rules(std::slice::from_ref(r), &enc(url)).map(|x| x.url)
+    }
+
+    #[test]
+    fn upgrade_to_https_keeps_what_the_template_names() {
+        let up = rule(Some("http"), None, None, "https://{authority}{path}{query}");
+        assert_eq!(
+            run(&up, "http://a.example/x?y=1").as_deref(),
+            Some("https://a.example/x?y=1")
+        );
+        // Ports, userinfo and IPv6 hosts come through {authority} as written.
+        assert_eq!(
+            run(&up, "http://u:p@[2001:db8::1]:8080/f").as_deref(),
+            Some("https://u:p@[2001:db8::1]:8080/f")
+        );
+        // The issue's short form drops userinfo, port and query.
+        let short = rule(Some("http"), None, None, "https://{host}{path}");
+        assert_eq!(
+            run(&short, "http://u@[2001:db8::1]:8080/f?q").as_deref(),
+            Some("https://[2001:db8::1]/f")
+        );
+        assert_eq!(
+            run(&short, "HTTP://A.example:81/").as_deref(),
+            Some("https://A.example/")
+        );
+        assert_eq!(run(&short, "ftp://a.example/"), None);
+        let port = rule(
+            None,
+            None,
+            None,
+            "{scheme}://{userinfo}{host}{port}/x{fragment}",
+        );
+        assert_eq!(
+            run(&port, "ftp://me@h.example:21/a#f").as_deref(),
+            Some("ftp://me@h.example:21/x#f")
+        );
+        assert_eq!(
+            run(&port, "ftp://h.example/a").as_deref(),
+            Some("ftp://h.example/x")
+        );
+    }
+
+    #[test]
+    fn gateway_template_encodes_the_whole_url() {
+        let gw = rule(
+            None,
+            Some(HostMatch::Suffix("example.com".into())),
+            None,
+            "https://gateway.example.net/fetch?u={url_pct}",
+        );
+        // `%`, `"`, `\`, SP and 8-bit octets: first RFC 2017-encoded, then once more
+        // as a query value, so that `%` becomes `%25` and the original comes back.
+        let out = run(&gw, "http://files.example.com/a b/\"q\"\\x/caf\u{e9}?p=%41").unwrap();
+        assert_eq!(
+            out,
+            "https://gateway.example.net/fetch?u=http%3A%2F%2Ffiles.example.com%2Fa%2520b%2F%2522q%2522%255Cx%2Fcaf%25C3%25A9%3Fp%3D%2541"
+        );
+        assert!(UriAbsoluteStr::new(&out).is_ok());
+        assert_eq!(run(&gw, "http://example.com/").map(|_| ()), Some(()));
+        assert_eq!(run(&gw, "http://badexample.com/"), None);
+        assert_eq!(run(&gw, "http://example.com.evil.test/"), None);
+    }
+
+    #[test]
+    fn host_and_path_matching() {
+        assert!(HostMatch::Exact("A.Example".into()).matches("a.example"));
+        assert!(!HostMatch::Exact("a.example".into()).matches("b.a.example"));
+        assert!(HostMatch::Suffix(".example".into()).matches("b.a.example"));
+        assert!(HostMatch::Exact("[2001:db8::1]".into()).matches("[2001:DB8::1]"));
+        let r = rule(
+            Some("ftp"),
+            None,
+            Some("^/pub/"),
+            "https://mirror.example/{path}",
+        );
+        assert!(run(&r, "ftp://h.example/pub/x").is_some());
+        assert!(run(&r, "ftp://h.example/private/pub/x").is_none());
+        // A URL that is not an absolute URI is never rewritten.
+        assert!(run(&r, "pub/x").is_none());
+        assert!(run(&r, "ftp://h.example/pub/%zz").is_none());
+    }
+
+    #[test]
+    fn templates_are_checked() {
+        assert!(Template::parse("https://{host}{path}").is_ok());
+        assert!(Template::parse("https://{hots}")
+            .unwrap_err()
+            .contains("unknown"));
+        assert!(Template::parse("https://{host").is_err());
+        assert!(Template::parse("https://x/ {path}").is_err());
+        assert!(Template::parse("https://x/\"{path}").is_err());
+        assert!(Template::parse("https://x/\r\nX: {path}").is_err());
+        assert!(Template::parse("{host}{path}")
+            .unwrap_err()
+            .contains("absolute"));
+        assert!(Template::parse("https://x/#{path}").is_err());
+    }
+
+    #[test]
+    fn display_never_carries_controls_and_cuts_cleanly() {
+        let s = display_url(b"http://a/\r\nX-Evil: 1\0\"<>\\\xff", 200);
+        assert_eq!(s, "http://a/%0D%0AX-Evil:%201%00%22%3C%3E%5C%FF");
+        assert!(display_is_safe(&s));
+        let long = display_url(&[b'%'; 10], 5);
+        assert_eq!(long, "%%%%%...");
+        let cut = display_url("é".repeat(10).as_bytes(), 10);
+        assert_eq!(cut, "%C3%A9%C3...");
+        assert!(!cut.contains("%C..."));
+    }
+
+    #[test]
+    fn notice_part_headers_are_fixed_and_the_url_stays_in_the_body() {
+        let evil = b"javascript:alert(1)\r\nContent-Type: text/html\r\n\r\n--b\r\n<script>";
+        for eol in [&b"\n"[..], b"\r\n"] {
+            let p = notice_part(Rule::ExtbodyUrlSchemeDenied, evil, eol);
+            let text = String::from_utf8(p.clone()).unwrap();
+            let sep = if eol == b"\n" { "\n\n" } else { "\r\n\r\n" };
+            let (head, body) = text.split_once(sep).unwrap();
+            let e = std::str::from_utf8(eol).unwrap();
+            assert_eq!(
+                head,
+                [
+                    "Content-Type: text/plain; charset=\"us-ascii\"",
+                    "Content-Description: external reference removed by policy",
+                    "Content-Transfer-Encoding: 7bit"
+                ]
+                .join(e)
+            );
+            assert!(
+                body.contains("javascript:alert(1)%0D%0AContent-Type:%20text/html"),
+                "{body}"
+            );
+            for line in body.split(e) {
+                assert!(line.len() < 78 && !line.starts_with('-'), "{line:?}");
+                assert!(!line.contains('\r') && !line.contains('\n'));
+            }
+            assert!(!p.ends_with(eol));
+            if eol == b"\n" {
+                assert!(!p.contains(&b'\r'));
+            }
+        }
+    }
+
+    #[test]
+    fn mail_builder_text_headers_pass_crlf_through() {
+        // Why the notice headers never carry message data: mail-builder 0.4 writes an
+        // ASCII text header value with CR LF as it is.
+        use mail_builder::headers::text::Text;
+        use mail_builder::headers::Header;
+        let mut out = Vec::new();
+        Text::new("a\r\nX-Injected: 1")
+            .write_header(&mut out, 0)
+            .unwrap();
+        assert!(out.windows(13).any(|w| w == b"\r\nX-Injected:"));
+    }
+}
