@@ -378,13 +378,18 @@ impl<'m, 'a> Scopes<'m, 'a> {
     }
 
     /// Message-IDs of the headings of every message enclosing `i`.
-    fn message_ids_around(&self, i: usize) -> Vec<String> {
+    /// The message headings that enclose entity `i` (its own message first).
+    fn message_headings_around(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
         std::iter::once(i)
             .chain(self.msg.ancestors(i))
             .filter(|&a| {
                 let e = &self.msg.entities[a];
                 e.parent.is_none_or(|p| self.is_message_boundary(p))
             })
+    }
+
+    fn message_ids_around(&self, i: usize) -> Vec<String> {
+        self.message_headings_around(i)
             .filter_map(|a| {
                 let e = &self.msg.entities[a];
                 self.msg
@@ -438,6 +443,7 @@ pub fn check(cx: &mut Context) {
         return;
     }
     let mut scopes = Scopes::new(msg);
+    let mut message_ids_checked: HashSet<usize> = HashSet::new();
     for idx in htmls {
         let Some(text) = html_text(msg, idx) else {
             continue;
@@ -471,6 +477,11 @@ pub fn check(cx: &mut Context) {
                 }
                 IdUrl::Cid(_) => {}
                 IdUrl::Mid { message, .. } => {
+                    for heading in scopes.message_headings_around(idx) {
+                        if message_ids_checked.insert(heading) {
+                            check_message_id(cx, heading);
+                        }
+                    }
                     if message.raw.is_empty() {
                         continue;
                     }
@@ -489,6 +500,27 @@ pub fn check(cx: &mut Context) {
                     }
                 }
             }
+        }
+    }
+}
+
+/// `content-id-syntax` for a Message-ID that `mid:` URLs of this message rely on (RFC 2392
+/// §2 resolves them against it): it must be a msg-id like any Content-ID.
+fn check_message_id(cx: &mut Context, heading: usize) {
+    let msg = cx.msg;
+    let e = &msg.entities[heading];
+    for (_, f) in msg.fields_named(e, "message-id") {
+        let v = msg.value(e, f);
+        if let Err(why) = super::ids::parse_msg_id(v) {
+            cx.report(Finding::new(
+                Rule::ContentIdSyntax,
+                &e.path,
+                format!(
+                    "Message-ID \"{}\", which mid: URLs in this message refer to, is not a msg-id <left@right>: {} (RFC 5322 §3.6.4, RFC 2392 §2)",
+                    super::ids::excerpt(v),
+                    why.describe()
+                ),
+            ));
         }
     }
 }
@@ -551,7 +583,10 @@ mod tests {
             .filter(|f| {
                 matches!(
                     f.rule,
-                    Rule::RelatedRefDangling | Rule::CidUrlSyntax | Rule::MidUrlExternal
+                    Rule::RelatedRefDangling
+                        | Rule::CidUrlSyntax
+                        | Rule::MidUrlExternal
+                        | Rule::ContentIdSyntax
                 )
             })
             .map(|f| (f.part.clone(), f.rule.id()))
@@ -710,6 +745,27 @@ mod tests {
             findings(raw.as_bytes()),
             vec![("1".to_string(), "related-ref-dangling")]
         );
+    }
+
+    #[test]
+    fn message_id_used_by_mid_urls_must_be_a_msg_id() {
+        let bad =
+            "Message-ID: not-a-msg-id\nContent-Type: text/html\n\n<a href=\"mid:x@y\">m</a>\n";
+        let f = findings(bad.as_bytes());
+        // It cannot resolve against a broken Message-ID either, so it is also external.
+        assert_eq!(
+            f,
+            [
+                ("0".to_string(), "content-id-syntax"),
+                ("0".to_string(), "mid-url-external")
+            ]
+        );
+        // The same bad Message-ID is none of our business without a mid: URL.
+        let no_mid =
+            "Message-ID: not-a-msg-id\nContent-Type: text/html\n\n<a href=\"http://x/\">m</a>\n";
+        assert!(findings(no_mid.as_bytes()).is_empty());
+        let good = "Message-ID: <x@y>\nContent-Type: text/html\n\n<a href=\"mid:x@y\">m</a>\n";
+        assert!(findings(good.as_bytes()).is_empty());
     }
 
     #[test]
