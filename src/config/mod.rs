@@ -15,7 +15,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 use toml::Spanned;
 
-use crate::engine::{self, Limits, SchemePolicy};
+use crate::engine::{self, HostMatch, Limits, PathRegex, SchemePolicy, Template, UrlRewrite};
 use crate::policy::{self, Action, Direction, Pattern, Policy};
 use raw::RawConfig;
 
@@ -116,7 +116,12 @@ pub struct Config {
     /// Most octets of header fields buffered; beyond it the message counts as oversize.
     pub max_header_size: usize,
     pub oversize_action: Action,
+    /// The `[schemes]` lists as written (both directions before `[schemes.inbound]` /
+    /// `[schemes.outbound]` replace them).
     pub schemes: SchemePolicy,
+    /// What happens to URLs per direction: scheme policy, strip, rewrite rules, legacy.
+    pub url_inbound: UrlPolicy,
+    pub url_outbound: UrlPolicy,
     /// Report header name; None when reporting is off.
     pub report_header: Option<String>,
     /// Add the report header even when there is nothing to report.
@@ -128,6 +133,18 @@ pub struct Config {
     pub quarantine_reason: String,
     pub inbound: Policy,
     pub outbound: Policy,
+}
+
+/// What happens to the URLs of messages of one direction.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UrlPolicy {
+    pub schemes: SchemePolicy,
+    /// Offer to replace a part with a denied reference by a notice part.
+    pub strip_denied: bool,
+    /// `[[rewrite]]` rules for this direction, in file order.
+    pub rewrites: Vec<UrlRewrite>,
+    pub legacy_to_url: bool,
+    pub legacy_ftp_with_login: bool,
 }
 
 /// Every problem found in a configuration file, each as `FILE:LINE: message`.
@@ -271,15 +288,26 @@ impl Config {
         }
     }
 
+    pub fn url_policy(&self, dir: Direction) -> &UrlPolicy {
+        match dir {
+            Direction::Inbound => &self.url_inbound,
+            Direction::Outbound => &self.url_outbound,
+        }
+    }
+
     /// The engine options for a message of this direction.
-    pub fn engine_options(&self, _dir: Direction) -> engine::Options {
+    pub fn engine_options(&self, dir: Direction) -> engine::Options {
+        let u = self.url_policy(dir);
         engine::Options {
             limits: self.limits.clone(),
-            schemes: self.schemes.clone(),
+            schemes: u.schemes.clone(),
             fix_signed: self.fix_signed,
             normalize_url_continuations: self.normalize_url_continuations,
             octets_not_given: 0,
-            ..engine::Options::default()
+            rewrites: u.rewrites.clone(),
+            legacy_to_url: u.legacy_to_url,
+            legacy_ftp_with_login: u.legacy_ftp_with_login,
+            strip_denied: u.strip_denied,
         }
     }
 
@@ -417,6 +445,183 @@ impl Validator<'_> {
             }
         }
         Policy::new(entries)
+    }
+
+    /// A list of URL schemes, lower-cased; None when not given.
+    fn scheme_list(&mut self, v: Option<Vec<Spanned<String>>>, key: &str) -> Option<Vec<String>> {
+        let list = v?;
+        let mut out = Vec::new();
+        for s in list {
+            let t = s.get_ref().to_ascii_lowercase();
+            let ok = t.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+                && t.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+            if ok {
+                out.push(t);
+            } else {
+                self.err(
+                    s.span(),
+                    format!(
+                        "{key}: {:?} is not a URL scheme (RFC 3986 §3.1)",
+                        s.get_ref()
+                    ),
+                );
+            }
+        }
+        Some(out)
+    }
+
+    /// `[schemes.DIR]` over the `[schemes]` defaults: a key given replaces the default.
+    fn url_policy(
+        &mut self,
+        raw: Option<raw::RawSchemesDir>,
+        base: &SchemePolicy,
+        strip: bool,
+        dir: &str,
+    ) -> UrlPolicy {
+        let raw = raw.unwrap_or_default();
+        let mut schemes = base.clone();
+        if let Some(l) = self.scheme_list(raw.allow, &format!("[schemes.{dir}] allow")) {
+            schemes.allow = l;
+        }
+        if let Some(l) = self.scheme_list(raw.deny, &format!("[schemes.{dir}] deny")) {
+            schemes.deny = l;
+        }
+        UrlPolicy {
+            schemes,
+            strip_denied: raw.strip_denied.unwrap_or(strip),
+            ..UrlPolicy::default()
+        }
+    }
+
+    /// `"inbound"`, `"outbound"`, `"both"` or `"none"`, as (inbound, outbound).
+    fn directions(&mut self, s: &Spanned<String>, key: &str) -> Option<(bool, bool)> {
+        match s.get_ref().as_str() {
+            "both" => Some((true, true)),
+            "inbound" => Some((true, false)),
+            "outbound" => Some((false, true)),
+            "none" => Some((false, false)),
+            other => {
+                self.err(
+                    s.span(),
+                    format!(
+                        "{key} {other:?}: expected \"inbound\", \"outbound\", \"both\" or \"none\""
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// One `[[rewrite]]` table: the rule and the directions it applies to.
+    fn rewrite_rule(&mut self, n: usize, r: raw::RawRewrite) -> Option<(UrlRewrite, bool, bool)> {
+        // The line of the table, for messages: its first key.
+        let spans = [
+            r.direction.as_ref().map(|s| s.span()),
+            r.scheme.as_ref().map(|s| s.span()),
+            r.host.as_ref().map(|s| s.span()),
+            r.host_suffix.as_ref().map(|s| s.span()),
+            r.path.as_ref().map(|s| s.span()),
+            r.template.as_ref().map(|s| s.span()),
+        ];
+        let first = spans.into_iter().flatten().min_by_key(|s| s.start);
+        let line = first.as_ref().map_or(0, |s| line_of(self.text, s.start));
+        let key = format!("[[rewrite]] #{n}");
+        let mut ok = true;
+        let (inbound, outbound) = match &r.direction {
+            None => (true, true),
+            Some(s) => self
+                .directions(s, &format!("{key} direction"))
+                .unwrap_or_else(|| {
+                    ok = false;
+                    (false, false)
+                }),
+        };
+        let scheme = r.scheme.and_then(|s| {
+            let l = self.scheme_list(Some(vec![s]), &format!("{key} scheme"));
+            if l.as_ref().is_none_or(|l| l.is_empty()) {
+                ok = false;
+            }
+            l.and_then(|l| l.into_iter().next())
+        });
+        let host = match (r.host, r.host_suffix) {
+            (Some(h), Some(_)) => {
+                self.err(
+                    h.span(),
+                    format!("{key}: give host or host_suffix, not both"),
+                );
+                ok = false;
+                None
+            }
+            (Some(h), None) => self.host(h, &key, &mut ok).map(HostMatch::Exact),
+            (None, Some(h)) => self.host(h, &key, &mut ok).map(HostMatch::Suffix),
+            (None, None) => None,
+        };
+        let path = r.path.and_then(|p| match PathRegex::new(p.get_ref()) {
+            Ok(re) => Some(re),
+            Err(e) => {
+                self.err(
+                    p.span(),
+                    format!("{key} path: not a regular expression: {e}"),
+                );
+                ok = false;
+                None
+            }
+        });
+        let template = match r.template {
+            None => {
+                self.errors.push(ConfigError {
+                    file: self.name.into(),
+                    line,
+                    message: format!("{key}: template is required"),
+                });
+                None
+            }
+            Some(t) => match Template::parse(t.get_ref()) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    self.err(t.span(), format!("{key} template {:?}: {e}", t.get_ref()));
+                    None
+                }
+            },
+        };
+        let template = template?;
+        if !ok {
+            return None;
+        }
+        let rule = UrlRewrite {
+            name: if line > 0 {
+                format!("rewrite #{n} (line {line})")
+            } else {
+                format!("rewrite #{n}")
+            },
+            scheme,
+            host,
+            path,
+            template,
+        };
+        Some((rule, inbound, outbound))
+    }
+
+    fn host(&mut self, h: Spanned<String>, key: &str, ok: &mut bool) -> Option<String> {
+        let t = h.get_ref().trim_start_matches('.').to_ascii_lowercase();
+        let valid = !t.is_empty()
+            && t.bytes().all(|b| {
+                b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b'[' | b']' | b':')
+            });
+        if valid {
+            Some(t)
+        } else {
+            self.err(
+                h.span(),
+                format!(
+                    "{key}: {:?} is not a host name or [IPv6] address",
+                    h.get_ref()
+                ),
+            );
+            *ok = false;
+            None
+        }
     }
 
     fn reply(
@@ -637,31 +842,35 @@ impl Validator<'_> {
 
         let rs = raw.schemes.unwrap_or_default();
         let mut schemes = SchemePolicy::default();
-        let mut scheme_list =
-            |v: Option<Vec<Spanned<String>>>, key: &str, out: &mut Vec<String>| {
-                if let Some(list) = v {
-                    out.clear();
-                    for s in list {
-                        let t = s.get_ref().to_ascii_lowercase();
-                        let ok = t.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-                            && t.chars()
-                                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
-                        if ok {
-                            out.push(t);
-                        } else {
-                            self.err(
-                                s.span(),
-                                format!(
-                                    "[schemes] {key}: {:?} is not a URL scheme (RFC 3986 §3.1)",
-                                    s.get_ref()
-                                ),
-                            );
-                        }
-                    }
+        if let Some(l) = self.scheme_list(rs.allow, "[schemes] allow") {
+            schemes.allow = l;
+        }
+        if let Some(l) = self.scheme_list(rs.deny, "[schemes] deny") {
+            schemes.deny = l;
+        }
+        let strip_denied = rs.strip_denied.unwrap_or(false);
+        let mut url_inbound = self.url_policy(rs.inbound, &schemes, strip_denied, "inbound");
+        let mut url_outbound = self.url_policy(rs.outbound, &schemes, strip_denied, "outbound");
+        for (n, r) in raw.rewrite.unwrap_or_default().into_iter().enumerate() {
+            if let Some((rule, inbound, outbound)) = self.rewrite_rule(n + 1, r) {
+                if inbound {
+                    url_inbound.rewrites.push(rule.clone());
                 }
-            };
-        scheme_list(rs.allow, "allow", &mut schemes.allow);
-        scheme_list(rs.deny, "deny", &mut schemes.deny);
+                if outbound {
+                    url_outbound.rewrites.push(rule);
+                }
+            }
+        }
+        let rl = raw.legacy.unwrap_or_default();
+        if let Some(s) = rl.to_url {
+            if let Some((i, o)) = self.directions(&s, "[legacy] to_url") {
+                url_inbound.legacy_to_url = i;
+                url_outbound.legacy_to_url = o;
+            }
+        }
+        let ftp_login = rl.ftp_with_login.unwrap_or(false);
+        url_inbound.legacy_ftp_with_login = ftp_login;
+        url_outbound.legacy_ftp_with_login = ftp_login;
 
         let rr = raw.report.unwrap_or_default();
         let header = match rr.header {
@@ -721,6 +930,8 @@ impl Validator<'_> {
             max_header_size,
             oversize_action,
             schemes,
+            url_inbound,
+            url_outbound,
             report_header,
             report_always: rr.always.unwrap_or(false),
             remove_forged: rr.remove_forged.unwrap_or(true),
@@ -853,6 +1064,56 @@ mod tests {
         assert_eq!(c.inbound.action(Rule::RelatedCidDuplicate), Action::Reject);
         assert_eq!(c.outbound.action(Rule::RelatedCidDuplicate), Action::Report);
         assert!(c.may(Action::Reject));
+    }
+
+    #[test]
+    fn url_policy_per_direction() {
+        let c = Config::parse(
+            "[schemes]\ndeny = [\"file\"]\nstrip_denied = true\n\
+             [schemes.outbound]\nallow = [\"https\", \"ftp\"]\nstrip_denied = false\n\
+             [[rewrite]]\ndirection = \"inbound\"\nscheme = \"HTTP\"\nhost_suffix = \".Example.com\"\npath = \"^/pub/\"\ntemplate = \"https://{authority}{path}{query}\"\n\
+             [[rewrite]]\ntemplate = \"https://gw.example.net/f?u={url_pct}\"\n\
+             [legacy]\nto_url = \"outbound\"\n",
+            "t",
+        )
+        .unwrap();
+        let i = c.engine_options(Direction::Inbound);
+        let o = c.engine_options(Direction::Outbound);
+        assert_eq!(i.schemes.deny, ["file"]);
+        assert!(i.schemes.allow.is_empty() && i.strip_denied && !i.legacy_to_url);
+        assert_eq!(o.schemes.allow, ["https", "ftp"]);
+        assert!(!o.strip_denied && o.legacy_to_url && !o.legacy_ftp_with_login);
+        assert_eq!(i.rewrites.len(), 2);
+        assert_eq!(o.rewrites.len(), 1);
+        assert_eq!(i.rewrites[0].name, "rewrite #1 (line 8)");
+        assert_eq!(i.rewrites[0].scheme.as_deref(), Some("http"));
+        assert_eq!(
+            i.rewrites[0].host,
+            Some(HostMatch::Suffix("example.com".into()))
+        );
+        let b = Config::builtin().engine_options(Direction::Inbound);
+        assert!(b.rewrites.is_empty() && !b.strip_denied && !b.legacy_to_url);
+    }
+
+    #[test]
+    fn url_policy_errors_name_their_lines() {
+        let text = "[[rewrite]]\nscheme = \"ht tp\"\ntemplate = \"https://{hots}\"\n\
+                    [[rewrite]]\nhost = \"a.example\"\nhost_suffix = \"b.example\"\npath = \"(\"\ntemplate = \"{host}{path}\"\n\
+                    [[rewrite]]\ndirection = \"sideways\"\n\
+                    [legacy]\nto_url = \"yes\"\n[schemes.inbound]\ndeny = [\"a b\"]\n";
+        let e = errs(text);
+        let has =
+            |line: &str, what: &str| e.iter().any(|l| l.starts_with(line) && l.contains(what));
+        assert!(has("t.toml:2: ", "not a URL scheme"), "{e:?}");
+        assert!(has("t.toml:3: ", "{hots}"), "{e:?}");
+        assert!(has("t.toml:5: ", "not both"), "{e:?}");
+        assert!(has("t.toml:7: ", "regular expression"), "{e:?}");
+        assert!(has("t.toml:8: ", "absolute URI"), "{e:?}");
+        assert!(has("t.toml:10: ", "sideways"), "{e:?}");
+        assert!(has("t.toml:10: ", "template is required"), "{e:?}");
+        assert!(has("t.toml:12: ", "\"yes\""), "{e:?}");
+        assert!(has("t.toml:14: ", "[schemes.inbound] deny"), "{e:?}");
+        assert_eq!(e.len(), 9, "{e:?}");
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub struct RawConfig {
     pub report: Option<RawReport>,
     pub reply: Option<RawReply>,
     pub policy: Option<RawPolicies>,
+    pub rewrite: Option<Vec<RawRewrite>>,
+    pub legacy: Option<RawLegacy>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -47,6 +49,37 @@ pub struct RawLimits {
 pub struct RawSchemes {
     pub allow: Option<Vec<S<String>>>,
     pub deny: Option<Vec<S<String>>>,
+    pub strip_denied: Option<bool>,
+    pub inbound: Option<RawSchemesDir>,
+    pub outbound: Option<RawSchemesDir>,
+}
+
+/// `[schemes.inbound]` / `[schemes.outbound]`: each key given replaces the `[schemes]` one.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSchemesDir {
+    pub allow: Option<Vec<S<String>>>,
+    pub deny: Option<Vec<S<String>>>,
+    pub strip_denied: Option<bool>,
+}
+
+/// One `[[rewrite]]` table.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRewrite {
+    pub direction: Option<S<String>>,
+    pub scheme: Option<S<String>>,
+    pub host: Option<S<String>>,
+    pub host_suffix: Option<S<String>>,
+    pub path: Option<S<String>>,
+    pub template: Option<S<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLegacy {
+    pub to_url: Option<S<String>>,
+    pub ftp_with_login: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
