@@ -220,7 +220,16 @@ pub fn check(raw: &[u8], opts: &Options) -> Analysis {
     }
     let signed = signed::withhold_signed_fixes(&msg, opts, &mut findings, &edits);
     findings.extend(signed);
+    // Document order, whichever check found them: part 2 before part 10.
+    findings.sort_by_cached_key(|f| part_order(&f.part));
     Analysis { findings, edits }
+}
+
+/// Sort key of a part path: its numbers, so that `2.10` follows `2.9`.
+fn part_order(path: &str) -> Vec<u64> {
+    path.split('.')
+        .map(|n| n.parse().unwrap_or(u64::MAX))
+        .collect()
 }
 
 /// Applies every fixable finding's edit. Returns the fixed bytes and the analysis of the
