@@ -1,0 +1,345 @@
+//! Benchmark messages, generated the same way on every run (a fixed-seed xorshift, no
+//! clock, no files), so that figures from different machines describe the same bytes.
+//! Shared by `benches/engine.rs` and the end-to-end tools in `examples/`.
+
+#![allow(dead_code)]
+
+/// Deterministic filler: xorshift64*, good enough to defeat compression-like shortcuts.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        let mut v = Vec::with_capacity(n + 8);
+        while v.len() < n {
+            v.extend_from_slice(&self.next().to_le_bytes());
+        }
+        v.truncate(n);
+        v
+    }
+}
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// Base64 in 76-character lines, as mail clients send attachments.
+pub fn base64_lines(data: &[u8], out: &mut Vec<u8>) {
+    let mut col = 0;
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        let quad = [
+            B64[(n >> 18) as usize & 63],
+            B64[(n >> 12) as usize & 63],
+            if chunk.len() > 1 {
+                B64[(n >> 6) as usize & 63]
+            } else {
+                b'='
+            },
+            if chunk.len() > 2 {
+                B64[n as usize & 63]
+            } else {
+                b'='
+            },
+        ];
+        out.extend_from_slice(&quad);
+        col += 4;
+        if col == 76 {
+            out.extend_from_slice(b"\r\n");
+            col = 0;
+        }
+    }
+    if col > 0 {
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+const WORDS: &[&str] = &[
+    "the",
+    "message",
+    "server",
+    "queue",
+    "relay",
+    "report",
+    "attached",
+    "please",
+    "review",
+    "quarterly",
+    "figures",
+    "meeting",
+    "tomorrow",
+    "office",
+    "network",
+    "delivery",
+    "customer",
+    "invoice",
+    "project",
+    "schedule",
+    "thanks",
+    "regards",
+    "update",
+    "status",
+    "pending",
+];
+
+/// Readable text in lines of about 70 characters.
+pub fn text(rng: &mut Rng, n: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(n + 80);
+    let mut col = 0;
+    while out.len() < n {
+        let w = WORDS[(rng.next() % WORDS.len() as u64) as usize];
+        if col + w.len() > 70 {
+            out.extend_from_slice(b"\r\n");
+            col = 0;
+        } else if col > 0 {
+            out.push(b' ');
+            col += 1;
+        }
+        out.extend_from_slice(w.as_bytes());
+        col += w.len();
+    }
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+fn heading(out: &mut Vec<u8>, subject: &str, ctype: &str) {
+    out.extend_from_slice(
+        format!(
+            "Return-Path: <alice@example.org>\r\n\
+             Received: from mx.example.org (mx.example.org [192.0.2.10])\r\n\tby mail.example.net (Postfix) with ESMTPS id 4AbCdEf;\r\n\tSat, 21 Nov 2026 10:00:00 +0000\r\n\
+             From: Alice <alice@example.org>\r\n\
+             To: Bob <bob@example.net>\r\n\
+             Subject: {subject}\r\n\
+             Date: Sat, 21 Nov 2026 10:00:00 +0000\r\n\
+             Message-ID: <bench.{subject}@example.org>\r\n\
+             MIME-Version: 1.0\r\n\
+             Content-Type: {ctype}\r\n"
+        )
+        .as_bytes(),
+    );
+}
+
+/// About 4 KB of text/plain.
+pub fn small() -> Vec<u8> {
+    let mut rng = Rng::new(1);
+    let mut m = Vec::new();
+    heading(&mut m, "small", "text/plain; charset=us-ascii");
+    m.extend_from_slice(b"\r\n");
+    let used = m.len();
+    m.extend_from_slice(&text(&mut rng, 4096 - used - 2));
+    m
+}
+
+/// About 60 KB multipart/related: quoted-printable HTML referring by cid: and by
+/// Content-Location to three inline base64 images.
+pub fn related() -> Vec<u8> {
+    let mut rng = Rng::new(2);
+    let mut m = Vec::new();
+    heading(
+        &mut m,
+        "related",
+        "multipart/related; boundary=\"rel-b0und\"; type=\"text/html\"",
+    );
+    m.extend_from_slice(b"\r\nThis is a multi-part message in MIME format.\r\n");
+    m.extend_from_slice(
+        b"--rel-b0und\r\nContent-Type: text/html; charset=utf-8\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n",
+    );
+    let mut html = String::from("<html><head><title>Newsletter</title></head><body>\r\n");
+    for i in 0..3 {
+        html.push_str(&format!(
+            "<p><img src=3D\"cid:img{i}.abc123@example.org\" alt=3D\"picture {i}\"></p>\r\n"
+        ));
+    }
+    html.push_str("<p><img src=3D\"logo.png\"></p>\r\n");
+    while html.len() < 12_000 {
+        let t = text(&mut rng, 300);
+        html.push_str("<p>");
+        html.push_str(std::str::from_utf8(&t).unwrap_or("").trim_end());
+        html.push_str("</p>=\r\n\r\n");
+    }
+    html.push_str("</body></html>\r\n");
+    m.extend_from_slice(html.as_bytes());
+    for i in 0..4 {
+        m.extend_from_slice(
+            b"--rel-b0und\r\nContent-Type: image/png\r\nContent-Transfer-Encoding: base64\r\n",
+        );
+        if i < 3 {
+            m.extend_from_slice(format!("Content-ID: <img{i}.abc123@example.org>\r\n").as_bytes());
+        } else {
+            m.extend_from_slice(b"Content-Location: logo.png\r\n");
+        }
+        m.extend_from_slice(b"Content-Disposition: inline\r\n\r\n");
+        let data = rng.bytes(8_500);
+        base64_lines(&data, &mut m);
+    }
+    m.extend_from_slice(b"--rel-b0und--\r\n");
+    m
+}
+
+/// multipart/mixed: a short text part and one base64 attachment, `size` octets in all.
+pub fn attachment(size: usize) -> Vec<u8> {
+    let mut rng = Rng::new(3);
+    let mut m = Vec::with_capacity(size + 1024);
+    heading(
+        &mut m,
+        "attachment",
+        "multipart/mixed; boundary=\"mix-b0und\"",
+    );
+    m.extend_from_slice(b"\r\n--mix-b0und\r\nContent-Type: text/plain; charset=us-ascii\r\n\r\n");
+    m.extend_from_slice(&text(&mut rng, 600));
+    m.extend_from_slice(
+        b"--mix-b0und\r\nContent-Type: application/pdf; name=\"report.pdf\"\r\nContent-Transfer-Encoding: base64\r\nContent-Disposition: attachment; filename=\"report.pdf\"\r\n\r\n",
+    );
+    let room = size.saturating_sub(m.len() + 20);
+    // 57 input octets make one 78-octet line.
+    let data = rng.bytes(room / 78 * 57);
+    base64_lines(&data, &mut m);
+    m.extend_from_slice(b"--mix-b0und--\r\n");
+    m
+}
+
+/// multipart/mixed with `n` small text parts.
+pub fn many_parts(n: usize) -> Vec<u8> {
+    let mut rng = Rng::new(4);
+    let mut m = Vec::new();
+    heading(&mut m, "parts", "multipart/mixed; boundary=\"p\"");
+    m.extend_from_slice(b"\r\n");
+    for i in 0..n {
+        m.extend_from_slice(
+            format!("--p\r\nContent-Type: text/plain\r\nContent-ID: <part{i}@example.org>\r\n\r\n")
+                .as_bytes(),
+        );
+        m.extend_from_slice(&text(&mut rng, 40));
+    }
+    m.extend_from_slice(b"--p--\r\n");
+    m
+}
+
+/// Five levels: mixed > related > alternative > message/rfc822 > mixed, with text, HTML
+/// and small images at each level.
+pub fn nested() -> Vec<u8> {
+    let mut rng = Rng::new(5);
+    let mut m = Vec::new();
+    heading(&mut m, "nested", "multipart/mixed; boundary=\"L1\"");
+    m.extend_from_slice(b"\r\n--L1\r\nContent-Type: text/plain\r\n\r\n");
+    m.extend_from_slice(&text(&mut rng, 500));
+    m.extend_from_slice(b"--L1\r\nContent-Type: multipart/related; boundary=\"L2\"\r\n\r\n");
+    m.extend_from_slice(b"--L2\r\nContent-Type: multipart/alternative; boundary=\"L3\"\r\n\r\n");
+    m.extend_from_slice(b"--L3\r\nContent-Type: text/plain\r\n\r\n");
+    m.extend_from_slice(&text(&mut rng, 500));
+    m.extend_from_slice(
+        b"--L3\r\nContent-Type: text/html\r\n\r\n<p><img src=\"cid:pic@example.org\"></p>\r\n",
+    );
+    m.extend_from_slice(b"--L3\r\nContent-Type: message/rfc822\r\n\r\n");
+    m.extend_from_slice(
+        b"From: Carol <carol@example.com>\r\nSubject: forwarded\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"L5\"\r\n\r\n",
+    );
+    m.extend_from_slice(b"--L5\r\nContent-Type: text/plain\r\n\r\n");
+    m.extend_from_slice(&text(&mut rng, 500));
+    m.extend_from_slice(
+        b"--L5\r\nContent-Type: image/gif\r\nContent-Transfer-Encoding: base64\r\n\r\n",
+    );
+    base64_lines(&rng.bytes(3000), &mut m);
+    m.extend_from_slice(b"--L5--\r\n--L3--\r\n");
+    m.extend_from_slice(b"--L2\r\nContent-Type: image/png\r\nContent-ID: <pic@example.org>\r\nContent-Transfer-Encoding: base64\r\n\r\n");
+    base64_lines(&rng.bytes(3000), &mut m);
+    m.extend_from_slice(b"--L2--\r\n--L1--\r\n");
+    m
+}
+
+/// message/external-body, access-type URL, with a 2 KB URL folded the RFC 2017 way.
+pub fn external_body() -> Vec<u8> {
+    let mut rng = Rng::new(6);
+    let mut url = String::from("https://files.example.org/download/");
+    while url.len() < 2048 {
+        let w = WORDS[(rng.next() % WORDS.len() as u64) as usize];
+        url.push_str(w);
+        url.push(if rng.next() % 4 == 0 { '/' } else { '-' });
+    }
+    url.push_str("file.pdf");
+    let mut folded = String::new();
+    let bytes = url.as_bytes();
+    for (i, chunk) in bytes.chunks(60).enumerate() {
+        if i > 0 {
+            folded.push_str("\r\n       ");
+        }
+        folded.push_str(std::str::from_utf8(chunk).unwrap_or(""));
+    }
+    let mut m = Vec::new();
+    heading(
+        &mut m,
+        "extbody",
+        &format!("message/external-body; access-type=URL;\r\n\tURL=\"{folded}\""),
+    );
+    m.extend_from_slice(
+        b"\r\nContent-Type: application/pdf\r\nContent-ID: <ext1@example.org>\r\n\r\n",
+    );
+    m
+}
+
+/// A heading of `n` header fields (trace and list fields), then a short text body.
+pub fn many_headers(n: usize) -> Vec<u8> {
+    let mut rng = Rng::new(7);
+    let mut m = Vec::new();
+    for i in 0..n {
+        let line = match i % 4 {
+            0 => format!(
+                "Received: from relay{i}.example.net (relay{i}.example.net [198.51.100.{}])\r\n\tby mx.example.org with ESMTP id {:x}; Sat, 21 Nov 2026 10:00:00 +0000\r\n",
+                i % 250,
+                rng.next()
+            ),
+            1 => format!("X-Spam-Check-{i}: score=0.{} tests=NONE\r\n", rng.next() % 100),
+            2 => format!("Comments: note {i} {:x}\r\n", rng.next()),
+            _ => format!("X-Trace: {i}; ok\r\n"),
+        };
+        m.extend_from_slice(line.as_bytes());
+    }
+    heading(&mut m, "headers", "text/plain");
+    m.extend_from_slice(b"\r\n");
+    m.extend_from_slice(&text(&mut rng, 1000));
+    m
+}
+
+/// The names of the benchmark messages, smallest first; `attach-200m` is the big one.
+pub const NAMES: &[&str] = &[
+    "text-4k",
+    "related-60k",
+    "extbody-2k-url",
+    "nested-5",
+    "headers-5000",
+    "parts-10000",
+    "attach-2m",
+    "attach-50m",
+    "attach-200m",
+];
+
+/// One benchmark message by name.
+pub fn named(name: &str) -> Option<Vec<u8>> {
+    Some(match name {
+        "text-4k" => small(),
+        "related-60k" => related(),
+        "extbody-2k-url" => external_body(),
+        "nested-5" => nested(),
+        "headers-5000" => many_headers(5000),
+        "parts-10000" => many_parts(10_000),
+        "attach-2m" => attachment(2 << 20),
+        "attach-50m" => attachment(50 << 20),
+        "attach-200m" => attachment(200 << 20),
+        _ => return None,
+    })
+}

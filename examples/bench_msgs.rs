@@ -1,0 +1,78 @@
+//! The benchmark messages outside criterion.
+//!
+//! `bench_msgs write DIR [--big]`: writes every message as DIR/NAME.eml (the end-to-end
+//! bench sends these through Postfix).
+//! `bench_msgs check NAME [N] [fix]`: runs the engine N times on one message, for
+//! `valgrind --tool=callgrind` or `perf record` (repeatable instruction counts).
+
+use std::process::ExitCode;
+
+use mimeref_milter::engine::{self, Limits, Options};
+
+#[path = "../benches/gen/mod.rs"]
+mod gen;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("write") => {
+            let Some(dir) = args.get(1) else {
+                eprintln!("usage: bench_msgs write DIR [--big]");
+                return ExitCode::from(2);
+            };
+            let big = args.iter().any(|a| a == "--big");
+            if let Err(e) = std::fs::create_dir_all(dir) {
+                eprintln!("{dir}: {e}");
+                return ExitCode::from(1);
+            }
+            for &name in gen::NAMES {
+                if name == "attach-200m" && !big {
+                    continue;
+                }
+                let Some(raw) = gen::named(name) else {
+                    continue;
+                };
+                let path = format!("{dir}/{name}.eml");
+                if let Err(e) = std::fs::write(&path, &raw) {
+                    eprintln!("{path}: {e}");
+                    return ExitCode::from(1);
+                }
+                println!("{path} {}", raw.len());
+            }
+            ExitCode::SUCCESS
+        }
+        Some("check") => {
+            let name = args.get(1).map(String::as_str).unwrap_or("text-4k");
+            let n: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1);
+            let fix = args.get(3).is_some_and(|s| s == "fix");
+            let Some(raw) = gen::named(name) else {
+                eprintln!("no message named {name}");
+                return ExitCode::from(2);
+            };
+            let opts = Options {
+                limits: Limits {
+                    max_message_size: 256 << 20,
+                    ..Limits::default()
+                },
+                ..Options::default()
+            };
+            let mut findings = 0;
+            for _ in 0..n {
+                findings += if fix {
+                    engine::fix(&raw, &opts).1.findings.len()
+                } else {
+                    engine::check(&raw, &opts).findings.len()
+                };
+            }
+            println!(
+                "{name}: {} octets, {findings} findings over {n} runs",
+                raw.len()
+            );
+            ExitCode::SUCCESS
+        }
+        _ => {
+            eprintln!("usage: bench_msgs write DIR [--big] | check NAME [N] [fix]");
+            ExitCode::from(2)
+        }
+    }
+}
