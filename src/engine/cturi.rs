@@ -809,4 +809,33 @@ mod tests {
             vec![("0".to_string(), "cturi-uri-type")]
         );
     }
+
+    #[test]
+    fn denied_uri_part_is_stripped_only_inside_a_multipart_and_when_enabled() {
+        use crate::engine::{check, fix, Options};
+        let raw = "Subject: s\nContent-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\nhi\n--b\nContent-Type: application/uri.javascript%3Aalert(1)\n\nx\n--b--\n";
+        let denied = |o: &Options| {
+            check(raw.as_bytes(), o)
+                .findings
+                .into_iter()
+                .find(|f| f.rule == Rule::CturiUriDenied)
+                .map(|f| (f.part, f.fixable))
+        };
+        assert_eq!(denied(&Options::default()), Some(("2".into(), false)));
+        let strip = Options {
+            strip_denied: true,
+            ..Options::default()
+        };
+        assert_eq!(denied(&strip), Some(("2".into(), true)));
+        let out = String::from_utf8(fix(raw.as_bytes(), &strip).0).unwrap();
+        assert!(out.starts_with("Subject: s\nContent-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\nhi\n--b\nContent-Type: text/plain; charset=\"us-ascii\"\n"), "{out}");
+        assert!(out.ends_with("  javascript:alert\n--b--\n"), "{out}");
+        // Top level: reported, never stripped.
+        let top = "Subject: s\nContent-Type: application/uri.javascript%3Aalert(1)\n\nx\n";
+        let f = check(top.as_bytes(), &strip);
+        assert!(f
+            .findings
+            .iter()
+            .any(|f| f.rule == Rule::CturiUriDenied && !f.fixable));
+    }
 }

@@ -1190,6 +1190,264 @@ mod tests {
             .all(|l| l.len() <= 78));
     }
 
+    fn with_rules(rules: &[(&str, &str)]) -> Options {
+        Options {
+            rewrites: rules
+                .iter()
+                .enumerate()
+                .map(|(n, (scheme, t))| crate::engine::UrlRewrite {
+                    name: format!("rewrite #{}", n + 1),
+                    scheme: Some(scheme.to_string()),
+                    host: None,
+                    path: None,
+                    template: crate::engine::Template::parse(t).unwrap(),
+                })
+                .collect(),
+            ..Options::default()
+        }
+    }
+
+    #[test]
+    fn rewrite_rule_replaces_every_url_form_and_folds() {
+        let opts = with_rules(&[("http", "https://gateway.example.net/fetch?u={url_pct}")]);
+        let raw = ext(
+            " access-type=URL; expiration=\"x\";\n URL*0=\"http://a.example/\";\n URL*1=\"caf\u{e9}\"",
+            PH,
+        );
+        let f = found(&raw, &opts);
+        assert_eq!(
+            f,
+            [
+                ("0".into(), Rule::ExtbodyUrlContinuation, true),
+                ("0".into(), Rule::ExtbodyUrlUnencoded, true),
+                ("0".into(), Rule::ExtbodyUrlRewritten, true),
+            ]
+        );
+        let a = check(raw.as_bytes(), &opts);
+        let ch = a.edits[0].change.clone().unwrap();
+        assert_eq!(ch.old, "http://a.example/caf%C3%A9");
+        assert_eq!(
+            ch.new.as_deref(),
+            Some("https://gateway.example.net/fetch?u=http%3A%2F%2Fa.example%2Fcaf%25C3%25A9")
+        );
+        let out = fixed(&raw, &opts);
+        assert_eq!(
+            out,
+            ext(
+                " access-type=URL; expiration=\"x\";\n URL=\"https://gateway.example.net/fetch?u=http\n %3A%2F%2Fa.example%2Fcaf%25C3%25A9\"",
+                PH
+            )
+        );
+        assert!(found(&out, &opts).is_empty());
+        // No rule, no rewrite; a rule for another scheme, no rewrite.
+        let plain = ext(" access-type=URL; URL=\"ftp://a.example/x\"", PH);
+        assert!(found(&plain, &opts).is_empty());
+    }
+
+    #[test]
+    fn rewrite_cures_a_denied_scheme_or_fails_safely() {
+        let mut opts = with_rules(&[("http", "https://{authority}{path}{query}")]);
+        opts.schemes.allow = vec!["https".into()];
+        let raw = ext(
+            " access-type=URL; URL=\"http://[2001:db8::1]:8080/a?b\"",
+            PH,
+        );
+        assert_eq!(
+            found(&raw, &opts),
+            [
+                ("0".into(), Rule::ExtbodyUrlSchemeDenied, true),
+                ("0".into(), Rule::ExtbodyUrlRewritten, true),
+            ]
+        );
+        assert!(fixed(&raw, &opts).contains("URL=\"https://[2001:db8::1]:8080/a?b\""));
+        // A template whose result is denied is refused, and the URL is left as is.
+        let mut bad = with_rules(&[("http", "file:///{host}{path}")]);
+        bad.schemes = Default::default();
+        let raw = ext(" access-type=URL; URL=\"http://a.example/x\"", PH);
+        assert_eq!(
+            found(&raw, &bad),
+            [("0".into(), Rule::ExtbodyUrlRewriteFailed, false)]
+        );
+        assert_eq!(fixed(&raw, &bad), raw);
+        // A rule that would match its own output again is refused.
+        let looping = with_rules(&[("http", "http://gw.example/?u={url_pct}")]);
+        assert_eq!(
+            found(&raw, &looping),
+            [("0".into(), Rule::ExtbodyUrlRewriteFailed, false)]
+        );
+    }
+
+    #[test]
+    fn rewrite_is_applied_only_when_its_own_finding_asks() {
+        let opts = with_rules(&[("http", "https://{host}{path}")]);
+        let raw = ext(" access-type=URL; URL=http://a.example/x", PH);
+        let a = check(raw.as_bytes(), &opts);
+        // The unquoted URL alone wants a fix, the rewrite is reported only: nothing.
+        let only_unquoted = a.edits_for(|f| f.rule == Rule::ExtbodyUrlUnquoted);
+        assert!(only_unquoted.is_empty());
+        let both = a.edits_for(|f| f.fixable);
+        assert_eq!(both.len(), 1);
+        assert!(fixed(&raw, &opts).contains("URL=\"https://a.example/x\""));
+    }
+
+    fn legacy_opts() -> Options {
+        Options {
+            legacy_to_url: true,
+            ..Options::default()
+        }
+    }
+
+    #[test]
+    fn legacy_conversion_keeps_the_other_parameters() {
+        let raw = ext(
+            " access-type=ANON-FTP;\n site=\"ftp.example\"; directory=\"/pub/my dir\";\n name=\"a;b.tar\"; mode=image;\n expiration=\"Fri, 14 Jun 2030 19:13:14 -0400 (EDT)\"; size=1234; permission=read",
+            "Content-Type: application/x-tar\nContent-ID: <t@x>\n\n",
+        );
+        assert_eq!(
+            found(&raw, &Options::default()),
+            [("0".into(), Rule::ExtbodyLegacyAccessType, false)]
+        );
+        assert_eq!(
+            found(&raw, &legacy_opts()),
+            [("0".into(), Rule::ExtbodyLegacyAccessType, true)]
+        );
+        let out = fixed(&raw, &legacy_opts());
+        assert_eq!(
+            out,
+            ext(
+                " access-type=URL;\n URL=\"ftp://ftp.example/%2Fpub/my%20dir/a%3Bb.\n tar;type=i\";\n expiration=\"Fri, 14 Jun 2030 19:13:14 -0400 (EDT)\"; size=1234; permission=read",
+                "Content-Type: application/x-tar\nContent-ID: <t@x>\n\n",
+            )
+        );
+        assert!(found(&out, &legacy_opts()).is_empty());
+        let a = check(raw.as_bytes(), &legacy_opts());
+        let ch = a.edits[0].change.clone().unwrap();
+        assert_eq!(ch.rule, Rule::ExtbodyLegacyAccessType);
+        assert_eq!(ch.new.as_deref(), Some(ch.old.as_str()));
+    }
+
+    #[test]
+    fn legacy_tftp_and_ftp_with_login_and_never_mail_server_or_local_file() {
+        let tftp = ext(
+            " access-type=TFTP; site=h.example; name=boot.img; mode=octet",
+            PH,
+        );
+        assert_eq!(
+            fixed(&tftp, &legacy_opts()),
+            ext(
+                " access-type=URL;\n URL=\"tftp://h.example/boot.img;mode=octet\"",
+                PH
+            )
+        );
+        let ftp = ext(" access-type=FTP; site=h.example; name=x", PH);
+        assert_eq!(
+            found(&ftp, &legacy_opts()),
+            [("0".into(), Rule::ExtbodyLegacyAccessType, false)]
+        );
+        let a = check(ftp.as_bytes(), &legacy_opts());
+        assert!(
+            a.findings[0].message.contains("needs a login"),
+            "{}",
+            a.findings[0].message
+        );
+        let login = Options {
+            legacy_ftp_with_login: true,
+            ..legacy_opts()
+        };
+        assert_eq!(
+            fixed(&ftp, &login),
+            ext(" access-type=URL; URL=\"ftp://h.example/x\"", PH)
+        );
+        for other in [
+            " access-type=mail-server; server=\"listserv@example.org\"",
+            " access-type=local-file; name=\"/u/x\"; site=h.example",
+        ] {
+            let raw = ext(other, PH);
+            assert_eq!(fixed(&raw, &login), raw);
+        }
+        // A denied ftp scheme: not converted, and the reference is denied itself.
+        let mut deny = legacy_opts();
+        deny.schemes.deny.push("tftp".into());
+        assert_eq!(
+            found(&tftp, &deny),
+            [
+                ("0".into(), Rule::ExtbodyLegacyAccessType, false),
+                ("0".into(), Rule::ExtbodyUrlSchemeDenied, false)
+            ]
+        );
+        // The rewrite rules see the converted URL.
+        let mut via = with_rules(&[("ftp", "https://mirror.example/ftp/{host}{path}")]);
+        via.legacy_to_url = true;
+        let raw = ext(
+            " access-type=anon-ftp; site=h.example; directory=pub; name=x",
+            PH,
+        );
+        assert_eq!(
+            found(&raw, &via),
+            [
+                ("0".into(), Rule::ExtbodyLegacyAccessType, true),
+                ("0".into(), Rule::ExtbodyUrlRewritten, true)
+            ]
+        );
+        assert!(fixed(&raw, &via)
+            .replace("\n ", "")
+            .contains("URL=\"https://mirror.example/ftp/h.example/pub/x\""));
+    }
+
+    /// A nested multipart with an external-body part at 1.2.
+    fn nested(url: &str) -> String {
+        format!(
+            "Subject: n\nContent-Type: multipart/mixed; boundary=o\n\n--o\nContent-Type: multipart/alternative; boundary=i\n\n--i\nContent-Type: text/plain\n\nhi\n--i\nContent-Type: message/external-body; access-type=URL;\n URL=\"{url}\"\n\nContent-Type: text/html\nContent-ID: <p@x>\n\n--i--\n--o--\n"
+        )
+    }
+
+    #[test]
+    fn denied_scheme_part_is_stripped_when_enabled() {
+        let raw = nested("javascript:alert(document.cookie)//caf\u{e9}");
+        assert_eq!(
+            found(&raw, &Options::default()),
+            [
+                ("1.2".into(), Rule::ExtbodyUrlUnencoded, true),
+                ("1.2".into(), Rule::ExtbodyUrlSchemeDenied, false)
+            ]
+        );
+        let opts = Options {
+            strip_denied: true,
+            ..Options::default()
+        };
+        let f = found(&raw, &opts);
+        assert_eq!(f[1], ("1.2".into(), Rule::ExtbodyUrlSchemeDenied, true));
+        let a = check(raw.as_bytes(), &opts);
+        // The fold of the URL and the strip: only the strip is applied.
+        assert_eq!(a.edits.len(), 2);
+        assert_eq!(a.edits_for(|f| f.fixable).len(), 1);
+        let out = fixed(&raw, &opts);
+        let start = raw.find("Content-Type: message/external-body").unwrap();
+        let end = raw.find("\n--i--").unwrap();
+        assert_eq!(&out[..start], &raw[..start]);
+        assert!(out.ends_with(&raw[end..]));
+        let notice = &out[start..out.len() - (raw.len() - end)];
+        assert!(
+            notice.starts_with("Content-Type: text/plain; charset=\"us-ascii\"\n"),
+            "{notice}"
+        );
+        assert!(
+            notice.ends_with("\n\nRemoved URL:\n  javascript:alert(document.cookie)//caf%C3%A9"),
+            "{notice}"
+        );
+        assert!(check(out.as_bytes(), &opts).findings.is_empty());
+        // Only the strip, with the denial reported only: the fold alone is applied.
+        let fold_only = a.edits_for(|f| f.rule == Rule::ExtbodyUrlUnencoded);
+        assert_eq!(fold_only.len(), 1);
+        assert_eq!(fold_only[0].kind, crate::engine::EditKind::Field);
+        // A top-level external-body is never stripped.
+        let top = ext(" access-type=URL; URL=\"javascript:x\"", PH);
+        assert_eq!(
+            found(&top, &opts),
+            [("0".into(), Rule::ExtbodyUrlSchemeDenied, false)]
+        );
+    }
+
     #[test]
     fn garbage_never_panics() {
         for params in [

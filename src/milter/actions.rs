@@ -7,7 +7,7 @@ use std::fmt;
 use indymilter::{ActionError, ContextActions, SetErrorReply, Status};
 
 use crate::config::{Config, ReplyTemplate};
-use crate::engine::{self, mime, Analysis, Edit, Rule};
+use crate::engine::{self, mime, Analysis, Edit, Rule, UrlChange};
 use crate::policy::{Action, Direction};
 
 /// One `change_header` call (a deletion when `value` is None).
@@ -60,8 +60,11 @@ pub struct Plan {
     pub report: Option<(String, String)>,
     /// Edits that were on offer but not sent, and why.
     pub notes: Vec<String>,
-    /// Field rewrites carried by `body`.
+    /// Field rewrites and part replacements carried by `body`.
     pub body_edits: usize,
+    /// References changed by the edits sent (URL rewrites, legacy conversions, strips),
+    /// with the part path, in message order. Display-safe (see `engine::UrlChange`).
+    pub changes: Vec<(String, UrlChange)>,
     /// The action each finding got, in finding order (`fix` already turned into `report`
     /// where nothing was on offer).
     pub decisions: Vec<(Rule, Action)>,
@@ -109,6 +112,7 @@ impl Plan {
             report: None,
             notes: Vec::new(),
             body_edits: 0,
+            changes: Vec::new(),
             decisions: Vec::new(),
         }
     }
@@ -249,6 +253,11 @@ pub fn plan_received(
             Err(e) => plan.notes.push(format!("body not replaced: {e}")),
         }
     }
+    applied.sort_by_key(|e| e.range.start);
+    plan.changes = applied
+        .iter()
+        .filter_map(|e| e.change.clone().map(|c| (e.field.part.clone(), c)))
+        .collect();
     let applied_rules: Vec<Rule> = applied
         .iter()
         .flat_map(|e| e.rules.iter().copied())
@@ -283,7 +292,31 @@ fn report_value(plan: &Plan) -> String {
     if plan.oversize {
         v.push_str("; oversize");
     }
+    // Each changed reference, URLs cut short: the header must stay one sane line.
+    for (part, c) in plan.changes.iter().take(REPORT_CHANGES) {
+        v.push_str(&format!("; changed={}", change_text(part, c, REPORT_URL)));
+    }
+    if plan.changes.len() > REPORT_CHANGES {
+        v.push_str(&format!(
+            "; changed+={}",
+            plan.changes.len() - REPORT_CHANGES
+        ));
+    }
     v
+}
+
+/// Changed references listed in the report header, and characters of each URL there.
+const REPORT_CHANGES: usize = 3;
+const REPORT_URL: usize = 60;
+
+/// `2.1 extbody-url-rewritten <old> -> <new>` (or `-> stripped`), URLs cut at `max`.
+/// The URLs are already display-safe; cutting them again keeps them so.
+pub fn change_text(part: &str, c: &UrlChange, max: usize) -> String {
+    let cut = |u: &str| engine::rewrite::display_url(u.as_bytes(), max);
+    match &c.new {
+        Some(n) => format!("{part} {} <{}> -> <{}>", c.rule, cut(&c.old), cut(n)),
+        None => format!("{part} {} <{}> -> stripped", c.rule, cut(&c.old)),
+    }
 }
 
 fn sorted_unique(it: impl Iterator<Item = Rule>) -> Vec<Rule> {
@@ -500,6 +533,14 @@ impl fmt::Display for Plan {
         match &self.body {
             Some(b) => writeln!(f, "replace_body: yes, {} octets", b.len())?,
             None => writeln!(f, "replace_body: no")?,
+        }
+        for (part, c) in &self.changes {
+            let what = if c.new.is_some() { "rewrite" } else { "strip" };
+            writeln!(
+                f,
+                "{what}: {}",
+                change_text(part, c, engine::rewrite::DISPLAY_MAX)
+            )?;
         }
         if let Some(q) = &self.quarantine {
             writeln!(f, "quarantine: \"{}\"", show(q.as_bytes()))?;

@@ -215,6 +215,18 @@ impl Session {
         for n in &plan.notes {
             warn!("{queue_id}: {n}");
         }
+        // Every changed reference on a line of its own (URLs display-safe, cut short).
+        let dry = if plan.dry_run {
+            " (dry run: not sent)"
+        } else {
+            ""
+        };
+        for (part, c) in &plan.changes {
+            info!(
+                "{queue_id}: changed {}{dry}",
+                actions::change_text(part, c, engine::rewrite::DISPLAY_MAX)
+            );
+        }
         for f in &findings {
             debug!(
                 "{queue_id}: {} {} {}: {}",
