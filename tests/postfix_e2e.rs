@@ -577,3 +577,31 @@ Content-ID: <report@example.org>
     assert_eq!(got, want, "{}\n{}", mta::show_diff(&want, &got), d.log());
     assert!(String::from_utf8_lossy(&got).contains("\nContent-Type:\tmessage/external-body;"));
 }
+
+#[test]
+fn top_level_fix_lands_on_the_second_of_two_same_named_fields() {
+    if !mta::require_postfix() {
+        return;
+    }
+    // Two Content-Locations (itself a finding, location-multiple); only the second is
+    // too long, so change_header must address index 2 and leave the first alone.
+    let msg: &[u8] = b"Message-ID: <occ-2@sender.example>
+From: alice@sender.example
+MIME-Version: 1.0
+Content-Location: http://example.org/short.html
+Content-Type: text/html
+Content-Location: http://example.org/a/very/long/path/that/goes/on/and/on/beyond/the/seventy-eight/octets/index.html
+
+<p>x</p>
+";
+    let cfg = config("");
+    let (d, pf) = start(&cfg, &[], PostfixConfig::with_milter(""));
+    let r = pf.send(msg);
+    assert_eq!(r.code, 250, "{r}");
+    let got = drop_fields(&pf.wait_delivered("occ-2@").without_trace(), "X-MIMERef");
+    let want = drop_fields(&offline_fix(&cfg, msg), "X-MIMERef");
+    assert_ne!(want, msg, "the fixture needs a fix");
+    assert_eq!(got, want, "{}\n{}", mta::show_diff(&want, &got), d.log());
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.contains("\nContent-Location: http://example.org/short.html\nContent-Type: text/html\nContent-Location: http://example.org/a/very/long/path/that\n /goes/"), "{text}");
+}
