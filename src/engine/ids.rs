@@ -223,32 +223,9 @@ impl Cur<'_> {
         hit
     }
 
-    /// Skips folding whitespace and (nested) comments; an unterminated comment runs to
-    /// the end. Iterative, so nesting depth costs nothing.
+    /// Skips folding whitespace and (nested) comments.
     fn cfws(&mut self) {
-        while let Some(b) = self.peek() {
-            match b {
-                b' ' | b'\t' | b'\r' | b'\n' => self.i += 1,
-                b'(' => {
-                    let mut depth = 0usize;
-                    while let Some(c) = self.peek() {
-                        self.i += 1;
-                        match c {
-                            b'\\' => self.i = (self.i + 1).min(self.s.len()),
-                            b'(' => depth += 1,
-                            b')' => {
-                                depth = depth.saturating_sub(1);
-                                if depth == 0 {
-                                    break;
-                                }
-                            }
-                            _ => {}
-                        }
-                    }
-                }
-                _ => break,
-            }
-        }
+        self.i = super::params::skip_cfws(self.s, self.i);
     }
 
     fn atom(&mut self, out: &mut Vec<u8>) -> bool {

@@ -392,6 +392,36 @@ fn split_attribute(attr: &[u8]) -> (String, Option<u32>, bool) {
     )
 }
 
+/// The offset after the CFWS (whitespace, line breaks of folding, nested comments with
+/// quoted-pairs) that starts at `i`. An unterminated comment runs to the end. Iterative,
+/// so comment nesting costs no stack. Shared by every structured-field reader.
+pub fn skip_cfws(s: &[u8], mut i: usize) -> usize {
+    while let Some(&b) = s.get(i) {
+        match b {
+            b' ' | b'\t' | b'\r' | b'\n' => i += 1,
+            b'(' => {
+                let mut depth = 0usize;
+                while let Some(&c) = s.get(i) {
+                    i += 1;
+                    match c {
+                        b'\\' => i = (i + 1).min(s.len()),
+                        b'(' => depth += 1,
+                        b')' => {
+                            depth = depth.saturating_sub(1);
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => break,
+        }
+    }
+    i
+}
+
 struct Cursor<'s> {
     s: &'s [u8],
     i: usize,
@@ -449,32 +479,9 @@ impl<'s> Cursor<'s> {
         &self.s[start..self.i]
     }
 
-    /// Skips whitespace, line breaks of folding and (nested) comments. An unterminated
-    /// comment runs to the end of the value.
+    /// Skips whitespace, line breaks of folding and (nested) comments.
     fn skip_cfws(&mut self) {
-        while let Some(b) = self.peek() {
-            match b {
-                b' ' | b'\t' | b'\r' | b'\n' => self.i += 1,
-                b'(' => {
-                    let mut depth = 0usize;
-                    while let Some(c) = self.peek() {
-                        self.i += 1;
-                        match c {
-                            b'\\' => self.i = (self.i + 1).min(self.s.len()),
-                            b'(' => depth += 1,
-                            b')' => {
-                                depth -= 1;
-                                if depth == 0 {
-                                    break;
-                                }
-                            }
-                            _ => {}
-                        }
-                    }
-                }
-                _ => break,
-            }
-        }
+        self.i = skip_cfws(self.s, self.i);
     }
 
     /// At a `"`: returns the content with quoted-pairs resolved and CR/LF of folding

@@ -242,33 +242,10 @@ pub fn location_value(raw_field_value: &[u8]) -> String {
 }
 
 fn skip_leading_cfws(s: &[u8], comments: &mut bool) -> usize {
-    let mut i = 0;
-    while i < s.len() {
-        match s[i] {
-            b' ' | b'\t' | b'\r' | b'\n' => i += 1,
-            b'(' => {
-                *comments = true;
-                let mut depth = 0usize;
-                while i < s.len() {
-                    let c = s[i];
-                    i += 1;
-                    match c {
-                        b'\\' => i = (i + 1).min(s.len()),
-                        b'(' => depth += 1,
-                        b')' => {
-                            depth = depth.saturating_sub(1);
-                            if depth == 0 {
-                                break;
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            _ => break,
-        }
-    }
-    i
+    let end = super::params::skip_cfws(s, 0);
+    // Any `(` in what was skipped opened a comment.
+    *comments |= s[..end].contains(&b'(');
+    end
 }
 
 /// Where trailing CFWS begins in `s[start..]`: a `(…)` at the end is a comment only when
