@@ -62,6 +62,24 @@ fn options(eml: &Path) -> Options {
             "max_depth" => opts.limits.max_depth = v.trim().parse().unwrap(),
             "max_parts" => opts.limits.max_parts = v.trim().parse().unwrap(),
             "max_message_size" => opts.limits.max_message_size = v.trim().parse().unwrap(),
+            "strip_denied" => opts.strip_denied = v.trim() == "true",
+            "legacy_to_url" => opts.legacy_to_url = v.trim() == "true",
+            "legacy_ftp_with_login" => opts.legacy_ftp_with_login = v.trim() == "true",
+            // `rewrite=SCHEME|HOST_SUFFIX|TEMPLATE` (empty = any), one line per rule, in order.
+            "rewrite" => {
+                let f: Vec<&str> = v.trim().splitn(3, '|').collect();
+                let [scheme, host, template] = f[..] else {
+                    panic!("{}: rewrite=SCHEME|HOST_SUFFIX|TEMPLATE", eml.display())
+                };
+                opts.rewrites.push(mimeref_milter::engine::UrlRewrite {
+                    name: format!("rewrite #{}", opts.rewrites.len() + 1),
+                    scheme: (!scheme.is_empty()).then(|| scheme.to_string()),
+                    host: (!host.is_empty())
+                        .then(|| mimeref_milter::engine::HostMatch::Suffix(host.to_string())),
+                    path: None,
+                    template: mimeref_milter::engine::Template::parse(template).unwrap(),
+                });
+            }
             other => panic!("{}: unknown option {other}", eml.display()),
         }
     }
