@@ -1,0 +1,143 @@
+//! URL policy over the milter protocol against the real `run()`: a rewrite and a strip
+//! inside a nested multipart (one body replacement), each denied-reference action
+//! (fix = strip, report, reject), a rewrite left at `report`, and a legacy conversion
+//! of a top-level Content-Type by change_header.
+
+mod milter_util;
+
+use indymilter_test::Status;
+use milter_util::*;
+
+const REMOTE: &str = "192.0.2.10";
+
+const REWRITE: &str = "[[rewrite]]\nscheme = \"http\"\nhost_suffix = \"example.com\"\ntemplate = \"https://{authority}{path}{query}\"\n";
+
+async fn one(
+    name: &str,
+    config: &str,
+    fixture_name: &str,
+) -> (indymilter_test::EomActions, Status) {
+    let m = Milter::start(name, config).await;
+    let mut c = m.conn().await;
+    connect(&mut c, REMOTE, None).await;
+    let msg = eml(&fixture(fixture_name));
+    let env = Envelope {
+        queue_id: Some("5URL001"),
+        auth: None,
+    };
+    let r = send(&mut c, &env, &msg).await;
+    c.close().await.unwrap();
+    m.stop().await;
+    r
+}
+
+fn has(hay: &[u8], needle: &str) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+#[tokio::test]
+async fn rewrite_and_strip_in_one_body_replacement() {
+    let config = format!("[schemes]\nstrip_denied = true\n{REWRITE}");
+    let (actions, status) = one("rw-strip", &config, "url-policy-nested.eml").await;
+    assert_eq!(status, Status::Accept);
+    assert!(header_changes(&actions).is_empty());
+    let body = replaced_body(&actions).expect("body replaced");
+    let text = String::from_utf8(body.clone()).unwrap();
+    assert!(
+        has(&body, "URL=\"https://files.example.com/report.pdf\""),
+        "{text}"
+    );
+    assert!(!has(&body, "Content-ID: <js@example.com>"), "{text}");
+    assert!(
+        has(
+            &body,
+            "Removed URL:\r\n  javascript:alert(document.cookie)\r\n--inner--"
+        ),
+        "{text}"
+    );
+    // Everything else is byte-identical: the body around the two parts.
+    let orig = crlf(&fixture("url-policy-nested.eml"));
+    let orig_body = &orig[orig.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4..];
+    let cut = orig_body.windows(7).position(|w| w == b"--inner").unwrap();
+    assert_eq!(&body[..cut], &orig_body[..cut]);
+    assert!(body.ends_with(b"\r\n--inner--\r\n--outer--\r\n"));
+    let rep = report(&actions, "X-MIMERef").unwrap();
+    assert!(rep.starts_with(" fix; rules="), "{rep}");
+    assert!(
+        rep.contains("; changed=2.1 extbody-url-rewritten <http://files.example.com/report.pdf> -> <https://files.example.com/report.pdf>"),
+        "{rep}"
+    );
+    assert!(
+        rep.contains("; changed=2.2 extbody-url-scheme-denied <javascript:alert(document.cookie)> -> stripped"),
+        "{rep}"
+    );
+    assert!(!rep.contains('\r') && !rep.contains('\n'));
+}
+
+#[tokio::test]
+async fn denied_reference_report_only() {
+    let config = "[schemes]\nstrip_denied = true\n[policy.inbound]\n\"extbody-url-scheme-denied\" = \"report\"\n";
+    let (actions, status) = one("deny-report", config, "url-policy-nested.eml").await;
+    assert_eq!(status, Status::Accept);
+    assert!(replaced_body(&actions).is_none());
+    let rep = report(&actions, "X-MIMERef").unwrap();
+    assert!(
+        rep.starts_with(" report; rules=extbody-url-scheme-denied"),
+        "{rep}"
+    );
+    assert!(!rep.contains("changed="), "{rep}");
+}
+
+#[tokio::test]
+async fn denied_reference_reject() {
+    let config = "[schemes]\nstrip_denied = true\n[policy.inbound]\n\"extbody-url-scheme-denied\" = \"reject\"\n";
+    let (actions, status) = one("deny-reject", config, "url-policy-nested.eml").await;
+    let Status::Reject { message: Some(m) } = status else {
+        panic!("{status:?}")
+    };
+    assert_eq!(
+        m.to_str().unwrap(),
+        "550 5.6.0 MIME reference error: extbody-url-scheme-denied"
+    );
+    assert!(actions.actions.is_empty(), "{:?}", actions.actions);
+}
+
+#[tokio::test]
+async fn rewrite_left_at_report_changes_nothing() {
+    let config = format!("[policy.inbound]\n\"extbody-url-rewritten\" = \"report\"\n{REWRITE}");
+    let (actions, status) = one("rw-report", &config, "url-policy-nested.eml").await;
+    assert_eq!(status, Status::Accept);
+    assert!(replaced_body(&actions).is_none());
+    let rep = report(&actions, "X-MIMERef").unwrap();
+    assert!(
+        rep.contains("extbody-url-rewritten") && !rep.contains("changed="),
+        "{rep}"
+    );
+}
+
+#[tokio::test]
+async fn legacy_top_level_conversion_by_change_header() {
+    let (actions, status) = one(
+        "legacy",
+        "[legacy]\nto_url = \"inbound\"\n",
+        "legacy-top.eml",
+    )
+    .await;
+    assert_eq!(status, Status::Accept);
+    assert!(replaced_body(&actions).is_none());
+    let changes = header_changes(&actions);
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    let (name, index, value) = &changes[0];
+    assert_eq!((name.as_str(), *index), ("Content-Type", 1));
+    let v = String::from_utf8(value.clone().unwrap()).unwrap();
+    assert_eq!(
+        v,
+        " message/external-body; access-type=URL;\n URL=\"ftp://ftp.example.org/pub/file.tar;type=\n i\"; size=100"
+    );
+    let rep = report(&actions, "X-MIMERef").unwrap();
+    assert!(rep.contains("fixed=extbody-legacy-access-type"), "{rep}");
+    assert!(
+        rep.contains("changed=0 extbody-legacy-access-type <ftp://ftp.example.org/pub/file.tar;type=i> -> <ftp://ftp.example.org/pub/file.tar;type=i>"),
+        "{rep}"
+    );
+}
