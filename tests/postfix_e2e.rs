@@ -605,3 +605,67 @@ Content-Location: http://example.org/a/very/long/path/that/goes/on/and/on/beyond
     let text = String::from_utf8_lossy(&got);
     assert!(text.contains("\nContent-Location: http://example.org/short.html\nContent-Type: text/html\nContent-Location: http://example.org/a/very/long/path/that\n /goes/"), "{text}");
 }
+
+/// Issue 5: a URL rewrite and a strip inside a nested multipart go through Postfix as one
+/// body replacement; the delivered message is the offline fix, byte for byte, and the
+/// report header and the log name both changes.
+#[test]
+fn rewrite_and_strip_inside_a_nested_multipart() {
+    if !mta::require_postfix() {
+        return;
+    }
+    let cfg = config(
+        "[schemes]\nstrip_denied = true\n\
+         [[rewrite]]\nscheme = \"http\"\nhost_suffix = \"example.com\"\n\
+         template = \"https://{authority}{path}{query}\"\n",
+    );
+    let (d, pf) = start(&cfg, &[], PostfixConfig::with_milter(""));
+    let input = with_message_id(
+        &fixture("milter/url-policy-nested.eml"),
+        "url-policy-1@sender.example",
+    );
+    let fixed = offline_fix(&cfg, &input);
+    assert!(fixed != input, "the offline fix must change something");
+    let r = pf.send(&input);
+    assert_eq!(r.code, 250, "{r}\n{}", d.log());
+    let got = pf.wait_delivered("url-policy-1@");
+    let report = got.header("X-MIMERef");
+    assert_eq!(report.len(), 1, "one report header: {report:?}");
+    assert!(report[0].starts_with("fix;"), "{report:?}");
+    assert!(
+        report[0].contains("changed=2.1 extbody-url-rewritten <http://files.example.com/report.pdf> -> <https://files.example.com/report.pdf>"),
+        "{report:?}"
+    );
+    assert!(
+        report[0].contains(
+            "changed=2.2 extbody-url-scheme-denied <javascript:alert(document.cookie)> -> stripped"
+        ),
+        "{report:?}"
+    );
+    let body = drop_fields(&got.without_trace(), "X-MIMERef");
+    assert_eq!(
+        body,
+        fixed,
+        "{}\ndaemon log:\n{}",
+        mta::show_diff(&fixed, &body),
+        d.log()
+    );
+    let text = String::from_utf8_lossy(&body);
+    assert!(
+        text.contains("URL=\"https://files.example.com/report.pdf\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("Removed URL:\n  javascript:alert(document.cookie)\n--inner--"),
+        "{text}"
+    );
+    let log = d.log();
+    assert!(
+        log.contains("changed 2.1 extbody-url-rewritten <http://files.example.com/report.pdf> -> <https://files.example.com/report.pdf>"),
+        "{log}"
+    );
+    assert!(
+        log.contains("changed 2.2 extbody-url-scheme-denied"),
+        "{log}"
+    );
+}
