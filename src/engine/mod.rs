@@ -30,6 +30,8 @@ pub mod rewrite;
 pub mod rules;
 pub mod signed;
 
+use std::collections::HashMap;
+
 pub use edit::{apply, Edit, EditKind, EditSet, FieldLoc, UrlChange};
 pub use rewrite::{HostMatch, PathRegex, Template, UrlRewrite};
 pub use rules::{Rule, Severity};
@@ -200,13 +202,16 @@ pub fn check(raw: &[u8], opts: &Options) -> Analysis {
         opts,
         findings: Vec::new(),
         edits: EditSet::default(),
+        per_place: HashMap::new(),
     };
     cx.run();
     let Context {
         mut findings,
         edits,
+        per_place,
         ..
     } = cx;
+    note_unlisted(&mut findings, &per_place);
     let edits = edits.into_vec();
     if opts.octets_not_given > 0 {
         // Only the top-level heading can still be changed (change_header); the rest of
@@ -242,12 +247,44 @@ pub fn fix(raw: &[u8], opts: &Options) -> (Vec<u8>, Analysis) {
     (out, analysis)
 }
 
+/// Findings of one rule listed per part before the rest are only counted: a heading of a
+/// million bad Content-IDs, or an HTML body of a million dangling `cid:` links, must not
+/// cost a million messages (hundreds of MB). Findings that carry an edit are always
+/// kept, so every fix stays on offer.
+pub const MAX_FINDINGS_PER_RULE: usize = 1000;
+
 /// State shared by the checks of one analysis.
 pub struct Context<'m, 'a> {
     pub msg: &'m mime::Message<'a>,
     pub opts: &'m Options,
     pub findings: Vec<Finding>,
     pub edits: EditSet,
+    /// Findings reported so far, by rule and part.
+    per_place: HashMap<(Rule, String), usize>,
+}
+
+/// Says on the last listed finding of a rule how many more were only counted.
+fn note_unlisted(findings: &mut [Finding], per_place: &HashMap<(Rule, String), usize>) {
+    if !per_place.values().any(|&n| n > MAX_FINDINGS_PER_RULE) {
+        return;
+    }
+    let mut listed: HashMap<(Rule, String), usize> = HashMap::new();
+    for f in findings.iter() {
+        *listed.entry((f.rule, f.part.clone())).or_default() += 1;
+    }
+    for f in findings.iter_mut().rev() {
+        let key = (f.rule, f.part.clone());
+        let (Some(&total), Some(shown)) = (per_place.get(&key), listed.get_mut(&key)) else {
+            continue;
+        };
+        if total > *shown {
+            f.message.push_str(&format!(
+                " (and {} more like it, not listed)",
+                total - *shown
+            ));
+            *shown = total;
+        }
+    }
 }
 
 impl Context<'_, '_> {
@@ -263,6 +300,11 @@ impl Context<'_, '_> {
     }
 
     pub fn report(&mut self, f: Finding) {
+        let n = self.per_place.entry((f.rule, f.part.clone())).or_default();
+        *n += 1;
+        if *n > MAX_FINDINGS_PER_RULE && f.edit.is_none() {
+            return;
+        }
         self.findings.push(f);
     }
 }

@@ -329,9 +329,13 @@ fn check_location_field(cx: &mut Context, idx: usize, fi: usize) {
     let f = &e.fields[fi];
     let raw = msg.value(e, f);
     let loc = parse_location(raw);
-    let ctl = raw
-        .iter()
-        .any(|&b| (b < 0x20 && !matches!(b, b'\t' | b'\r' | b'\n')) || b == 0x7f);
+    // CR LF and LF are folding; a CR on its own is not a line break (RFC 5322 §2.3)
+    // but a control character inside the value.
+    let ctl = raw.iter().enumerate().any(|(i, &b)| match b {
+        b'\t' | b'\n' => false,
+        b'\r' => raw.get(i + 1) != Some(&b'\n'),
+        _ => b < 0x20 || b == 0x7f,
+    });
     let eight = raw.iter().any(|&b| b >= 0x80);
     if loc.interior_space || ctl || eight {
         let what: Vec<&str> = [
@@ -559,6 +563,19 @@ mod tests {
         );
         assert!(has(
             "Content-Location: http://x/a\n b.gif (comment)\n\nx\n",
+            Rule::LocationIllegalChars
+        )
+        .is_empty());
+        // A bare CR is a control character; CR LF folding is not.
+        assert_eq!(
+            has(
+                "Content-Location: http://x/a\rb.gif\n\nx\n",
+                Rule::LocationIllegalChars
+            ),
+            ["0"]
+        );
+        assert!(has(
+            "Content-Location: http://x/a\r\n b.gif\r\n\r\nx\r\n",
             Rule::LocationIllegalChars
         )
         .is_empty());

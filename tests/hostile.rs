@@ -1,0 +1,481 @@
+//! Hostile mail: inputs built to exhaust a parser (deep nesting, huge part counts, giant
+//! lines, millions of fields, broken boundaries, NUL, bare CR, bad charsets, giant URLs,
+//! endless RFC 2231 continuations, encoded words where none belong).
+//!
+//! Each one goes through the engine (check, fix, re-check with the fix invariants of
+//! `common::fix_and_verify`) under a per-thread allocation meter, and through the real
+//! daemon, which must still answer with a verdict and pass the message on whole.
+//!
+//! Time bounds are deliberately generous (a loaded 2-core CI machine, debug build): they
+//! catch a hang or a quadratic blow-up, not a slow day.
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+use mimeref_milter::engine::{self, Analysis, Limits, Options, Rule};
+
+// ---------------------------------------------------------------------------------------
+// A per-thread allocation meter: the engine is synchronous, so what the test thread
+// allocates while it runs is what the engine needs for that input.
+
+struct Meter;
+
+thread_local! {
+    static LIVE: Cell<isize> = const { Cell::new(0) };
+    static PEAK: Cell<isize> = const { Cell::new(0) };
+}
+
+fn track(delta: isize) {
+    // try_with: the allocator is also called while thread-locals are torn down.
+    let _ = LIVE.try_with(|l| {
+        let now = l.get() + delta;
+        l.set(now);
+        let _ = PEAK.try_with(|p| {
+            if now > p.get() {
+                p.set(now)
+            }
+        });
+    });
+}
+
+unsafe impl GlobalAlloc for Meter {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            track(layout.size() as isize);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) };
+        track(-(layout.size() as isize));
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            track(new_size as isize - layout.size() as isize);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static METER: Meter = Meter;
+
+/// Runs `f` and returns its result with the peak number of octets it held at once.
+fn metered<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    let base = LIVE.with(Cell::get);
+    PEAK.with(|p| p.set(base));
+    let out = f();
+    let peak = PEAK.with(Cell::get) - base;
+    (out, peak.max(0) as usize)
+}
+
+/// Generous: catches a hang or a quadratic algorithm, not a slow machine.
+const TIME_BOUND: Duration = Duration::from_secs(60);
+
+/// Memory the engine may use for an input of `len` octets: a small multiple of the input
+/// (the scan keeps offsets, decoded copies and one edited value per field) plus slack.
+fn memory_bound(len: usize) -> usize {
+    12 * len + 64 * 1024 * 1024
+}
+
+/// Check, fix, re-check: bounded time and memory, fix invariants kept, and the findings
+/// list stays proportionate (a million fields must not give a million findings).
+fn engine_run(name: &str, raw: &[u8], opts: &Options) -> Analysis {
+    let t = Instant::now();
+    let ((_, analysis), peak) = metered(|| common::fix_and_verify(name, raw, opts));
+    let took = t.elapsed();
+    eprintln!(
+        "{name}: {} octets, {} findings, {:?}, peak {} KiB",
+        raw.len(),
+        analysis.findings.len(),
+        took,
+        peak / 1024
+    );
+    assert!(took < TIME_BOUND, "{name}: took {took:?}");
+    assert!(
+        peak < memory_bound(raw.len()),
+        "{name}: peak allocation {peak} octets for {} octets of input",
+        raw.len()
+    );
+    assert!(
+        analysis.findings.len() <= opts.limits.max_parts * 4 + 64,
+        "{name}: {} findings",
+        analysis.findings.len()
+    );
+    analysis
+}
+
+fn fired(a: &Analysis, rule: Rule) -> bool {
+    a.findings.iter().any(|f| f.rule == rule)
+}
+
+fn rules(a: &Analysis) -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = a.findings.iter().map(|f| f.rule.id()).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+fn assert_fires(name: &str, a: &Analysis, rule: Rule) {
+    assert!(
+        fired(a, rule),
+        "{name}: expected {rule}, got {:?}",
+        rules(a)
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// The hostile messages. Each generator returns LF-terminated bytes.
+
+const TOP: &str = "From: a@example.org\nTo: b@example.net\nSubject: hostile\nMIME-Version: 1.0\n";
+
+fn deep_multipart(levels: usize) -> Vec<u8> {
+    let mut head = String::from(TOP);
+    let mut tail = String::new();
+    for i in 0..levels {
+        let b = format!("d{i}");
+        head.push_str(&format!(
+            "Content-Type: multipart/mixed; boundary=\"{b}\"\n\n--{b}\n"
+        ));
+        tail = format!("\n--{b}--\n{tail}");
+    }
+    head.push_str("Content-Type: text/plain\n\nbottom");
+    head.push_str(&tail);
+    head.into_bytes()
+}
+
+fn deep_rfc822(levels: usize) -> Vec<u8> {
+    let mut out = String::from(TOP);
+    for _ in 0..levels {
+        out.push_str("Content-Type: message/rfc822\n\nSubject: inner\n");
+    }
+    out.push_str("Content-Type: text/plain\n\nbottom\n");
+    out.into_bytes()
+}
+
+fn many_parts(n: usize, ctype: &str) -> Vec<u8> {
+    let mut out = format!("{TOP}Content-Type: {ctype}; boundary=\"p\"\n\n");
+    out.reserve(n * 80);
+    for i in 0..n {
+        out.push_str(&format!(
+            "--p\nContent-Type: text/plain\nContent-ID: <p{i}@example.org>\n\npart {i}\n"
+        ));
+    }
+    out.push_str("--p--\n");
+    out.into_bytes()
+}
+
+fn giant_line(field: &str, prefix: &str, octets: usize) -> Vec<u8> {
+    let mut out = format!("{TOP}{field}: {prefix}").into_bytes();
+    out.resize(out.len() + octets, b'a');
+    out.extend_from_slice(b"\nContent-Type: text/plain\n\nbody\n");
+    out
+}
+
+fn many_fields(n: usize, line: &str) -> Vec<u8> {
+    let mut out = String::with_capacity(TOP.len() + n * (line.len() + 1) + 64);
+    out.push_str(TOP);
+    for _ in 0..n {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push_str("Content-Type: text/plain\n\nbody\n");
+    out.into_bytes()
+}
+
+fn extbody(url_params: &str) -> Vec<u8> {
+    format!(
+        "{TOP}Content-Type: message/external-body; access-type=URL;\n {url_params}\n\n\
+         Content-Type: text/plain\nContent-ID: <ext@example.org>\n\n"
+    )
+    .into_bytes()
+}
+
+fn long_url(octets: usize) -> Vec<u8> {
+    let mut url = String::from("http://example.org/");
+    while url.len() < octets {
+        url.push_str("abcdefghij/");
+    }
+    extbody(&format!("URL=\"{url}\""))
+}
+
+fn continuations(n: usize) -> Vec<u8> {
+    let mut p = String::new();
+    p.push_str("URL*0=\"http://example.org/\"");
+    for i in 1..n {
+        p.push_str(&format!(";\n URL*{i}=\"s{i}/\""));
+    }
+    extbody(&p)
+}
+
+/// Boundaries that are prefixes of one another: `--b` must not end the part delimited
+/// by `--bb`, and `--bb` must not end the outer one. The duplicate Content-ID is only
+/// found when both levels are split right.
+fn prefix_boundaries() -> Vec<u8> {
+    format!(
+        "{TOP}Content-Type: multipart/related; boundary=\"b\"; type=\"multipart/related\"\n\n\
+         --b\nContent-Type: multipart/related; boundary=\"bb\"; type=\"text/plain\"\n\n\
+         --bb\nContent-Type: text/plain\nContent-ID: <same@example.org>\n\n--bbb is not a delimiter\n\
+         --bb\nContent-Type: text/plain\nContent-ID: <same@example.org>\n\n--b-- inside is text\n\
+         --bb--\n\
+         --b\nContent-Type: text/plain\n\nlast\n--b--\n"
+    )
+    .into_bytes()
+}
+
+/// No boundary parameter: nothing can be split, the multipart is read as one opaque
+/// body (the catalogue has no rule for it; see SECURITY.md).
+fn no_boundary() -> Vec<u8> {
+    format!(
+        "{TOP}Content-Type: multipart/related; type=\"text/html\"; start=\"<a@b>\"\n\n\
+         --\n--x\nContent-ID: <a@b>\n\n--x--\n"
+    )
+    .into_bytes()
+}
+
+fn nul_bytes() -> Vec<u8> {
+    let mut m = format!(
+        "{TOP}Content-Type: multipart/related; boundary=\"n\0n\"\n\n--n\0n\n\
+         Content-Type: text/html\nContent-Location: http://example.org/\0a\n\n\
+         <img src=\"cid:x\0y@example.org\">\0\n--n\0n--\n"
+    )
+    .into_bytes();
+    m.extend_from_slice(b"\0\0\0");
+    m
+}
+
+fn bare_cr() -> Vec<u8> {
+    // A bare CR is not a line break (RFC 5322 §2.3): the fields around it are one line,
+    // and a CR inside a Content-Location is a CTL there.
+    b"From: a@example.org\rX-Smuggled: yes\nTo: b@example.net\nMIME-Version: 1.0\n\
+         Content-Type: multipart/related; boundary=\"r\"; type=\"text/html\"\n\n\
+         --r\rContent-Type: text/plain\r\n\
+         --r\nContent-Type: text/html\nContent-Location: http://example.org/a\rb.html\n\n\
+         <img src=\"cid:nowhere@example.org\">\r\r\n--r--\r"
+        .to_vec()
+}
+
+fn bad_charsets() -> Vec<u8> {
+    let mut m = format!(
+        "{TOP}Content-Type: multipart/related; boundary=\"c\"; type=\"text/html\"\n\n\
+         --c\nContent-Type: text/html; charset=x-no-such-charset\n\
+         Content-Location: =?x-bogus?B?!!!?= =?utf-8?Q?=FF=FE?=\n\n\
+         <img src=\"cid:missing@example.org\">"
+    )
+    .into_bytes();
+    // Invalid UTF-8 in the body, in a header value and in a URL.
+    m.extend_from_slice(b"\xff\xfe\xc3\x28 <a href=\"\xe2\x82\">\n");
+    m.extend_from_slice(b"--c\nContent-Type: text/html; charset=\"utf-8\"\nContent-Location: http://ex\xffample.org/\xc3\x28\n");
+    m.extend_from_slice(b"Content-Base: \xf0\x28\x8c\x28\n\n<img src=\"\xfe\xfe\">\n--c--\n");
+    m
+}
+
+/// RFC 2557 §8.2 resolution decodes RFC 2047 words first: the encoded `pic.png` and
+/// the plain one are the same location, which only decoding can tell.
+fn encoded_location() -> Vec<u8> {
+    format!(
+        "{TOP}Content-Type: multipart/related; boundary=\"e\"; type=\"text/html\"\n\n\
+         --e\nContent-Type: text/html\n\
+         Content-Location: =?utf-8?Q?http://example.org/caf=C3=A9.html?=\n\n\
+         <img src=\"pic.png\">\n\
+         --e\nContent-Type: image/png\nContent-Location: =?iso-8859-1?B?cGljLnBuZw==?=\n\nPNG\n\
+         --e\nContent-Type: image/png\nContent-Location: pic.png\n\nPNG\n\
+         --e\nContent-Type: image/png\nContent-Location: =?x-no-such?Q?=FF=?= =?utf-8?B?!!?=\n\nPNG\n--e--\n"
+    )
+    .into_bytes()
+}
+
+// ---------------------------------------------------------------------------------------
+// Engine
+
+fn opts() -> Options {
+    Options::default()
+}
+
+#[test]
+fn nesting_10_000_deep() {
+    let a = engine_run("deep multipart", &deep_multipart(10_000), &opts());
+    assert_fires("deep multipart", &a, Rule::MimeDepthExceeded);
+    let a = engine_run("deep rfc822", &deep_rfc822(10_000), &opts());
+    assert_fires("deep rfc822", &a, Rule::MimeDepthExceeded);
+    // The ceiling the configuration allows must hold too.
+    let o = Options {
+        limits: Limits {
+            max_depth: 1_000,
+            ..Limits::default()
+        },
+        ..Options::default()
+    };
+    let a = engine_run(
+        "deep multipart, max_depth 1000",
+        &deep_multipart(10_000),
+        &o,
+    );
+    assert_fires(
+        "deep multipart, max_depth 1000",
+        &a,
+        Rule::MimeDepthExceeded,
+    );
+    let a = engine_run("deep rfc822, max_depth 1000", &deep_rfc822(10_000), &o);
+    assert_fires("deep rfc822, max_depth 1000", &a, Rule::MimeDepthExceeded);
+}
+
+#[test]
+fn a_100_000_part_message() {
+    let m = many_parts(100_000, "multipart/mixed");
+    let a = engine_run("100k parts", &m, &opts());
+    assert_fires("100k parts", &a, Rule::MimePartsExceeded);
+    // With the limit raised past the count, every part is analysed: the rules that
+    // compare parts with one another must stay linear.
+    let o = Options {
+        limits: Limits {
+            max_parts: 200_000,
+            ..Limits::default()
+        },
+        ..Options::default()
+    };
+    let related = many_parts(100_000, "multipart/related; type=\"text/plain\"");
+    let a = engine_run("100k related parts", &related, &o);
+    assert!(!fired(&a, Rule::MimePartsExceeded));
+    assert!(!fired(&a, Rule::RelatedCidDuplicate), "{:?}", rules(&a));
+}
+
+#[test]
+fn a_10_mb_header_line() {
+    const MB10: usize = 10 * 1024 * 1024;
+    let a = engine_run("10 MB Subject", &giant_line("Subject", "", MB10), &opts());
+    assert_fires("10 MB Subject", &a, Rule::HeaderLineTooLong);
+    let a = engine_run(
+        "10 MB Content-Type",
+        &giant_line("Content-Type", "multipart/related; boundary=", MB10),
+        &opts(),
+    );
+    assert_fires("10 MB Content-Type", &a, Rule::HeaderLineTooLong);
+    let a = engine_run(
+        "10 MB Content-Location",
+        &giant_line("Content-Location", "http://example.org/", MB10),
+        &opts(),
+    );
+    assert_fires("10 MB Content-Location", &a, Rule::HeaderLineTooLong);
+}
+
+#[test]
+fn a_million_header_fields() {
+    let a = engine_run(
+        "1M Received",
+        &many_fields(1_000_000, "Received: from x"),
+        &opts(),
+    );
+    assert!(a.findings.len() <= 4, "{:?}", rules(&a));
+    let a = engine_run(
+        "1M Content-Location",
+        &many_fields(1_000_000, "Content-Location: http://example.org/x"),
+        &opts(),
+    );
+    assert_fires("1M Content-Location", &a, Rule::LocationMultiple);
+    // Several Content-IDs in one heading are no rule of the catalogue; a bad one is.
+    let a = engine_run(
+        "1M Content-ID",
+        &many_fields(1_000_000, "Content-ID: <x@@example.org>"),
+        &opts(),
+    );
+    assert_fires("1M Content-ID", &a, Rule::ContentIdSyntax);
+    // Listed up to the per-rule cap, the rest counted on the last one listed.
+    let syntax: Vec<_> = a
+        .findings
+        .iter()
+        .filter(|f| f.rule == Rule::ContentIdSyntax)
+        .collect();
+    assert_eq!(syntax.len(), engine::MAX_FINDINGS_PER_RULE);
+    assert!(
+        syntax[syntax.len() - 1].message.ends_with(&format!(
+            "(and {} more like it, not listed)",
+            1_000_000 - engine::MAX_FINDINGS_PER_RULE
+        )),
+        "{}",
+        syntax[syntax.len() - 1].message
+    );
+}
+
+#[test]
+fn multipart_without_boundary() {
+    let m = no_boundary();
+    let (fixed, _) = common::fix_and_verify("no boundary", &m, &opts());
+    assert!(fixed == m);
+    let parsed = engine::mime::Message::parse(&m, &Limits::default());
+    assert_eq!(parsed.entities.len(), 1, "split without a boundary");
+    // An empty boundary is no boundary either.
+    let empty = String::from_utf8(m)
+        .unwrap()
+        .replace("start=", "boundary=\"\"; start=");
+    let parsed = engine::mime::Message::parse(empty.as_bytes(), &Limits::default());
+    assert_eq!(parsed.entities.len(), 1, "split on an empty boundary");
+    engine_run("empty boundary", empty.as_bytes(), &opts());
+}
+
+#[test]
+fn boundaries_that_are_prefixes_of_each_other() {
+    let m = prefix_boundaries();
+    let a = engine_run("prefix boundaries", &m, &opts());
+    assert_fires("prefix boundaries", &a, Rule::RelatedCidDuplicate);
+    let parsed = engine::mime::Message::parse(&m, &Limits::default());
+    // Top, the inner multipart, its two parts, and the outer last part.
+    assert_eq!(parsed.entities.len(), 5, "boundaries split wrongly");
+}
+
+#[test]
+fn nul_bytes_bare_cr_and_bad_charsets() {
+    let a = engine_run("NUL", &nul_bytes(), &opts());
+    assert!(!a.findings.is_empty(), "NUL: {:?}", rules(&a));
+    let a = engine_run("bare CR", &bare_cr(), &opts());
+    assert_fires("bare CR", &a, Rule::LocationIllegalChars);
+    assert_fires("bare CR", &a, Rule::RelatedRefDangling);
+    let a = engine_run("bad charsets", &bad_charsets(), &opts());
+    assert!(!a.findings.is_empty(), "bad charsets: {:?}", rules(&a));
+    for f in &a.findings {
+        // Messages go to logs and report headers: never raw control characters.
+        assert!(
+            !f.message.chars().any(|c| c.is_control()),
+            "control character in finding message {:?}",
+            f.message
+        );
+    }
+}
+
+#[test]
+fn a_50_000_octet_url() {
+    let a = engine_run("50k URL", &long_url(50_000), &opts());
+    assert_fires("50k URL", &a, Rule::ExtbodyUrlWordTooLong);
+    assert!(a.findings.iter().all(|f| f.message.len() < 1000));
+}
+
+#[test]
+fn ten_thousand_rfc2231_continuations() {
+    let a = engine_run("10k continuations", &continuations(10_000), &opts());
+    assert_fires("10k continuations", &a, Rule::ExtbodyUrlContinuation);
+    let o = Options {
+        normalize_url_continuations: true,
+        ..Options::default()
+    };
+    let a = engine_run("10k continuations, normalised", &continuations(10_000), &o);
+    assert_fires(
+        "10k continuations, normalised",
+        &a,
+        Rule::ExtbodyUrlContinuation,
+    );
+}
+
+#[test]
+fn encoded_words_in_content_location() {
+    let a = engine_run("RFC 2047 Content-Location", &encoded_location(), &opts());
+    assert_fires(
+        "RFC 2047 Content-Location",
+        &a,
+        Rule::RelatedLocationDuplicate,
+    );
+}
