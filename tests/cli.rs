@@ -170,3 +170,35 @@ fn version_and_help() {
     let o = run(&["check", "--help"]);
     assert!(stdout(&o).contains("--format"));
 }
+
+#[test]
+fn check_actions_lists_every_rewrite_and_strip() {
+    let dir = std::env::temp_dir().join(format!("mimeref-cli-url-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("c.toml");
+    std::fs::write(
+        &cfg,
+        "[schemes]\nstrip_denied = true\n[[rewrite]]\nscheme = \"http\"\ntemplate = \"https://{authority}{path}{query}\"\n",
+    )
+    .unwrap();
+    let msg =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/milter/url-policy-nested.eml");
+    let o = run(&[
+        "check",
+        "--actions",
+        "--config",
+        cfg.to_str().unwrap(),
+        msg.to_str().unwrap(),
+    ]);
+    let out = stdout(&o);
+    assert!(
+        out.contains("\nrewrite: 2.1 extbody-url-rewritten <http://files.example.com/report.pdf> -> <https://files.example.com/report.pdf>\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\nstrip: 2.2 extbody-url-scheme-denied <javascript:alert(document.cookie)> -> stripped\n"),
+        "{out}"
+    );
+    assert!(out.contains("replace_body: yes"), "{out}");
+    std::fs::remove_dir_all(&dir).ok();
+}
