@@ -811,14 +811,16 @@ impl Validator<'_> {
             rl.max_depth,
             "[limits] max_depth",
             1,
-            10_000,
+            // Part paths grow with depth, so their total grows with its square.
+            1_000,
             d.max_depth as i64,
         ) as usize;
         let max_parts = self.int(
             rl.max_parts,
             "[limits] max_parts",
             1,
-            10_000_000,
+            // About 700 octets of bookkeeping per part at most: under 1 GB.
+            1_000_000,
             d.max_parts as i64,
         ) as usize;
         let oversize_action = match rl.oversize_action {
