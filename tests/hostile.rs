@@ -479,3 +479,142 @@ fn encoded_words_in_content_location() {
         Rule::RelatedLocationDuplicate,
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Through the daemon: the same messages as an MTA hands them over. Each must end with an
+// explicit verdict, and a replaced body must be exactly the engine's fix of the message
+// (nothing lost, nothing cut).
+
+mod milter_util;
+
+use indymilter_test::Status;
+use milter_util::{connect, header_changes, replaced_body, send, Envelope, Milter};
+use mimeref_milter::config::Config;
+use mimeref_milter::policy::Direction;
+
+/// Splits a hostile message into header fields and body as an MTA would pass them:
+/// header values cannot carry NUL (C strings in the milter protocol), so NULs in the
+/// heading are dropped; LF-only lines become CRLF in the body.
+fn as_mta_sends(raw: &[u8]) -> Eml {
+    let sep = memchr::memmem::find(raw, b"\n\n").map_or(raw.len(), |n| n + 1);
+    let heading: Vec<u8> = raw[..sep].iter().copied().filter(|&b| b != 0).collect();
+    let mut headers: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    for line in heading.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        match (line[0], line.iter().position(|&b| b == b':')) {
+            (b' ' | b'\t', _) if !headers.is_empty() => {
+                let last = headers.len() - 1;
+                headers[last].1.push(b'\n');
+                headers[last].1.extend_from_slice(line);
+            }
+            (_, Some(c)) if c > 0 => headers.push((line[..c].to_vec(), line[c + 1..].to_vec())),
+            _ => {}
+        }
+    }
+    let body = raw.get(sep + 1..).unwrap_or_default();
+    Eml {
+        headers,
+        body: milter_util::crlf(body),
+    }
+}
+
+use milter_util::Eml;
+
+/// The message as the daemon buffers it (see `session.rs`).
+fn as_buffered(m: &Eml) -> Vec<u8> {
+    let mut raw = Vec::new();
+    for (n, v) in &m.headers {
+        raw.extend_from_slice(n);
+        raw.push(b':');
+        raw.extend_from_slice(v);
+        raw.extend_from_slice(b"\r\n");
+    }
+    raw.extend_from_slice(b"\r\n");
+    raw.extend_from_slice(&m.body);
+    raw
+}
+
+async fn through_milter(m: &Milter, cfg: &Config, name: &str, raw: &[u8]) -> Status {
+    let eml = as_mta_sends(raw);
+    let t = Instant::now();
+    let mut c = m.conn().await;
+    connect(&mut c, "192.0.2.1", None).await;
+    let env = Envelope {
+        queue_id: Some("HOSTILE"),
+        auth: None,
+    };
+    let (actions, status) = send(&mut c, &env, &eml).await;
+    c.close().await.unwrap();
+    eprintln!("milter {name}: {status:?} in {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < TIME_BOUND,
+        "{name}: milter took {:?}",
+        t.elapsed()
+    );
+    // Default policy: nothing here is rejected or tempfailed, the message passes.
+    assert!(
+        matches!(status, Status::Accept | Status::Continue),
+        "{name}: {status:?}"
+    );
+    let buffered = as_buffered(&eml);
+    let incomplete = buffered.len() > cfg.limits.max_message_size
+        || buffered.len() - eml.body.len() > cfg.max_header_size;
+    match replaced_body(&actions) {
+        Some(body) => {
+            assert!(
+                !incomplete,
+                "{name}: body of an incomplete message replaced"
+            );
+            let (fixed, _) = engine::fix(&buffered, &cfg.engine_options(Direction::Inbound));
+            let sep = memchr::memmem::find(&fixed, b"\r\n\r\n").unwrap() + 4;
+            assert!(body == fixed[sep..], "{name}: replaced body is not the fix");
+        }
+        None => {
+            for (field, _, v) in header_changes(&actions) {
+                let v = v.unwrap_or_default();
+                assert!(
+                    !v.contains(&0) && !v.contains(&b'\r'),
+                    "{name}: change of {field} carries CR or NUL"
+                );
+            }
+        }
+    }
+    status
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_mail_gets_a_verdict_from_the_daemon() {
+    let m = Milter::start("hostile", "").await;
+    let cfg = Config::builtin();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("deep multipart", deep_multipart(10_000)),
+        ("deep rfc822", deep_rfc822(10_000)),
+        ("100k parts", many_parts(100_000, "multipart/mixed")),
+        // One header packet stays under the protocol's 1 MB; a longer line is a
+        // protocol fault (tests/milter_faults.rs).
+        ("1 MB Subject", giant_line("Subject", "", 1_000_000)),
+        (
+            "1 MB Content-Location",
+            giant_line("Content-Location", "http://example.org/", 1_000_000),
+        ),
+        // Past max_header_size: oversize, passed on untouched.
+        ("100k fields", many_fields(100_000, "Received: from x")),
+        ("no boundary", no_boundary()),
+        ("prefix boundaries", prefix_boundaries()),
+        ("NUL", nul_bytes()),
+        ("bare CR", bare_cr()),
+        ("bad charsets", bad_charsets()),
+        ("50k URL", long_url(50_000)),
+        ("10k continuations", continuations(10_000)),
+        ("RFC 2047 Content-Location", encoded_location()),
+        // A 10 MB body line.
+        ("10 MB body", {
+            let mut v = no_boundary();
+            v.resize(v.len() + 10 * 1024 * 1024, b'x');
+            v
+        }),
+    ];
+    for (name, raw) in &cases {
+        through_milter(&m, &cfg, name, raw).await;
+    }
+    m.stop().await;
+}

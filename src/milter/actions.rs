@@ -216,6 +216,15 @@ pub fn plan_received(
     for e in edits {
         if e.field.top_level {
             match header_value(&e.replacement, heading.fold_eol) {
+                Ok(value) if e.field.name.len() + value.len() + 6 > MAX_PACKET => {
+                    // The whole message would tempfail on the write error, again at each
+                    // retry: leave the field as it is and say so instead.
+                    plan.notes.push(format!(
+                        "{} (part 0): not sent: {} octets do not fit in one milter packet",
+                        e.field.name,
+                        value.len()
+                    ))
+                }
                 Ok(value) => {
                     plan.header_changes.push(HeaderChange {
                         name: e.field.name.as_bytes().to_vec(),
@@ -304,6 +313,10 @@ fn report_value(plan: &Plan) -> String {
     }
     v
 }
+
+/// Largest milter packet payload (libmilter and indymilter: 1 MiB - 1). A
+/// change_header carries a 4-octet index, the name, the value and two NULs.
+const MAX_PACKET: usize = 1024 * 1024 - 1;
 
 /// Changed references listed in the report header, and characters of each URL there.
 const REPORT_CHANGES: usize = 3;
