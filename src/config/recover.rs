@@ -147,7 +147,8 @@ mod tests {
             errors.iter().map(|e| &e.message).collect::<Vec<_>>()
         );
         let v = value.expect("what is left deserializes");
-        assert!(v.a.is_none() && v.inner.as_ref().unwrap().n.is_none());
+        let inner = v.inner.as_ref().unwrap();
+        assert!(v.a.is_none() && inner.n.is_none() && inner.list.is_none());
     }
 
     #[test]
