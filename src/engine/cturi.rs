@@ -94,13 +94,7 @@ impl fmt::Display for CturiError {
 impl std::error::Error for CturiError {}
 
 fn clip(s: &str) -> String {
-    if s.chars().count() > 80 {
-        let mut t: String = s.chars().take(77).collect();
-        t.push_str("...");
-        t
-    } else {
-        s.to_string()
-    }
+    super::excerpt(s.as_bytes())
 }
 
 /// The characters of §4 plus `"` and 8-bit octets (none can stand in a token).

@@ -136,7 +136,7 @@ fn check_entity(cx: &mut Context, idx: usize) {
                     path,
                     format!(
                         "access-type={access} stands for a {scheme}: URL, a scheme denied by the scheme policy: {}",
-                        shown(u)
+                        super::excerpt(u)
                     ),
                 );
                 if let Some(i) = strip {
@@ -151,7 +151,7 @@ fn check_entity(cx: &mut Context, idx: usize) {
                 path,
                 format!(
                     "access-type={} is not one of RFC 2046 §5.2.3 or RFC 2017 (FTP, ANON-FTP, TFTP, LOCAL-FILE, MAIL-SERVER, URL): passed through untouched",
-                    shown(access.as_bytes())
+                    super::excerpt(access.as_bytes())
                 ),
             ));
         }
@@ -172,7 +172,7 @@ fn check_encoding(cx: &mut Context, e: &Entity) {
     let cte = cx
         .msg
         .field(e, "content-transfer-encoding")
-        .map(|f| shown(cx.msg.value(e, f).trim_ascii()))
+        .map(|f| super::excerpt(cx.msg.value(e, f).trim_ascii()))
         .unwrap_or_default();
     cx.report(Finding::new(
         Rule::ExtbodyBadEncoding,
@@ -210,7 +210,7 @@ fn check_phantom(cx: &mut Context, e: &Entity, access: Option<&str>) {
                 &e.path,
                 format!(
                     "access-type=URL with a phantom body that is not blank (RFC 2017 §3(3): should be left blank): {}",
-                    shown(&body[start..end])
+                    super::excerpt(&body[start..end])
                 ),
             ));
         }
@@ -258,8 +258,8 @@ fn check_url(
             rule: Rule::ExtbodyUrlConflict,
             message: format!(
                 "the URL parameters give different URLs: {} and {} (RFC 2231 §3 reassembly vs RFC 2017 §3.1)",
-                shown(&urls[0]),
-                shown(other)
+                super::excerpt(&urls[0]),
+                super::excerpt(other)
             ),
             cured_by_rewrite: false,
         });
@@ -274,7 +274,7 @@ fn check_url(
                 rule: Rule::ExtbodyUrlUnquoted,
                 message: format!(
                     "URL parameter is not a quoted-string (RFC 2017 §3.1: the quotes are always required): {}",
-                    shown(&value[p.span.clone()])
+                    super::excerpt(&value[p.span.clone()])
                 ),
                 cured_by_rewrite: true,
             });
@@ -289,7 +289,7 @@ fn check_url(
                 message: format!(
                     "URL-word of {} octets (RFC 2017 §3.1(2): at most 40): {}",
                     w.len(),
-                    shown(w)
+                    super::excerpt(w)
                 ),
                 cured_by_rewrite: true,
             });
@@ -309,7 +309,7 @@ fn check_url(
             message: format!(
                 "URL given as RFC 2231 parameters ({}) rather than the RFC 2017 URL=\"…\" form: {}",
                 names.join(", "),
-                shown(&url)
+                super::excerpt(&url)
             ),
             cured_by_rewrite: normalize,
         });
@@ -321,7 +321,7 @@ fn check_url(
             rule: Rule::ExtbodyUrlUnencoded,
             message: format!(
                 "URL holds unencoded {what} (RFC 2017 §3.1(1): SP, CTLs, '\"', '\\' and 8-bit octets must be %-encoded): {}",
-                shown(&url)
+                super::excerpt(&url)
             ),
             // Only a rewrite of the form the URL was read from repairs it.
             cured_by_rewrite: cont_url.is_none() || normalize,
@@ -340,7 +340,7 @@ fn check_url(
             rule: Rule::ExtbodyUrlInvalid,
             message: format!(
                 "URL is not an absolute URI (RFC 3986 §4.3){why}: {}",
-                shown(&encoded)
+                super::excerpt(&encoded)
             ),
             cured_by_rewrite: false,
         });
@@ -351,7 +351,7 @@ fn check_url(
                 rule: Rule::ExtbodyUrlNotRetrieval,
                 message: format!(
                     "{scheme}: URLs retrieve nothing (RFC 2017 §2: only URLs that retrieve something may be used): {}",
-                    shown(&encoded)
+                    super::excerpt(&encoded)
                 ),
                 cured_by_rewrite: false,
             });
@@ -361,7 +361,7 @@ fn check_url(
                 rule: Rule::ExtbodyUrlSchemeDenied,
                 message: format!(
                     "URL scheme {scheme}: is denied by the scheme policy: {}",
-                    shown(&encoded)
+                    super::excerpt(&encoded)
                 ),
                 cured_by_rewrite: false,
             });
@@ -385,8 +385,8 @@ fn check_url(
                             message: format!(
                                 "{} rewrites the URL {} to {}",
                                 rw.rule,
-                                shown(&encoded),
-                                shown(rw.url.as_bytes())
+                                super::excerpt(&encoded),
+                                super::excerpt(rw.url.as_bytes())
                             ),
                             cured_by_rewrite: true,
                         });
@@ -397,8 +397,8 @@ fn check_url(
                         message: format!(
                             "{} would rewrite the URL {} to {}, which {why}: URL left as is",
                             rw.rule,
-                            shown(&encoded),
-                            shown(rw.url.as_bytes())
+                            super::excerpt(&encoded),
+                            super::excerpt(rw.url.as_bytes())
                         ),
                         cured_by_rewrite: false,
                     }),
@@ -494,7 +494,10 @@ fn legacy_convert(
     let Some(url) = url else {
         return out;
     };
-    let equivalent = format!(" (equivalent: access-type=URL; URL=\"{}\")", shown(&url));
+    let equivalent = format!(
+        " (equivalent: access-type=URL; URL=\"{}\")",
+        super::excerpt(&url)
+    );
     if !cx.opts.legacy_to_url {
         out.note = equivalent;
         return out;
@@ -515,8 +518,8 @@ fn legacy_convert(
                         format!(
                             "{} rewrites the URL {} (from access-type={access}) to {}",
                             rw.rule,
-                            shown(&url),
-                            shown(rw.url.as_bytes())
+                            super::excerpt(&url),
+                            super::excerpt(rw.url.as_bytes())
                         ),
                     ));
                     target = rw.url;
@@ -528,8 +531,8 @@ fn legacy_convert(
                         format!(
                             "{} would rewrite the URL {} (from access-type={access}) to {}, which {why}: not rewritten",
                             rw.rule,
-                            shown(&url),
-                            shown(rw.url.as_bytes())
+                            super::excerpt(&url),
+                            super::excerpt(rw.url.as_bytes())
                         ),
                     ))
                 }
@@ -579,7 +582,7 @@ fn legacy_convert(
     out.rewritten = out.rewritten.take().map(|f| f.with_edit(i));
     out.note = format!(
         ": converted to access-type=URL; URL=\"{}\"",
-        shown(target.as_bytes())
+        super::excerpt(target.as_bytes())
     );
     out.edit = Some(i);
     out
@@ -740,7 +743,7 @@ fn stop_note(ct: &ContentType, value: &[u8]) -> String {
     match ct.trailing {
         Some(t) if t < value.len() => format!(
             "; the parameter list is unreadable from {} (missing ';'?)",
-            shown(&value[t..])
+            super::excerpt(&value[t..])
         ),
         _ => String::new(),
     }
@@ -800,37 +803,6 @@ pub fn legacy_url(access: &str, ct: &ContentType) -> Option<Vec<u8>> {
         _ => {}
     }
     Some(url)
-}
-
-/// A value for a message: lossy UTF-8, folding whitespace collapsed to one SP, other
-/// controls escaped, cut at 80 characters.
-fn shown(v: &[u8]) -> String {
-    let text = String::from_utf8_lossy(v);
-    let mut out = String::new();
-    let mut n = 0;
-    let mut blank = false;
-    for ch in text.chars() {
-        if n == 80 {
-            out.push('…');
-            break;
-        }
-        if matches!(ch, ' ' | '\t' | '\r' | '\n') {
-            blank = true;
-            continue;
-        }
-        if blank && n > 0 {
-            out.push(' ');
-            n += 1;
-        }
-        blank = false;
-        if ch.is_control() {
-            out.extend(ch.escape_default());
-        } else {
-            out.push(ch);
-        }
-        n += 1;
-    }
-    out
 }
 
 #[cfg(test)]

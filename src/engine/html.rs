@@ -408,13 +408,7 @@ fn lookup(set: &IdSet, r: &IdRef) -> Option<(usize, Match)> {
 }
 
 fn clip(s: &str) -> String {
-    if s.chars().count() > 80 {
-        let mut t: String = s.chars().take(77).collect();
-        t.push_str("...");
-        t
-    } else {
-        s.to_string()
-    }
+    super::excerpt(s.as_bytes())
 }
 
 fn tried(r: &IdRef) -> String {
@@ -517,7 +511,7 @@ fn check_message_id(cx: &mut Context, heading: usize) {
                 &e.path,
                 format!(
                     "Message-ID \"{}\", which mid: URLs in this message refer to, is not a msg-id <left@right>: {} (RFC 5322 §3.6.4, RFC 2392 §2)",
-                    super::ids::excerpt(v),
+                    super::excerpt(v),
                     why.describe()
                 ),
             ));

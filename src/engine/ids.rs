@@ -161,23 +161,6 @@ pub fn addr_spec(value: &[u8]) -> Vec<u8> {
     v
 }
 
-/// Abbreviates a header value for a finding message: lossy UTF-8, line breaks removed,
-/// at most about 80 characters.
-pub fn excerpt(v: &[u8]) -> String {
-    let s: String = String::from_utf8_lossy(v)
-        .chars()
-        .filter(|&c| c != '\r' && c != '\n')
-        .collect();
-    let s = s.trim();
-    if s.chars().count() > 80 {
-        let mut t: String = s.chars().take(77).collect();
-        t.push('…');
-        t
-    } else {
-        s.to_string()
-    }
-}
-
 fn is_atext(b: u8) -> bool {
     ATEXT[b as usize]
 }
@@ -302,7 +285,7 @@ fn check_syntax(cx: &mut Context) {
                     &e.path,
                     format!(
                         "Content-ID \"{}\" is not a msg-id <left@right>: {} (RFC 5322 §3.6.4, RFC 2045 §7)",
-                        excerpt(v),
+                        super::excerpt(v),
                         why.describe()
                     ),
                 ));
@@ -363,7 +346,7 @@ fn check_duplicates(cx: &mut Context) {
                     &msg.entities[o].path,
                     format!(
                         "Content-ID <{}> is also on part {other}; Content-IDs must be unique in the message except among alternatives (RFC 2045 §7, RFC 2392 §2)",
-                        excerpt(&id)
+                        super::excerpt(&id)
                     ),
                 ));
             }

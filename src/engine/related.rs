@@ -19,8 +19,9 @@
 use std::collections::HashMap;
 
 use super::cid::{IdRef, Match};
+use super::excerpt;
 use super::fold;
-use super::ids::{addr_spec, excerpt};
+use super::ids::addr_spec;
 use super::mime::{Entity, Kind, Message};
 use super::params::ContentType;
 use super::resolve::{self, parse_location};
