@@ -283,7 +283,8 @@ pub fn plan_received(
     }
     if let Some(name) = &cfg.report_header {
         if plan.verdict != Action::Ignore || cfg.report_always {
-            plan.report = Some((name.clone(), report_value(&plan)));
+            let value = fold_report(name.len(), &report_value(&plan));
+            plan.report = Some((name.clone(), value));
         }
     }
     plan
@@ -312,6 +313,40 @@ fn report_value(plan: &Plan) -> String {
         ));
     }
     v
+}
+
+/// Folds a report header value so that no line passes 78 octets (RFC 5322 §2.1.1):
+/// a line break goes before a space or after a comma. Folds are `\n` + SP, as both
+/// MTAs expect in milter header values (tests/mta/QUIRKS.md).
+fn fold_report(name_len: usize, value: &str) -> String {
+    const LINE: usize = 78;
+    let mut pieces: Vec<&str> = Vec::new();
+    let mut start = 0;
+    for (i, c) in value.char_indices() {
+        if c == ' ' && i > start {
+            pieces.push(&value[start..i]);
+            start = i;
+        } else if c == ',' {
+            pieces.push(&value[start..=i]);
+            start = i + 1;
+        }
+    }
+    pieces.push(&value[start..]);
+    let mut out = String::with_capacity(value.len() + value.len() / 32);
+    let mut line = name_len + 1;
+    for piece in pieces.into_iter().filter(|p| !p.is_empty()) {
+        if line + piece.len() > LINE && !out.trim().is_empty() {
+            out.push('\n');
+            line = 0;
+            if !piece.starts_with(' ') {
+                out.push(' ');
+                line = 1;
+            }
+        }
+        out.push_str(piece);
+        line += piece.len();
+    }
+    out
 }
 
 /// Largest milter packet payload (libmilter and indymilter: 1 MiB - 1). A
@@ -631,6 +666,22 @@ mod tests {
     }
 
     #[test]
+    fn report_header_lines_stay_within_78_octets() {
+        let rules: Vec<&str> = Rule::ALL.iter().map(|r| r.id()).collect();
+        let value = format!(" fix; rules={}; fixed={}; changed=2.1 extbody-url-rewritten <http://a.example/{}> -> <https://a.example/x>", rules.join(","), rules.join(","), "p".repeat(50));
+        let folded = fold_report("X-MIMERef".len(), &value);
+        assert!(value.len() > 998);
+        let mut lines = folded.split('\n');
+        assert!("X-MIMERef:".len() + lines.next().unwrap().len() <= 78);
+        for l in lines {
+            assert!(l.len() <= 78 && l.starts_with(' '), "{l:?}");
+        }
+        // A fold before a space is just a line break; one after a comma adds a SP.
+        assert_eq!(folded.replace(",\n ", ",").replace('\n', ""), value);
+        assert_eq!(fold_report(9, " ok"), " ok");
+    }
+
+    #[test]
     fn default_policy_fixes_and_reports() {
         let p = plan(&cfg(""), Direction::Inbound, &analysis(), RAW, false);
         assert_eq!(p.verdict, Action::Fix);
@@ -666,7 +717,7 @@ mod tests {
         assert_eq!(name, "X-MIMERef");
         assert_eq!(
             value,
-            " fix; rules=extbody-url-word-too-long,header-line-too-long,related-cid-duplicate; fixed=extbody-url-word-too-long,header-line-too-long"
+            " fix; rules=extbody-url-word-too-long,header-line-too-long,\n related-cid-duplicate; fixed=extbody-url-word-too-long,header-line-too-long"
         );
         assert_eq!(p.edits(), 2);
         let shown = p.to_string();

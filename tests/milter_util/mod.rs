@@ -227,13 +227,19 @@ pub fn header_changes(a: &EomActions) -> Vec<(String, i32, Option<Vec<u8>>)> {
         .collect()
 }
 
-/// The value of the added report header, if any.
+/// The value of the added report header, if any, unfolded (the daemon folds it at 78
+/// octets: before a space, or after a comma with an added SP).
 pub fn report(a: &EomActions, name: &str) -> Option<String> {
     a.actions.iter().find_map(|act| match act {
         indymilter_test::EomAction::AddHeader { name: n, value }
             if n.to_bytes() == name.as_bytes() =>
         {
-            Some(value.to_string_lossy().into_owned())
+            let v = value.to_string_lossy();
+            assert!(
+                v.split('\n').all(|l| l.len() <= 78),
+                "report header line over 78 octets: {v:?}"
+            );
+            Some(v.replace(",\n ", ",").replace('\n', ""))
         }
         _ => None,
     })
