@@ -137,7 +137,8 @@ async fn legacy_top_level_conversion_by_change_header() {
     let rep = report(&actions, "X-MIMERef").unwrap();
     assert!(rep.contains("fixed=extbody-legacy-access-type"), "{rep}");
     assert!(
-        rep.contains("changed=0 extbody-legacy-access-type <ftp://ftp.example.org/pub/file.tar;type=i> -> <ftp://ftp.example.org/pub/file.tar;type=i>"),
+        rep.contains("changed=0 extbody-legacy-access-type <access-type=ANON-FTP;site=")
+            && rep.contains("> -> <ftp://ftp.example.org/pub/file.tar;type=i>"),
         "{rep}"
     );
 }

@@ -574,7 +574,17 @@ fn legacy_convert(
         new_value,
         Rule::ExtbodyLegacyAccessType,
     );
-    let ch = rewrite::change(Rule::ExtbodyLegacyAccessType, &url, Some(target.as_bytes()));
+    // The old side of the record is the legacy reference as written, not its URL form.
+    let mut legacy: Vec<u8> = value[ap.span.clone()].to_vec();
+    for p in &targets {
+        legacy.extend_from_slice(b";");
+        legacy.extend_from_slice(&value[p.span.clone()]);
+    }
+    let ch = rewrite::change(
+        Rule::ExtbodyLegacyAccessType,
+        &legacy,
+        Some(target.as_bytes()),
+    );
     cx.edits.set_change(i, ch);
     if out.rewritten.is_some() {
         cx.edits.also_fixes(i, Rule::ExtbodyUrlRewritten);
@@ -1295,7 +1305,16 @@ mod tests {
         let a = check(raw.as_bytes(), &legacy_opts());
         let ch = a.edits[0].change.clone().unwrap();
         assert_eq!(ch.rule, Rule::ExtbodyLegacyAccessType);
-        assert_eq!(ch.new.as_deref(), Some(ch.old.as_str()));
+        // Old: the legacy reference as written; new: the URL it became.
+        assert!(
+            ch.old.starts_with("access-type=ANON-FTP;site="),
+            "{}",
+            ch.old
+        );
+        assert_eq!(
+            ch.new.as_deref(),
+            Some("ftp://ftp.example/%2Fpub/my%20dir/a%3Bb.tar;type=i")
+        );
     }
 
     #[test]
