@@ -1,0 +1,109 @@
+//! The engine on messages spelled in a small RFC 822 / MIME alphabet: each input byte
+//! picks a token (field names, parameters, boundaries, delimiters, URLs, HTML), so the
+//! fuzzer reaches deep structure far sooner than with raw bytes.
+#![no_main]
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use libfuzzer_sys::fuzz_target;
+use mimeref_milter::engine::Options;
+
+const TOKENS: &[&[u8]] = &[
+    b"\n",
+    b"\n",
+    b"\r\n",
+    b"\r",
+    b" ",
+    b"\t",
+    b":",
+    b";",
+    b"=",
+    b"\"",
+    b"\\",
+    b"(",
+    b")",
+    b"<",
+    b">",
+    b"@",
+    b"--",
+    b"--b",
+    b"--b--",
+    b"--bb",
+    b"\n\n",
+    b"x",
+    b"a",
+    b"%",
+    b"Content-Type: ",
+    b"Content-ID: ",
+    b"Content-Location: ",
+    b"Content-Base: ",
+    b"Content-Transfer-Encoding: ",
+    b"MIME-Version: 1.0\n",
+    b"DKIM-Signature: v=1\n",
+    b"multipart/related",
+    b"multipart/mixed",
+    b"multipart/signed",
+    b"multipart/digest",
+    b"message/rfc822",
+    b"message/external-body",
+    b"text/html",
+    b"text/plain",
+    b"image/gif",
+    b"application/octet-stream",
+    b"base64",
+    b"quoted-printable",
+    b"; boundary=b",
+    b"; boundary=\"bb\"",
+    b"; type=\"text/html\"",
+    b"; start=\"<a@b>\"",
+    b"; access-type=URL",
+    b"; access-type=anon-ftp",
+    b"; site=x; name=y",
+    b"; URL=\"http://example.org/",
+    b"; URL*0=\"http://",
+    b"; URL*1=\"x/\"",
+    b"; URL*=utf-8''%41",
+    b"; charset=utf-8",
+    b"; charset=x-bogus",
+    b"<a@b>",
+    b"<b@a>",
+    b"cid:a@b",
+    b"cid:a%40b",
+    b"mid:m@x/a@b",
+    b"http://x/a.gif",
+    b"a.gif",
+    b"../",
+    b"./",
+    b"thismessage:/",
+    b"ContentType:text/plain",
+    b"ContentType:multipart/related;boundary=b",
+    b"<img src=\"",
+    b"<a href=\"",
+    b"<base href=\"http://x/\">",
+    b"\">",
+    b"<html>",
+    b"=?utf-8?Q?",
+    b"=?x?B?",
+    b"?=",
+    b"=\n",
+    b"=3D",
+    b"QUJD",
+    b"\0",
+    b"\xff",
+    b"\xc3\xa9",
+];
+
+fuzz_target!(|data: &[u8]| {
+    let mut raw = Vec::with_capacity(data.len() * 8);
+    for &b in data {
+        raw.extend_from_slice(TOKENS[b as usize % TOKENS.len()]);
+    }
+    common::fix_and_verify("fuzz rfc822", &raw, &Options::default());
+    let normalize = Options {
+        normalize_url_continuations: true,
+        fix_signed: true,
+        ..Options::default()
+    };
+    common::fix_and_verify("fuzz rfc822 normalize", &raw, &normalize);
+});

@@ -1,0 +1,27 @@
+//! The Content-Type / RFC 2231 parameter parser on arbitrary values, with every accessor.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use mimeref_milter::engine::params::{self, ContentType};
+
+fuzz_target!(|data: &[u8]| {
+    let ct = ContentType::parse(data);
+    let strict = ct.strict();
+    for view in [&ct, &strict] {
+        let _ = view.essence();
+        let _ = view.is_clean();
+        let _ = view.is_multipart();
+        for p in &view.params {
+            let _ = view.get(&p.name);
+            let _ = view.get_str(&p.name);
+            let _ = view.extended(&p.name);
+            let _ = view.pieces(&p.name).count();
+        }
+        let _ = view.get("url");
+        let _ = view.get("boundary");
+    }
+    // The strict view stops at the first defect: never more parameters than lenient.
+    assert!(strict.params.len() <= ct.params.len());
+    let _ = params::percent_decode(data);
+    let _ = params::skip_cfws(data, 0);
+});
