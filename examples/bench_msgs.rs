@@ -21,6 +21,27 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             };
             let big = args.iter().any(|a| a == "--big");
+            // `--only NAME[,NAME]`: just those (e.g. attach-20m for the memory bench).
+            let only: Option<Vec<&str>> = args
+                .iter()
+                .position(|a| a == "--only")
+                .and_then(|i| args.get(i + 1))
+                .map(|l| l.split(',').collect());
+            if let Some(names) = only {
+                for name in names {
+                    let Some(raw) = gen::named(name) else {
+                        eprintln!("no message named {name}");
+                        return ExitCode::from(2);
+                    };
+                    let path = format!("{dir}/{name}.eml");
+                    if let Err(e) = std::fs::write(&path, &raw) {
+                        eprintln!("{path}: {e}");
+                        return ExitCode::from(1);
+                    }
+                    println!("{path} {}", raw.len());
+                }
+                return ExitCode::SUCCESS;
+            }
             if let Err(e) = std::fs::create_dir_all(dir) {
                 eprintln!("{dir}: {e}");
                 return ExitCode::from(1);

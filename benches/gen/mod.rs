@@ -338,6 +338,7 @@ pub fn named(name: &str) -> Option<Vec<u8>> {
         "headers-5000" => many_headers(5000),
         "parts-10000" => many_parts(10_000),
         "attach-2m" => attachment(2 << 20),
+        "attach-20m" => attachment(20 << 20),
         "attach-50m" => attachment(50 << 20),
         "attach-200m" => attachment(200 << 20),
         _ => return None,

@@ -1,11 +1,21 @@
 //! One MTA connection: a plain state machine that accumulates the message within the
 //! configured limits and, at end of message, analyses it and hands the plan to
 //! `actions`. No socket in here, so it can be driven directly.
+//!
+//! Memory: a message is kept in memory up to [`SPILL_AT`] octets; beyond that it goes
+//! to an unlinked temporary file, so that many large messages trickling in over slow
+//! SMTP sessions cost disk cache, not daemon memory. Only at end of message is a spilled
+//! message read back whole (the engine works on one contiguous buffer), and at most
+//! one spilled message per CPU is read back at a time, so the daemon's peak is the
+//! small messages in flight plus a few times the largest message.
 
 use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use indymilter::{ContextActions, SetErrorReply, Status};
@@ -32,12 +42,52 @@ impl Drop for InFlight {
     }
 }
 
+/// Messages larger than this go to a temporary file while they are received.
+pub const SPILL_AT: usize = 4 << 20;
+
+/// Read-backs of spilled messages at the same time (one per CPU): each needs the whole
+/// message in memory while the engine runs.
+fn read_back_permits() -> &'static tokio::sync::Semaphore {
+    static PERMITS: OnceLock<tokio::sync::Semaphore> = OnceLock::new();
+    PERMITS.get_or_init(|| {
+        let n = std::thread::available_parallelism().map_or(2, |n| n.get());
+        tokio::sync::Semaphore::new(n)
+    })
+}
+
+/// An unlinked temporary file in `dir`: it disappears with its last handle, whatever
+/// happens to the daemon.
+fn spill_file(dir: &std::path::Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let path = dir.join(format!(
+        ".mimeref-milter-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)?;
+    std::fs::remove_file(&path)?;
+    Ok(f)
+}
+
 /// The message being received.
 #[derive(Debug)]
 struct Message {
     /// Header fields as received (`name:value CRLF`, the value with its leading space and
-    /// embedded line breaks as the MTA sent them), the empty line, then the body.
+    /// embedded line breaks as the MTA sent them), the empty line, then the body. Empty
+    /// once the message has spilled.
     raw: Vec<u8>,
+    /// The same bytes in a temporary file once the message passed `spill_at`.
+    spill: Option<File>,
+    /// Octets buffered (in `raw` or in `spill`).
+    len: usize,
+    /// Spilling failed once for this message: keep the rest in memory.
+    no_spill: bool,
     header_octets: usize,
     /// Every octet the MTA sent, buffered or not.
     octets: u64,
@@ -47,6 +97,61 @@ struct Message {
     _in_flight: InFlight,
 }
 
+impl Message {
+    /// Appends buffered octets, spilling to a file past `spill_at`. A failing file write
+    /// ends buffering (the message is then analysed as far as it was kept, like one over
+    /// the size limit) rather than losing the message.
+    fn append(&mut self, bytes: &[u8], spill_at: usize, dir: &std::path::Path) {
+        if self.spill.is_none() && !self.no_spill && self.len + bytes.len() > spill_at {
+            match spill_file(dir).and_then(|mut f| f.write_all(&self.raw).map(|()| f)) {
+                Ok(f) => {
+                    self.spill = Some(f);
+                    self.raw = Vec::new();
+                }
+                Err(e) => {
+                    self.no_spill = true;
+                    warn!(
+                        "cannot spill a large message to {}: {e}; keeping it in memory",
+                        dir.display()
+                    );
+                }
+            }
+        }
+        match self.spill.as_mut() {
+            Some(f) => match f.write_all(bytes) {
+                Ok(()) => self.len += bytes.len(),
+                Err(e) => {
+                    warn!("writing a spilled message: {e}; the rest is not analysed");
+                    self.incomplete = true;
+                }
+            },
+            None => {
+                self.raw.extend_from_slice(bytes);
+                self.len += bytes.len();
+            }
+        }
+    }
+}
+
+/// Every buffered octet in one buffer: `raw`, or the spill file read back whole.
+fn read_back(raw: Vec<u8>, spill: Option<File>, len: usize) -> io::Result<Vec<u8>> {
+    let Some(mut f) = spill else {
+        return Ok(raw);
+    };
+    let mut v = Vec::new();
+    v.try_reserve_exact(len)
+        .map_err(|e| io::Error::new(io::ErrorKind::OutOfMemory, e.to_string()))?;
+    f.seek(SeekFrom::Start(0))?;
+    f.take(len as u64).read_to_end(&mut v)?;
+    if v.len() != len {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "spilled message shorter than written",
+        ));
+    }
+    Ok(v)
+}
+
 /// Per-connection state, with the configuration snapshot taken when the MTA connected.
 #[derive(Debug)]
 pub struct Session {
@@ -54,6 +159,9 @@ pub struct Session {
     pub client_addr: Option<IpAddr>,
     in_flight: Arc<AtomicUsize>,
     message: Option<Message>,
+    /// Where a message spills and from which size (tests lower it).
+    spill_at: usize,
+    spill_dir: PathBuf,
 }
 
 /// What end of message did, for the caller's log and metrics.
@@ -74,6 +182,8 @@ impl Session {
             client_addr: None,
             in_flight,
             message: None,
+            spill_at: SPILL_AT,
+            spill_dir: std::env::temp_dir(),
         }
     }
 
@@ -85,6 +195,9 @@ impl Session {
     pub fn mail(&mut self) {
         self.message = Some(Message {
             raw: Vec::new(),
+            spill: None,
+            len: 0,
+            no_spill: false,
             header_octets: 0,
             octets: 0,
             incomplete: false,
@@ -108,46 +221,57 @@ impl Session {
     pub fn header(&mut self, name: &[u8], value: &[u8]) {
         let max_msg = self.config.limits.max_message_size;
         let max_hdr = self.config.max_header_size;
-        let m = self.message();
+        let (m, spill_at, dir) = self.receiving();
         let len = name.len() + 1 + value.len() + 2;
         m.octets += len as u64;
         if m.incomplete {
             return;
         }
-        if m.header_octets + len > max_hdr || m.raw.len() + len > max_msg {
+        if m.header_octets + len > max_hdr || m.len + len > max_msg {
             // A field is never cut in half: the heading stays a valid prefix, so the
             // indices of the fields before the cut are still right.
             m.incomplete = true;
             return;
         }
         m.header_octets += len;
-        m.raw.extend_from_slice(name);
-        m.raw.push(b':');
-        m.raw.extend_from_slice(value);
-        m.raw.extend_from_slice(b"\r\n");
+        let mut field = Vec::with_capacity(len);
+        field.extend_from_slice(name);
+        field.push(b':');
+        field.extend_from_slice(value);
+        field.extend_from_slice(b"\r\n");
+        m.append(&field, spill_at, dir);
     }
 
     pub fn eoh(&mut self) {
-        let m = self.message();
+        let (m, spill_at, dir) = self.receiving();
         m.octets += 2;
         if !m.incomplete {
-            m.raw.extend_from_slice(b"\r\n");
+            m.append(b"\r\n", spill_at, dir);
         }
     }
 
     pub fn body(&mut self, chunk: &[u8]) {
         let max_msg = self.config.limits.max_message_size;
-        let m = self.message();
+        let (m, spill_at, dir) = self.receiving();
         m.octets += chunk.len() as u64;
         if m.incomplete {
             return;
         }
-        let room = max_msg.saturating_sub(m.raw.len());
+        let room = max_msg.saturating_sub(m.len);
         if chunk.len() > room {
-            m.raw.extend_from_slice(&chunk[..room]);
+            m.append(&chunk[..room], spill_at, dir);
             m.incomplete = true;
         } else {
-            m.raw.extend_from_slice(chunk);
+            m.append(chunk, spill_at, dir);
+        }
+    }
+
+    /// The message being received with where it may spill.
+    fn receiving(&mut self) -> (&mut Message, usize, &std::path::Path) {
+        self.message();
+        match self.message.as_mut() {
+            Some(m) => (m, self.spill_at, &self.spill_dir),
+            None => unreachable!("message started above"),
         }
     }
 
@@ -163,7 +287,7 @@ impl Session {
         actions: &impl ContextActions,
         reply: &mut impl SetErrorReply,
     ) -> Result<Outcome, String> {
-        let m = match self.message.take() {
+        let mut m = match self.message.take() {
             Some(m) => m,
             None => {
                 return Err("end of message without a message".into());
@@ -190,15 +314,28 @@ impl Session {
         let octets = m.octets;
         let incomplete = m.incomplete;
         if incomplete {
-            opts.octets_not_given = octets.saturating_sub(m.raw.len() as u64).max(1);
+            opts.octets_not_given = octets.saturating_sub(m.len as u64).max(1);
         }
         let started = m.started;
-        let raw = m.raw;
         let dry_run = cfg.dry_run;
         let cfg2 = cfg.clone();
+        // A spilled message waits for a read-back slot: that is what bounds memory.
+        let _permit = if m.spill.is_some() {
+            Some(
+                read_back_permits()
+                    .acquire()
+                    .await
+                    .map_err(|e| format!("read-back slot: {e}"))?,
+            )
+        } else {
+            None
+        };
         // Analysis is CPU work on up to max_message_size octets: keep it off the
         // reactor. A panic in there becomes an error, never a lost connection.
+        let (kept, spill, len) = (std::mem::take(&mut m.raw), m.spill.take(), m.len);
         let (plan, findings) = tokio::task::spawn_blocking(move || {
+            let raw = read_back(kept, spill, len)
+                .map_err(|e| format!("reading back the spilled message: {e}"))?;
             let analysis = engine::check(&raw, &opts);
             let plan = actions::plan_received(
                 &cfg2,
@@ -208,10 +345,10 @@ impl Session {
                 dry_run,
                 Received { incomplete },
             );
-            (plan, analysis.findings)
+            Ok::<_, String>((plan, analysis.findings))
         })
         .await
-        .map_err(|e| format!("analysis failed: {e}"))?;
+        .map_err(|e| format!("analysis failed: {e}"))??;
         for n in &plan.notes {
             warn!("{queue_id}: {n}");
         }
@@ -311,6 +448,70 @@ mod tests {
         assert!(m.incomplete);
         assert_eq!(m.raw.len(), 40);
         assert_eq!(m.octets, 18 + 60);
+    }
+
+    fn feed(s: &mut Session) -> Vec<u8> {
+        s.mail();
+        s.header(b"Subject", b" a message that spills");
+        s.eoh();
+        for i in 0..50u8 {
+            s.body(&[b'a' + i % 26; 1000]);
+        }
+        let mut want = b"Subject: a message that spills\r\n\r\n".to_vec();
+        for i in 0..50u8 {
+            want.extend_from_slice(&[b'a' + i % 26; 1000]);
+        }
+        want
+    }
+
+    #[test]
+    fn large_messages_spill_to_a_file_and_read_back_byte_exactly() {
+        let mut s = session(1 << 20);
+        s.spill_at = 10_000;
+        let want = feed(&mut s);
+        let m = s.message.as_mut().unwrap();
+        assert!(m.spill.is_some(), "over spill_at the bytes go to a file");
+        assert!(
+            m.raw.is_empty() && m.raw.capacity() == 0,
+            "and leave memory"
+        );
+        assert_eq!((m.len, m.incomplete), (want.len(), false));
+        let got = read_back(std::mem::take(&mut m.raw), m.spill.take(), m.len).unwrap();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn spilled_messages_still_stop_at_the_size_limit() {
+        let mut s = session(20_000);
+        s.spill_at = 10_000;
+        let want = feed(&mut s);
+        let m = s.message.as_mut().unwrap();
+        assert!(m.incomplete);
+        assert_eq!(m.len, 20_000);
+        assert_eq!(m.octets, want.len() as u64);
+        let got = read_back(std::mem::take(&mut m.raw), m.spill.take(), m.len).unwrap();
+        assert_eq!(got, want[..20_000]);
+    }
+
+    #[test]
+    fn a_spill_directory_that_fails_keeps_the_message_in_memory() {
+        let mut s = session(1 << 20);
+        s.spill_at = 10_000;
+        s.spill_dir = PathBuf::from("/nonexistent/mimeref-milter-test");
+        let want = feed(&mut s);
+        let m = s.message.as_ref().unwrap();
+        assert!(m.spill.is_none() && m.no_spill);
+        assert_eq!(m.raw, want);
+        assert!(!m.incomplete);
+    }
+
+    #[test]
+    fn small_messages_stay_in_memory() {
+        let mut s = session(1 << 20);
+        let want = feed(&mut s);
+        let m = s.message.as_ref().unwrap();
+        assert!(m.spill.is_none());
+        assert_eq!(m.raw, want);
     }
 
     #[test]
