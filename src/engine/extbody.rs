@@ -301,7 +301,21 @@ fn check_url(
             plain_needs_rewrite = true;
         }
     }
-    let normalize = cx.opts.normalize_url_continuations && !pieces.is_empty();
+    // Pieces given twice (two `URL*0`, or `URL*` beside `URL*0`), written after a missing
+    // `;`, or beside text the parser could not read: what a reader reassembles is a guess,
+    // and rewriting would leave the unread text behind (found by fuzzing). Report only.
+    let ambiguous = {
+        let mut sections: Vec<Option<u32>> = pieces.iter().map(|p| p.section).collect();
+        sections.sort_unstable();
+        let n = sections.len();
+        sections.dedup();
+        let unsectioned_and_sectioned = sections.len() > 1 && sections.contains(&None);
+        sections.len() != n
+            || unsectioned_and_sectioned
+            || pieces.iter().any(|p| p.after_defect)
+            || ct.trailing.is_some()
+    };
+    let normalize = cx.opts.normalize_url_continuations && !pieces.is_empty() && !ambiguous;
     if !pieces.is_empty() {
         let names: Vec<String> = pieces.iter().map(|p| piece_name(value, p)).collect();
         found.push(UrlFinding {
@@ -419,7 +433,13 @@ fn check_url(
     let wanted = normalize || plain_needs_rewrite || over_long || rewritten.is_some();
     let write_url: &[u8] = rewritten.as_ref().map_or(&encoded, |u| u.as_bytes());
     let mut edit = None;
-    if can_edit && conflict.is_none() && wanted && !targets.is_empty() {
+    let pieces_targeted = targets.iter().any(|t| t.section.is_some() || t.extended);
+    if can_edit
+        && conflict.is_none()
+        && wanted
+        && !targets.is_empty()
+        && !(ambiguous && pieces_targeted)
+    {
         let new_value = rewrite(value, &targets, write_url, name_len, e.eol(), None, None);
         let first_rule = found
             .iter()
@@ -1009,6 +1029,32 @@ mod tests {
             )
         );
         assert!(found(&out, &opts).is_empty());
+    }
+
+    #[test]
+    fn ambiguous_continuations_are_not_normalised() {
+        // Found by fuzzing: `URL*` beside `URL*0`, an unterminated quoted-string and
+        // text after it. The rewrite removed the pieces but left the unread text, and
+        // the next pass found continuations again (fix not idempotent).
+        let raw = "Content-Type: message/external-body; access-type=URL; URL*=utf-8''%41; charset=utf-8; URL*0=\"http://; URL*0=\"http://; URL*=utf-8''%41; URL*0=\"http://; URL*0=\"http://";
+        let opts = Options {
+            normalize_url_continuations: true,
+            ..Options::default()
+        };
+        let (fixed, a) = crate::engine::fix(raw.as_bytes(), &opts);
+        assert!(a
+            .findings
+            .iter()
+            .any(|f| f.rule == Rule::ExtbodyUrlContinuation && !f.fixable));
+        assert_eq!(fixed, raw.as_bytes());
+        // Two URL*0 sections, well formed otherwise: which one counts is a guess.
+        let twice = "Content-Type: message/external-body; access-type=URL;\n URL*0=\"http://a/\"; URL*0=\"http://b/\"\n\nContent-ID: <x@y>\n\n";
+        let (fixed, _) = crate::engine::fix(twice.as_bytes(), &opts);
+        assert_eq!(fixed, twice.as_bytes());
+        // The plain case still normalises.
+        let plain = "Content-Type: message/external-body; access-type=URL;\n URL*0=\"http://a/\"; URL*1=\"b\"\n\nContent-ID: <x@y>\n\n";
+        let (fixed, _) = crate::engine::fix(plain.as_bytes(), &opts);
+        assert!(String::from_utf8_lossy(&fixed).contains("URL=\"http://a/b\""));
     }
 
     #[test]
