@@ -132,7 +132,7 @@ async fn run(addr: &str, m: &Split, per: usize) -> Result<(), String> {
         for chunk in m.body.chunks(65535) {
             match c.body(chunk.to_vec()).await.map_err(e("body"))? {
                 Status::Skip => break,
-                Status::Continue => {}
+                Status::Continue | Status::Noreply => {}
                 other => return Err(format!("body: {other:?}")),
             }
         }

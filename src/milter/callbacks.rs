@@ -82,6 +82,10 @@ fn handle_negotiate(
     // Skip the stages without callbacks only where the MTA can; always keep the leading
     // space of header values.
     cx.requested_opts = (cx.requested_opts & mta_opts) | ProtoOpts::LEADING_SPACE;
+    let noreply = noreply_stages() && mta_opts.contains(NOREPLY);
+    if noreply {
+        cx.requested_opts |= NOREPLY;
+    }
     let mut connect = String::from("{client_addr}");
     if !cfg.outbound_daemons.is_empty() {
         connect.push_str(" {daemon_name}");
@@ -97,8 +101,34 @@ fn handle_negotiate(
             cx.requested_macros.insert(stage, c);
         }
     }
-    cx.data = Some(Session::new(cfg, shared.in_flight.clone()));
+    let mut session = Session::new(cfg, shared.in_flight.clone());
+    session.noreply = noreply;
+    cx.data = Some(session);
     Box::pin(async { Status::Continue })
+}
+
+/// The stages that never change the outcome: with "no reply" negotiated the MTA streams
+/// them without waiting, one round trip per message instead of one per header field and
+/// body chunk. MAIL keeps its reply: it tempfails new transactions during shutdown.
+const NOREPLY: ProtoOpts = ProtoOpts::NOREPLY_CONNECT
+    .union(ProtoOpts::NOREPLY_HEADER)
+    .union(ProtoOpts::NOREPLY_EOH)
+    .union(ProtoOpts::NOREPLY_BODY);
+
+/// `MIMEREF_MILTER_NOREPLY=1` negotiates no-reply stages (off by default: on TCP the MTA's
+/// back-to-back writes then meet Nagle and delayed ACK; see BENCHMARKS.md).
+fn noreply_stages() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("MIMEREF_MILTER_NOREPLY").is_ok_and(|v| v == "1"))
+}
+
+/// What a stage that only accumulates answers.
+fn next(s: Option<&Session>) -> Status {
+    if s.is_some_and(|s| s.noreply) {
+        Status::Noreply
+    } else {
+        Status::Continue
+    }
 }
 
 fn handle_connect(cx: &mut Context<Session>, info: SocketInfo) -> CallbackFuture<'_> {
@@ -109,7 +139,8 @@ fn handle_connect(cx: &mut Context<Session>, info: SocketInfo) -> CallbackFuture
     if let Some(s) = cx.data.as_mut() {
         s.connect(addr);
     }
-    Box::pin(async { Status::Continue })
+    let st = next(cx.data.as_ref());
+    Box::pin(async move { st })
 }
 
 fn handle_mail(shared: Arc<Shared>, cx: &mut Context<Session>) -> CallbackFuture<'_> {
@@ -128,21 +159,24 @@ fn handle_header(cx: &mut Context<Session>, name: CString, value: CString) -> Ca
         // Bytes as sent: non-UTF-8 header bytes must come through unchanged.
         s.header(name.as_bytes(), value.as_bytes());
     }
-    Box::pin(async { Status::Continue })
+    let st = next(cx.data.as_ref());
+    Box::pin(async move { st })
 }
 
 fn handle_eoh(cx: &mut Context<Session>) -> CallbackFuture<'_> {
     if let Some(s) = cx.data.as_mut() {
         s.eoh();
     }
-    Box::pin(async { Status::Continue })
+    let st = next(cx.data.as_ref());
+    Box::pin(async move { st })
 }
 
 fn handle_body(cx: &mut Context<Session>, chunk: Bytes) -> CallbackFuture<'_> {
     if let Some(s) = cx.data.as_mut() {
         s.body(&chunk);
     }
-    Box::pin(async { Status::Continue })
+    let st = next(cx.data.as_ref());
+    Box::pin(async move { st })
 }
 
 fn handle_eom(cx: &mut EomContext<Session>) -> CallbackFuture<'_> {

@@ -159,6 +159,8 @@ pub struct Session {
     pub client_addr: Option<IpAddr>,
     in_flight: Arc<AtomicUsize>,
     message: Option<Message>,
+    /// "No reply" was negotiated for the stages that only accumulate.
+    pub noreply: bool,
     /// Where a message spills and from which size (tests lower it).
     spill_at: usize,
     spill_dir: PathBuf,
@@ -182,6 +184,7 @@ impl Session {
             client_addr: None,
             in_flight,
             message: None,
+            noreply: false,
             spill_at: SPILL_AT,
             spill_dir: std::env::temp_dir(),
         }
