@@ -405,8 +405,16 @@ fn a_million_header_fields() {
 #[test]
 fn multipart_without_boundary() {
     let m = no_boundary();
-    let (fixed, _) = common::fix_and_verify("no boundary", &m, &opts());
+    let (fixed, analysis) = common::fix_and_verify("no boundary", &m, &opts());
     assert!(fixed == m);
+    assert!(
+        analysis
+            .findings
+            .iter()
+            .any(|f| f.rule == Rule::MimeBoundaryMissing && f.part == "0"),
+        "{:?}",
+        analysis.findings
+    );
     let parsed = engine::mime::Message::parse(&m, &Limits::default());
     assert_eq!(parsed.entities.len(), 1, "split without a boundary");
     // An empty boundary is no boundary either.
@@ -415,7 +423,11 @@ fn multipart_without_boundary() {
         .replace("start=", "boundary=\"\"; start=");
     let parsed = engine::mime::Message::parse(empty.as_bytes(), &Limits::default());
     assert_eq!(parsed.entities.len(), 1, "split on an empty boundary");
-    engine_run("empty boundary", empty.as_bytes(), &opts());
+    let a = engine_run("empty boundary", empty.as_bytes(), &opts());
+    assert!(a
+        .findings
+        .iter()
+        .any(|f| f.rule == Rule::MimeBoundaryMissing));
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! (`header-line-too-long`).
 
 use super::fold;
-use super::mime::Field;
+use super::mime::{Field, Kind};
 use super::{Context, Finding, Rule};
 
 /// RFC 5322 §2.1.1: lines MUST NOT be longer than 998 octets, excluding CRLF.
@@ -34,6 +34,7 @@ pub fn check_limits(cx: &mut Context) {
             ),
         ));
     }
+    check_boundaries(cx);
     let given = msg.len as u64;
     let total = given + cx.opts.octets_not_given;
     if total > limits.max_message_size as u64 || cx.opts.octets_not_given > 0 {
@@ -41,6 +42,38 @@ pub fn check_limits(cx: &mut Context) {
             Rule::MessageTooLarge,
             "0",
             format!("message of {total} octets exceeds the limit of {} octets: analysed the first {given} octets only", limits.max_message_size),
+        ));
+    }
+}
+
+/// `mime-boundary-missing`: a multipart that cannot be split into parts, because it has
+/// no boundary parameter or because no delimiter line of its boundary occurs in its body
+/// (RFC 2046 §5.1.1). Its body is then one opaque block to every reader, so any
+/// references inside it go unchecked.
+fn check_boundaries(cx: &mut Context) {
+    let msg = cx.msg;
+    for e in &msg.entities {
+        if !e.ctype.is_multipart() {
+            continue;
+        }
+        let problem = match &e.kind {
+            Kind::Multipart {
+                no_parts: true,
+                boundary,
+                ..
+            } => {
+                format!(
+                    "no delimiter line --{} occurs in its body",
+                    super::excerpt(boundary)
+                )
+            }
+            Kind::Multipart { .. } => continue,
+            _ => "it has no boundary parameter".to_string(),
+        };
+        cx.report(Finding::new(
+            Rule::MimeBoundaryMissing,
+            &e.path,
+            format!("{} cannot be split into parts: {problem}; its body was not analysed (RFC 2046 §5.1.1)", e.ctype.essence()),
         ));
     }
 }
@@ -176,6 +209,23 @@ mod tests {
             rules(raw.as_bytes(), &Options::default()),
             [("0".to_string(), Rule::HeaderLineTooLong, false)]
         );
+    }
+
+    #[test]
+    fn multipart_without_usable_boundary() {
+        let none = b"Content-Type: multipart/mixed\n\n--x\n\nbody\n--x--\n";
+        assert_eq!(
+            rules(none, &Options::default()),
+            [("0".to_string(), Rule::MimeBoundaryMissing, false)]
+        );
+        let unused = b"Content-Type: multipart/mixed; boundary=abc\n\n--abcd\n\nbody\n";
+        assert_eq!(
+            rules(unused, &Options::default()),
+            [("0".to_string(), Rule::MimeBoundaryMissing, false)]
+        );
+        // A look-alike: boundary present and used, even without a close delimiter.
+        let fine = b"Content-Type: multipart/mixed; boundary=abc\n\n--abc\n\nbody\n";
+        assert!(rules(fine, &Options::default()).is_empty());
     }
 
     #[test]

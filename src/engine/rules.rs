@@ -99,6 +99,7 @@ rules! {
     HeaderLineTooLong = "header-line-too-long", Error, true;
     MimeDepthExceeded = "mime-depth-exceeded", Error, false;
     MimePartsExceeded = "mime-parts-exceeded", Error, false;
+    MimeBoundaryMissing = "mime-boundary-missing", Warning, false;
     MessageTooLarge = "message-too-large", Error, false;
     SignedContent = "signed-content", Info, false;
     // ContentType: URIs (draft-eastlake-cturi)
@@ -129,7 +130,7 @@ mod tests {
             assert!(seen.insert(r.id()), "duplicate id {}", r.id());
             assert_eq!(Rule::from_id(r.id()), Some(r));
         }
-        assert_eq!(Rule::ALL.len(), 38);
+        assert_eq!(Rule::ALL.len(), 39);
         assert_eq!(Rule::from_id("no-such-rule"), None);
     }
 }
