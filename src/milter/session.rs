@@ -173,7 +173,10 @@ pub struct Outcome {
     pub plan: Plan,
     pub findings: Vec<engine::Finding>,
     pub octets: u64,
+    /// From MAIL to the end-of-message reply (includes the SMTP transfer).
     pub millis: u128,
+    /// What end of message itself took: read-back, analysis, plan, actions sent.
+    pub eom_seconds: f64,
     pub status: Status,
 }
 
@@ -290,6 +293,7 @@ impl Session {
         actions: &impl ContextActions,
         reply: &mut impl SetErrorReply,
     ) -> Result<Outcome, String> {
+        let eom_started = Instant::now();
         let mut m = match self.message.take() {
             Some(m) => m,
             None => {
@@ -383,6 +387,7 @@ impl Session {
             findings,
             octets,
             millis,
+            eom_seconds: eom_started.elapsed().as_secs_f64(),
             status,
         };
         log_outcome(&outcome);
