@@ -3,7 +3,7 @@
 #[path = "mta/mod.rs"]
 mod mta;
 
-use mta::probe::{Action, Probe};
+use mta::probe::{self, Action, Probe};
 use mta::Sendmail;
 
 const PLAIN: &[u8] = b"From: Alice <alice@sender.example>
@@ -111,104 +111,33 @@ fn harness_probe_milter_header_semantics() {
     assert!(ins < rcv, "{all}");
 }
 
-const LEADSPC_MSG: &[u8] = b"From: alice@sender.example
-Message-ID: <@ID@>
-X-Spaces:   three
-X-Tab:\ttab
-X-NoSpace:tight
-X-Fold: a
-  b
-
-body
-";
-
-/// With SMFIP_HDR_LEADSPC (what mimeref-milter negotiates) values travel
-/// with all their leading white space, both ways.
-fn leading_space_mode(send: impl FnOnce(&[u8]) -> Vec<u8>, probe: &Probe) {
-    let _ = probe;
-    let out = send(LEADSPC_MSG);
-    let text = String::from_utf8_lossy(&out).into_owned();
-    assert!(text.contains("X-Spaces: one\n"), "{text}");
-    assert!(text.contains("X-Tab:\tnew\n"), "{text}");
-    assert!(text.contains("X-NoSpace:still-tight\n"), "{text}");
-    assert!(text.contains("X-Fold: c\n\td\n"), "{text}");
-    assert!(text.contains("X-Bare:bare\n"), "{text}");
-    assert!(text.contains("X-Added: added\n"), "{text}");
-}
-
-fn leading_space_probe() -> Probe {
-    Probe::start_with(
-        vec![
-            Action::Change("X-Spaces".into(), 1, Some(" one".into())),
-            Action::Change("X-Tab".into(), 1, Some("\tnew".into())),
-            Action::Change("X-NoSpace".into(), 1, Some("still-tight".into())),
-            Action::Change("X-Fold".into(), 1, Some(" c\n\td".into())),
-            Action::Add("X-Bare".into(), "bare".into()),
-            Action::Add("X-Added".into(), " added".into()),
-        ],
-        true,
-    )
-}
-
-fn leading_space_seen(probe: &Probe) {
-    let seen = probe.seen();
-    assert_eq!(seen.len(), 1);
-    let got: Vec<(String, String)> = seen[0]
-        .headers
-        .iter()
-        .filter(|(n, _)| n.starts_with("X-"))
-        .map(|(n, v)| (n.clone(), String::from_utf8_lossy(v).into_owned()))
-        .collect();
-    let want: Vec<(String, String)> = [
-        ("X-Spaces", "   three"),
-        ("X-Tab", "\ttab"),
-        ("X-NoSpace", "tight"),
-        ("X-Fold", " a\n  b"),
-    ]
-    .iter()
-    .map(|(n, v)| (n.to_string(), v.to_string()))
-    .collect();
-    assert_eq!(got, want);
-}
 #[test]
 fn harness_probe_leading_space_mode() {
     if !mta::require_sendmail() {
         return;
     }
-    let probe = leading_space_probe();
+    let probe = probe::leading_space_probe();
     let sm = Sendmail::new(Some(&probe.sendmail_spec()));
-    leading_space_mode(
-        |m| {
-            let m = String::from_utf8_lossy(m).replace("@ID@", "sm-ls-1@sender.example");
-            let r = sm.send(m.as_bytes());
-            assert_eq!(r.code, 250, "{r}");
-            sm.queued()[0].without_trace()
-        },
-        &probe,
-    );
-    leading_space_seen(&probe);
+    probe::leading_space_mode(|m| {
+        let m = String::from_utf8_lossy(m).replace("@ID@", "sm-ls-1@sender.example");
+        let r = sm.send(m.as_bytes());
+        assert_eq!(r.code, 250, "{r}");
+        sm.queued()[0].without_trace()
+    });
+    probe::leading_space_seen(&probe);
 }
 
 // ---------------------------------------------------------------------------
 // mimeref-milter behind Sendmail
 
-use mta::{drop_fields, fixture, with_message_id, Daemon};
+use mta::{drop_fields, Daemon};
 
 fn config(tables: &str) -> String {
     format!("trusted_networks = []\n{tables}")
 }
 
 fn nested() -> (Vec<u8>, Vec<u8>) {
-    (
-        with_message_id(
-            &fixture("extbody/nested-rfc822-mixed.eml"),
-            "sm-nested-1@sender.example",
-        ),
-        with_message_id(
-            &fixture("extbody/nested-rfc822-mixed.fixed.eml"),
-            "sm-nested-1@sender.example",
-        ),
-    )
+    mta::nested_fixture("sm-nested-1@sender.example")
 }
 
 #[test]

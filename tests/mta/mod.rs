@@ -1269,3 +1269,14 @@ pub fn drop_fields(msg: &[u8], name: &str) -> Vec<u8> {
     out.extend_from_slice(&rest);
     out
 }
+
+/// The nested external-body fixture and its expected fold, both with `message_id`.
+pub fn nested_fixture(message_id: &str) -> (Vec<u8>, Vec<u8>) {
+    (
+        with_message_id(&fixture("extbody/nested-rfc822-mixed.eml"), message_id),
+        with_message_id(
+            &fixture("extbody/nested-rfc822-mixed.fixed.eml"),
+            message_id,
+        ),
+    )
+}

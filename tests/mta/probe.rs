@@ -209,3 +209,64 @@ impl Probe {
         super::libmilter_spec(self.port)
     }
 }
+
+// The leading-space scenario both MTAs are held to (tests/mta/QUIRKS.md).
+
+pub const LEADSPC_MSG: &[u8] = b"From: alice@sender.example
+Message-ID: <@ID@>
+X-Spaces:   three
+X-Tab:\ttab
+X-NoSpace:tight
+X-Fold: a
+  b
+
+body
+";
+
+/// With SMFIP_HDR_LEADSPC (what mimeref-milter negotiates) values travel
+/// with all their leading white space, both ways.
+pub fn leading_space_mode(send: impl FnOnce(&[u8]) -> Vec<u8>) {
+    let out = send(LEADSPC_MSG);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    assert!(text.contains("X-Spaces: one\n"), "{text}");
+    assert!(text.contains("X-Tab:\tnew\n"), "{text}");
+    assert!(text.contains("X-NoSpace:still-tight\n"), "{text}");
+    assert!(text.contains("X-Fold: c\n\td\n"), "{text}");
+    assert!(text.contains("X-Bare:bare\n"), "{text}");
+    assert!(text.contains("X-Added: added\n"), "{text}");
+}
+
+pub fn leading_space_probe() -> Probe {
+    Probe::start_with(
+        vec![
+            Action::Change("X-Spaces".into(), 1, Some(" one".into())),
+            Action::Change("X-Tab".into(), 1, Some("\tnew".into())),
+            Action::Change("X-NoSpace".into(), 1, Some("still-tight".into())),
+            Action::Change("X-Fold".into(), 1, Some(" c\n\td".into())),
+            Action::Add("X-Bare".into(), "bare".into()),
+            Action::Add("X-Added".into(), " added".into()),
+        ],
+        true,
+    )
+}
+
+pub fn leading_space_seen(probe: &Probe) {
+    let seen = probe.seen();
+    assert_eq!(seen.len(), 1);
+    let got: Vec<(String, String)> = seen[0]
+        .headers
+        .iter()
+        .filter(|(n, _)| n.starts_with("X-"))
+        .map(|(n, v)| (n.clone(), String::from_utf8_lossy(v).into_owned()))
+        .collect();
+    let want: Vec<(String, String)> = [
+        ("X-Spaces", "   three"),
+        ("X-Tab", "\ttab"),
+        ("X-NoSpace", "tight"),
+        ("X-Fold", " a\n  b"),
+    ]
+    .iter()
+    .map(|(n, v)| (n.to_string(), v.to_string()))
+    .collect();
+    assert_eq!(got, want);
+}
