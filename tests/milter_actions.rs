@@ -10,26 +10,12 @@ use mimeref_milter::config::Config;
 use mimeref_milter::engine;
 use mimeref_milter::policy::Direction;
 
-/// Remote client: inbound unless a test says otherwise.
-const REMOTE: &str = "192.0.2.10";
-
 async fn one(
     name: &str,
     config: &str,
     fixture_name: &str,
 ) -> (indymilter_test::EomActions, Status) {
-    let m = Milter::start(name, config).await;
-    let mut c = m.conn().await;
-    connect(&mut c, REMOTE, None).await;
-    let msg = eml(&fixture(fixture_name));
-    let env = Envelope {
-        queue_id: Some("4ABC123"),
-        auth: None,
-    };
-    let r = send(&mut c, &env, &msg).await;
-    c.close().await.unwrap();
-    m.stop().await;
-    r
+    one_message(name, config, fixture_name, "4ABC123").await
 }
 
 #[tokio::test]

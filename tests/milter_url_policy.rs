@@ -8,8 +8,6 @@ mod milter_util;
 use indymilter_test::Status;
 use milter_util::*;
 
-const REMOTE: &str = "192.0.2.10";
-
 const REWRITE: &str = "[[rewrite]]\nscheme = \"http\"\nhost_suffix = \"example.com\"\ntemplate = \"https://{authority}{path}{query}\"\n";
 
 async fn one(
@@ -17,18 +15,7 @@ async fn one(
     config: &str,
     fixture_name: &str,
 ) -> (indymilter_test::EomActions, Status) {
-    let m = Milter::start(name, config).await;
-    let mut c = m.conn().await;
-    connect(&mut c, REMOTE, None).await;
-    let msg = eml(&fixture(fixture_name));
-    let env = Envelope {
-        queue_id: Some("5URL001"),
-        auth: None,
-    };
-    let r = send(&mut c, &env, &msg).await;
-    c.close().await.unwrap();
-    m.stop().await;
-    r
+    one_message(name, config, fixture_name, "5URL001").await
 }
 
 fn has(hay: &[u8], needle: &str) -> bool {

@@ -197,6 +197,31 @@ pub async fn send_headers(conn: &mut TestConnection, m: &Eml) {
     assert_eq!(conn.eoh().await.unwrap(), Status::Continue);
 }
 
+/// A remote client (192.0.2.10, so inbound unless the config says otherwise).
+pub const REMOTE: &str = "192.0.2.10";
+
+/// One message from a fixture through a fresh daemon on one connection: the
+/// end-of-message actions and the final status.
+pub async fn one_message(
+    name: &str,
+    config: &str,
+    fixture_name: &str,
+    queue_id: &'static str,
+) -> (EomActions, Status) {
+    let m = Milter::start(name, config).await;
+    let mut c = m.conn().await;
+    connect(&mut c, REMOTE, None).await;
+    let msg = eml(&fixture(fixture_name));
+    let env = Envelope {
+        queue_id: Some(queue_id),
+        auth: None,
+    };
+    let r = send(&mut c, &env, &msg).await;
+    c.close().await.unwrap();
+    m.stop().await;
+    r
+}
+
 /// The replaced body, concatenated, if the milter replaced it.
 pub fn replaced_body(a: &EomActions) -> Option<Vec<u8>> {
     let mut out: Option<Vec<u8>> = None;
