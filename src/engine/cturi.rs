@@ -220,34 +220,7 @@ fn parse_content_type(input: &str) -> Result<Parsed, CturiError> {
 /// the caller's parser having succeeded; here only whitespace and comments around `/`).
 fn raw_type(v: &[u8]) -> Option<(String, String)> {
     let mut i = 0;
-    let skip = |i: &mut usize| {
-        loop {
-            while *i < v.len() && v[*i].is_ascii_whitespace() {
-                *i += 1;
-            }
-            if *i < v.len() && v[*i] == b'(' {
-                // Comments nest; depth is a counter, not recursion.
-                let mut depth = 0usize;
-                while *i < v.len() {
-                    match v[*i] {
-                        b'\\' => *i += 1,
-                        b'(' => depth += 1,
-                        b')' => {
-                            depth = depth.saturating_sub(1);
-                            if depth == 0 {
-                                *i += 1;
-                                break;
-                            }
-                        }
-                        _ => {}
-                    }
-                    *i += 1;
-                }
-            } else {
-                break;
-            }
-        }
-    };
+    let skip = |i: &mut usize| *i = super::params::skip_cfws(v, *i);
     let token = |i: &mut usize| {
         *i = (*i).min(v.len());
         let s = *i;
