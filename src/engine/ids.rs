@@ -8,6 +8,7 @@
 //! Public for the other checks: [`parse_msg_id`] (strict, with the obsolete forms real
 //! mail still uses) and [`addr_spec`] (lenient, for comparing whatever was written).
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use super::mime::{Kind, Message};
@@ -333,8 +334,11 @@ fn scope(msg: &Message, owner: usize) -> (bool, usize) {
 
 fn check_duplicates(cx: &mut Context, mut ids: Vec<Option<Vec<u8>>>) {
     let msg = cx.msg;
-    // addr-spec -> (first owner, its scope, its Content-ID as written)
-    let mut first: HashMap<Vec<u8>, (usize, (bool, usize))> = HashMap::new();
+    // Sized up front and filled through `entry`: growing the map rehashed every key and
+    // get-then-insert hashed each one twice.
+    // addr-spec -> (first owner, its scope)
+    let mut first: HashMap<Vec<u8>, (usize, (bool, usize))> =
+        HashMap::with_capacity(ids.iter().filter(|id| id.is_some()).count());
     let mut reported_owner: Vec<bool> = vec![false; msg.entities.len()];
     for i in 0..msg.entities.len() {
         let Some(id) = ids.get_mut(i).and_then(Option::take) else {
@@ -345,14 +349,16 @@ fn check_duplicates(cx: &mut Context, mut ids: Vec<Option<Vec<u8>>>) {
         }
         let o = owner(msg, i);
         let sc = scope(msg, o);
-        match first.get(&id) {
-            None => {
-                first.insert(id, (o, sc));
+        match first.entry(id) {
+            Entry::Vacant(slot) => {
+                slot.insert((o, sc));
             }
-            Some(&(fo, fsc)) => {
+            Entry::Occupied(seen) => {
+                let (fo, fsc) = *seen.get();
                 if fo == o || fsc == sc || reported_owner[o] {
                     continue;
                 }
+                let id = seen.key();
                 reported_owner[o] = true;
                 let other = &msg.entities[fo].path;
                 cx.report(Finding::new(
@@ -360,7 +366,7 @@ fn check_duplicates(cx: &mut Context, mut ids: Vec<Option<Vec<u8>>>) {
                     &msg.entities[o].path,
                     format!(
                         "Content-ID <{}> is also on part {other}; Content-IDs must be unique in the message except among alternatives (RFC 2045 §7, RFC 2392 §2)",
-                        super::excerpt(&id)
+                        super::excerpt(id)
                     ),
                 ));
             }
