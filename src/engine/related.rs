@@ -286,10 +286,17 @@ fn check_location_duplicates(cx: &mut Context, idx: usize) {
 fn check_locations(cx: &mut Context, idx: usize) {
     let msg = cx.msg;
     let e = &msg.entities[idx];
-    let locations: Vec<usize> = msg
-        .fields_named(e, "content-location")
-        .map(|(i, _)| i)
-        .collect();
+    // One pass over the heading for both names: this runs for every part.
+    let mut locations: Vec<usize> = Vec::new();
+    let mut bases: Vec<usize> = Vec::new();
+    for (i, f) in e.fields.iter().enumerate() {
+        let name = msg.name(e, f);
+        if name.eq_ignore_ascii_case(b"content-location") {
+            locations.push(i);
+        } else if name.eq_ignore_ascii_case(b"content-base") {
+            bases.push(i);
+        }
+    }
     if locations.len() > 1 {
         cx.report(Finding::new(
             Rule::LocationMultiple,
@@ -303,10 +310,6 @@ fn check_locations(cx: &mut Context, idx: usize) {
     for &fi in &locations {
         check_location_field(cx, idx, fi);
     }
-    let bases: Vec<usize> = msg
-        .fields_named(e, "content-base")
-        .map(|(i, _)| i)
-        .collect();
     for fi in bases {
         let v = msg.value(e, &e.fields[fi]);
         let loc = parse_location(v);
