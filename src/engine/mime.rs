@@ -746,20 +746,20 @@ struct DelimiterIndex {
 impl DelimiterIndex {
     fn new(buf: &[u8]) -> DelimiterIndex {
         let mut ix = DelimiterIndex::default();
+        // Consecutive `--` lines usually carry the same key (a multipart's delimiters
+        // with only its parts between them): gather such a run and hash its key once.
+        let mut run: (&[u8], Vec<usize>) = (b"", Vec::new());
         let mut pos = 0;
         while pos < buf.len() {
             let (content_end, next) = line_end(buf, pos, buf.len());
             let line = &buf[pos..content_end];
             if let Some(rest) = line.strip_prefix(b"--") {
-                // Most `--` lines repeat a boundary already seen: look it up before
-                // allocating an owned key.
                 let key = trim_lwsp(rest);
-                match ix.by_key.get_mut(key) {
-                    Some(lines) => lines.push(pos),
-                    None => {
-                        ix.by_key.insert(key.to_vec(), vec![pos]);
-                    }
+                if key != run.0 {
+                    ix.flush(&mut run);
+                    run.0 = key;
                 }
+                run.1.push(pos);
                 ix.dash_lines.push(pos);
             }
             if next <= pos {
@@ -767,7 +767,23 @@ impl DelimiterIndex {
             }
             pos = next;
         }
+        ix.flush(&mut run);
         ix
+    }
+
+    /// Adds a run of lines with one key; looks the key up before allocating it, since
+    /// most runs repeat a boundary already seen.
+    fn flush(&mut self, run: &mut (&[u8], Vec<usize>)) {
+        if run.1.is_empty() {
+            return;
+        }
+        match self.by_key.get_mut(run.0) {
+            Some(lines) => lines.append(&mut run.1),
+            None => {
+                self.by_key
+                    .insert(run.0.to_vec(), std::mem::take(&mut run.1));
+            }
+        }
     }
 
     fn lines(&self, key: &[u8]) -> &[usize] {
