@@ -97,28 +97,10 @@ fn clip(s: &str) -> String {
     super::excerpt(s.as_bytes())
 }
 
-/// The characters of §4 plus `"` and 8-bit octets (none can stand in a token).
+/// The characters of §4 plus `"` and 8-bit octets: what cannot stand in an RFC 2045
+/// token, and `%`, which the mapping uses for its own escapes.
 fn troublesome(b: u8) -> bool {
-    b <= 32
-        || b >= 127
-        || matches!(
-            b,
-            b'(' | b')'
-                | b'<'
-                | b'>'
-                | b'@'
-                | b','
-                | b';'
-                | b':'
-                | b'\\'
-                | b'/'
-                | b'['
-                | b']'
-                | b'?'
-                | b'%'
-                | b'='
-                | b'"'
-        )
+    b >= 127 || b == b'%' || !super::params::is_token_byte(b)
 }
 
 fn encode_with(bytes: &[u8], enc: impl Fn(u8) -> bool) -> String {
