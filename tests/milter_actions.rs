@@ -131,16 +131,7 @@ async fn fixes_a_nested_part_with_one_body_replacement() {
     // milter sees it: only the nested Content-Type changed, every other byte (including
     // the Latin-1 byte in a part header) is identical.
     let m = eml(&raw);
-    let mut wire = Vec::new();
-    for (n, v) in &m.headers {
-        wire.extend_from_slice(n);
-        wire.push(b':');
-        wire.extend_from_slice(v);
-        wire.extend_from_slice(b"\r\n");
-    }
-    wire.extend_from_slice(b"\r\n");
-    let header_len = wire.len();
-    wire.extend_from_slice(&m.body);
+    let (wire, header_len) = as_received(&m);
     let (fixed, _) = engine::fix(&wire, &Config::builtin().engine_options(Direction::Inbound));
     assert_eq!(body, fixed[header_len..].to_vec());
     assert_ne!(body, m.body);

@@ -47,16 +47,7 @@ async fn a_spilled_message_gets_the_same_body_replacement_as_one_in_memory() {
     m.stop().await;
     assert_eq!(status, Status::Accept);
     let body = replaced_body(&actions).expect("body replaced");
-    let mut wire = Vec::new();
-    for (n, v) in &msg.headers {
-        wire.extend_from_slice(n);
-        wire.push(b':');
-        wire.extend_from_slice(v);
-        wire.extend_from_slice(b"\r\n");
-    }
-    wire.extend_from_slice(b"\r\n");
-    let header_len = wire.len();
-    wire.extend_from_slice(&msg.body);
+    let (wire, header_len) = as_received(&msg);
     assert!(wire.len() > SPILL_AT, "the test message must spill");
     let (fixed, _) = engine::fix(&wire, &Config::builtin().engine_options(Direction::Inbound));
     assert_eq!(body.len(), fixed.len() - header_len);

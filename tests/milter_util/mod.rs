@@ -197,6 +197,22 @@ pub async fn send_headers(conn: &mut TestConnection, m: &Eml) {
     assert_eq!(conn.eoh().await.unwrap(), Status::Continue);
 }
 
+/// The message as the daemon reassembles it from the milter stages (fields with their
+/// values as sent, CRLF, then the body), and the length of its heading.
+pub fn as_received(m: &Eml) -> (Vec<u8>, usize) {
+    let mut wire = Vec::new();
+    for (n, v) in &m.headers {
+        wire.extend_from_slice(n);
+        wire.push(b':');
+        wire.extend_from_slice(v);
+        wire.extend_from_slice(b"\r\n");
+    }
+    wire.extend_from_slice(b"\r\n");
+    let header_len = wire.len();
+    wire.extend_from_slice(&m.body);
+    (wire, header_len)
+}
+
 /// A remote client (192.0.2.10, so inbound unless the config says otherwise).
 pub const REMOTE: &str = "192.0.2.10";
 
