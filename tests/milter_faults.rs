@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use indymilter_test::Status;
+use indymilter_test::{ProtoOpts, Status};
 use milter_util::*;
 
 /// In-flight messages left behind would hold shutdown for this long.
@@ -336,15 +336,17 @@ async fn client_loop(
         let Ok(mut c) = open(addr).await else {
             return; // listener closed: the MTA applies its default action
         };
-        let Ok(Status::Continue) = c
+        let want = accumulating(&c, ProtoOpts::NOREPLY_CONNECT);
+        match c
             .connect(
                 "client.example",
                 ("192.0.2.1".parse::<std::net::IpAddr>().unwrap(), 50000),
             )
             .await
-        else {
-            return;
-        };
+        {
+            Ok(st) if st == want => {}
+            _ => return,
+        }
         match c.mail(["<a@example.org>"]).await {
             Ok(Status::Continue) => {}
             Ok(Status::Tempfail { .. }) => {
@@ -358,8 +360,9 @@ async fn client_loop(
             other => panic!("MAIL: {other:?}"),
         }
         send_headers(&mut c, &msg).await;
+        let want = accumulating(&c, ProtoOpts::NOREPLY_BODY);
         for chunk in msg.body.chunks(1000) {
-            assert_eq!(c.body(chunk.to_vec()).await.unwrap(), Status::Continue);
+            assert_eq!(c.body(chunk.to_vec()).await.unwrap(), want);
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         let (_, st) = c.eom().await.expect("message in flight lost its verdict");
@@ -446,22 +449,17 @@ async fn fault_storm(addr: SocketAddr) {
             let ip = "192.0.2.1".parse::<std::net::IpAddr>().unwrap();
             assert_eq!(
                 c.connect("client.example", (ip, 50000)).await.unwrap(),
-                Status::Continue
+                accumulating(&c, ProtoOpts::NOREPLY_CONNECT)
             );
             assert_eq!(c.mail(["<a@example.org>"]).await.unwrap(), Status::Continue);
             send_headers(&mut c, &msg).await;
             let half = msg.body.len() / 2;
-            assert_eq!(
-                c.body(msg.body[..half].to_vec()).await.unwrap(),
-                Status::Continue
-            );
+            let want = accumulating(&c, ProtoOpts::NOREPLY_BODY);
+            assert_eq!(c.body(msg.body[..half].to_vec()).await.unwrap(), want);
             if i % 2 == 0 {
                 return; // vanish mid-body: the connection is dropped here
             }
-            assert_eq!(
-                c.body(msg.body[half..].to_vec()).await.unwrap(),
-                Status::Continue
-            );
+            assert_eq!(c.body(msg.body[half..].to_vec()).await.unwrap(), want);
             let (_, st) = c.eom().await.expect("verdict");
             assert_eq!(st, Status::Accept);
             let _ = c.close().await;

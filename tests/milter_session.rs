@@ -1,9 +1,10 @@
 //! Direction by each trigger, several messages per connection, abort, missing macros,
-//! non-UTF-8 header bytes, oversize messages.
+//! non-UTF-8 header bytes, oversize messages; "no reply" stages as negotiated, and the
+//! message-level tests with and without them.
 
 mod milter_util;
 
-use indymilter_test::{MacroStage, Status};
+use indymilter_test::{MacroStage, ProtoOpts, Status};
 use milter_util::*;
 
 /// Inbound rejects the duplicate Content-ID, outbound only reports it: the status tells
@@ -91,7 +92,7 @@ async fn missing_macros_mean_inbound_and_no_queue_id() {
         c.connect("unknown", indymilter_test::SocketInfo::Unknown)
             .await
             .unwrap(),
-        Status::Continue
+        accumulating(&c, ProtoOpts::NOREPLY_CONNECT)
     );
     let (_, st) = send(&mut c, &Envelope::default(), &eml(&fixture("cid-dup.eml"))).await;
     assert!(is_inbound(&st));
@@ -99,10 +100,78 @@ async fn missing_macros_mean_inbound_and_no_queue_id() {
     m.stop().await;
 }
 
+/// The stages negotiated "no reply" by default.
+const NO_REPLY: ProtoOpts = ProtoOpts::NOREPLY_CONNECT
+    .union(ProtoOpts::NOREPLY_HEADER)
+    .union(ProtoOpts::NOREPLY_EOH)
+    .union(ProtoOpts::NOREPLY_BODY);
+
+#[tokio::test]
+async fn no_reply_stages_follow_the_config_and_what_the_mta_offers() {
+    let m = Milter::start("no-reply", "").await;
+    let c = m.conn().await;
+    let got = c.negotiated_opts() & NO_REPLY_ALL;
+    // MAIL keeps its reply (tempfail during shutdown); end of message always answers.
+    assert_eq!(got, NO_REPLY, "{:?}", c.negotiated_opts());
+    c.close().await.unwrap();
+
+    // An MTA that offers only some of them gets only those.
+    let c = indymilter_test::TestConnection::configure()
+        .exact_leading_space(true)
+        .available_opts((ProtoOpts::all() - NO_REPLY_ALL) | ProtoOpts::NOREPLY_HEADER)
+        .open_tcp(m.addr)
+        .await
+        .unwrap();
+    assert_eq!(
+        c.negotiated_opts() & NO_REPLY_ALL,
+        ProtoOpts::NOREPLY_HEADER
+    );
+    c.close().await.unwrap();
+    let c = m.conn_replying().await;
+    assert!((c.negotiated_opts() & NO_REPLY_ALL).is_empty());
+    c.close().await.unwrap();
+
+    // Off in the config: taken on the next connection after a reload; a connection
+    // already open keeps what it negotiated.
+    let mut open = m.conn().await;
+    m.reload_with("no_reply_stages = false\n").await;
+    let c = m.conn().await;
+    assert!((c.negotiated_opts() & NO_REPLY_ALL).is_empty());
+    c.close().await.unwrap();
+    assert_eq!(open.negotiated_opts() & NO_REPLY_ALL, NO_REPLY);
+    connect(&mut open, REMOTE, None).await;
+    let (a, st) = send(
+        &mut open,
+        &Envelope::default(),
+        &eml(&fixture("nested-extbody.eml")),
+    )
+    .await;
+    assert_eq!(st, Status::Accept);
+    assert!(replaced_body(&a).is_some());
+    open.close().await.unwrap();
+    m.stop().await;
+}
+
+/// Each message-level test below runs with "no reply" stages (the default, as Postfix
+/// and Sendmail negotiate it) and with a reply to every stage.
+const MODES: [(&str, &str); 2] = [("nr", ""), ("reply", "no_reply_stages = false\n")];
+
 #[tokio::test]
 async fn several_messages_on_one_connection_with_an_abort_between() {
-    let m = Milter::start("several", "").await;
+    for (mode, cfg) in MODES {
+        several_messages(&format!("several-{mode}"), cfg).await;
+    }
+}
+
+async fn several_messages(name: &str, cfg: &str) {
+    let m = Milter::start(name, cfg).await;
     let mut c = m.conn().await;
+    assert_eq!(
+        c.negotiated_opts().contains(NO_REPLY),
+        cfg.is_empty(),
+        "{name}: {:?}",
+        c.negotiated_opts()
+    );
     connect(&mut c, "192.0.2.1", None).await;
     let nested = eml(&fixture("nested-extbody.eml"));
     let clean = eml(&fixture("clean.eml"));
@@ -125,7 +194,7 @@ async fn several_messages_on_one_connection_with_an_abort_between() {
     send_headers(&mut c, &cid).await;
     assert_eq!(
         c.body(cid.body[..20].to_vec()).await.unwrap(),
-        Status::Continue
+        accumulating(&c, ProtoOpts::NOREPLY_BODY)
     );
     c.abort().await.unwrap();
 
@@ -196,9 +265,15 @@ async fn non_utf8_header_bytes_survive() {
 
 #[tokio::test]
 async fn oversize_message_is_passed_on_whole_with_a_report() {
+    for (mode, cfg) in MODES {
+        oversize(mode, cfg).await;
+    }
+}
+
+async fn oversize(mode: &str, cfg: &str) {
     let m = Milter::start(
-        "oversize",
-        "[limits]\nmax_message_size = 2048\nmax_header_size = 1024\n",
+        &format!("oversize-{mode}"),
+        &format!("{cfg}[limits]\nmax_message_size = 2048\nmax_header_size = 1024\n"),
     )
     .await;
     let mut c = m.conn().await;
@@ -245,8 +320,8 @@ async fn oversize_message_is_passed_on_whole_with_a_report() {
     m.stop().await;
 
     let m = Milter::start(
-        "oversize-reject",
-        "[limits]\nmax_message_size = 2048\noversize_action = \"reject\"\nmax_header_size = 1024\n",
+        &format!("oversize-reject-{mode}"),
+        &format!("{cfg}[limits]\nmax_message_size = 2048\noversize_action = \"reject\"\nmax_header_size = 1024\n"),
     )
     .await;
     let mut c = m.conn().await;

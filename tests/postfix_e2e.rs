@@ -232,12 +232,25 @@ Content-ID: <report@reports.example.org>
 
 ";
 
+/// What the daemon logs (at debug) about the stages Postfix and it agreed on.
+const NO_REPLY_LOG: &str = "negotiated: no reply at connect, header, end of header, body";
+const REPLY_LOG: &str = "negotiated: a reply at every stage";
+
 #[test]
 fn nested_external_body_fold_changes_no_other_byte() {
+    nested_fold("", NO_REPLY_LOG);
+}
+
+#[test]
+fn nested_external_body_fold_with_a_reply_at_every_stage() {
+    nested_fold("no_reply_stages = false\n", REPLY_LOG);
+}
+
+fn nested_fold(top: &str, negotiated: &str) {
     if !mta::require_postfix() {
         return;
     }
-    let cfg = config("");
+    let cfg = config(top);
     let (d, pf) = start(&cfg, &[], PostfixConfig::with_milter(""));
     let (input, fixed) = nested();
     let r = pf.send(&input);
@@ -256,6 +269,7 @@ fn nested_external_body_fold_changes_no_other_byte() {
         mta::show_diff(&fixed, &body),
         d.log()
     );
+    assert!(d.log().contains(negotiated), "{}", d.log());
 }
 
 #[test]

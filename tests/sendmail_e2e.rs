@@ -142,10 +142,25 @@ fn nested() -> (Vec<u8>, Vec<u8>) {
 
 #[test]
 fn nested_external_body_fold_and_report_header() {
+    nested_fold(
+        "",
+        "negotiated: no reply at connect, header, end of header, body",
+    );
+}
+
+#[test]
+fn nested_external_body_fold_with_a_reply_at_every_stage() {
+    nested_fold(
+        "no_reply_stages = false\n",
+        "negotiated: a reply at every stage",
+    );
+}
+
+fn nested_fold(top: &str, negotiated: &str) {
     if !mta::require_sendmail() {
         return;
     }
-    let d = Daemon::start(&config(""), &[]);
+    let d = Daemon::start(&config(top), &[]);
     let sm = Sendmail::new(Some(&d.sendmail_spec()));
     let (input, fixed) = nested();
     // A forged report header from the client must not survive.
@@ -163,6 +178,7 @@ fn nested_external_body_fold_and_report_header() {
     assert!(q[0].qf.contains("\nH??X-MIMERef: fix;"), "{}", q[0].qf);
     let got = drop_fields(&q[0].without_trace(), "X-MIMERef");
     assert_eq!(got, fixed, "{}\n{}", mta::show_diff(&fixed, &got), d.log());
+    assert!(d.log().contains(negotiated), "{}", d.log());
 }
 
 #[test]

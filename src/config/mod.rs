@@ -112,6 +112,9 @@ pub struct Config {
     pub outbound_daemons: Vec<String>,
     pub fix_signed: bool,
     pub normalize_url_continuations: bool,
+    /// Negotiate "no reply" for connect, header, end of header and body where the MTA
+    /// offers it: those stages only accumulate the message, so the MTA need not wait.
+    pub no_reply_stages: bool,
     pub limits: Limits,
     /// Most octets of header fields buffered; beyond it the message counts as oversize.
     pub max_header_size: usize,
@@ -924,6 +927,7 @@ impl Validator<'_> {
             outbound_daemons,
             fix_signed: raw.fix_signed.unwrap_or(false),
             normalize_url_continuations: raw.normalize_url_continuations.unwrap_or(false),
+            no_reply_stages: raw.no_reply_stages.unwrap_or(true),
             limits: Limits {
                 max_depth,
                 max_parts,
@@ -969,6 +973,13 @@ mod tests {
         assert!(!c.may(Action::Reject));
         assert_eq!(c.reject_reply.code, "550");
         assert_eq!(c.reject_reply.status, "5.6.0");
+    }
+
+    #[test]
+    fn no_reply_default() {
+        assert!(Config::builtin().no_reply_stages);
+        let c = Config::parse("no_reply_stages = false\n", "t").unwrap();
+        assert!(!c.no_reply_stages);
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub struct RawConfig {
     pub outbound_daemons: Option<Vec<S<String>>>,
     pub fix_signed: Option<bool>,
     pub normalize_url_continuations: Option<bool>,
+    pub no_reply_stages: Option<bool>,
     pub limits: Option<RawLimits>,
     pub schemes: Option<RawSchemes>,
     pub report: Option<RawReport>,

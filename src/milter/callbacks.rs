@@ -11,7 +11,7 @@ use indymilter::{
     Actions, CallbackFuture, Callbacks, Context, EomContext, MacroStage, Macros, NegotiateContext,
     ProtoOpts, SocketInfo, Status,
 };
-use tracing::error;
+use tracing::{debug, error};
 
 use super::session::Session;
 use super::Shared;
@@ -82,10 +82,13 @@ fn handle_negotiate(
     // Skip the stages without callbacks only where the MTA can; always keep the leading
     // space of header values.
     cx.requested_opts = (cx.requested_opts & mta_opts) | ProtoOpts::LEADING_SPACE;
-    let noreply = noreply_stages() && mta_opts.contains(NOREPLY);
-    if noreply {
-        cx.requested_opts |= NOREPLY;
-    }
+    let no_reply = if cfg.no_reply_stages {
+        NO_REPLY & mta_opts
+    } else {
+        ProtoOpts::empty()
+    };
+    cx.requested_opts |= no_reply;
+    debug!("negotiated: {}", describe_no_reply(no_reply));
     let mut connect = String::from("{client_addr}");
     if !cfg.outbound_daemons.is_empty() {
         connect.push_str(" {daemon_name}");
@@ -102,29 +105,43 @@ fn handle_negotiate(
         }
     }
     let mut session = Session::new(cfg, shared.in_flight.clone());
-    session.noreply = noreply;
+    session.no_reply = no_reply;
     cx.data = Some(session);
     Box::pin(async { Status::Continue })
 }
 
 /// The stages that never change the outcome: with "no reply" negotiated the MTA streams
 /// them without waiting, one round trip per message instead of one per header field and
-/// body chunk. MAIL keeps its reply: it tempfails new transactions during shutdown.
-const NOREPLY: ProtoOpts = ProtoOpts::NOREPLY_CONNECT
+/// body chunk. Each is taken where the MTA offers it. MAIL keeps its reply: it tempfails
+/// new transactions during shutdown; end of message carries the verdict.
+const NO_REPLY: ProtoOpts = ProtoOpts::NOREPLY_CONNECT
     .union(ProtoOpts::NOREPLY_HEADER)
     .union(ProtoOpts::NOREPLY_EOH)
     .union(ProtoOpts::NOREPLY_BODY);
 
-/// `MIMEREF_MILTER_NOREPLY=1` negotiates no-reply stages (off by default: on TCP the MTA's
-/// back-to-back writes then meet Nagle and delayed ACK; see BENCHMARKS.md).
-fn noreply_stages() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("MIMEREF_MILTER_NOREPLY").is_ok_and(|v| v == "1"))
+/// For the debug log: which stages go without a reply.
+fn describe_no_reply(no_reply: ProtoOpts) -> String {
+    let names = [
+        (ProtoOpts::NOREPLY_CONNECT, "connect"),
+        (ProtoOpts::NOREPLY_HEADER, "header"),
+        (ProtoOpts::NOREPLY_EOH, "end of header"),
+        (ProtoOpts::NOREPLY_BODY, "body"),
+    ];
+    let on: Vec<&str> = names
+        .iter()
+        .filter(|(o, _)| no_reply.contains(*o))
+        .map(|(_, n)| *n)
+        .collect();
+    if on.is_empty() {
+        "a reply at every stage".into()
+    } else {
+        format!("no reply at {}", on.join(", "))
+    }
 }
 
-/// What a stage that only accumulates answers.
-fn next(s: Option<&Session>) -> Status {
-    if s.is_some_and(|s| s.noreply) {
+/// The answer of a stage that only accumulates.
+fn next(s: Option<&Session>, stage: ProtoOpts) -> Status {
+    if s.is_some_and(|s| s.no_reply.contains(stage)) {
         Status::Noreply
     } else {
         Status::Continue
@@ -139,7 +156,7 @@ fn handle_connect(cx: &mut Context<Session>, info: SocketInfo) -> CallbackFuture
     if let Some(s) = cx.data.as_mut() {
         s.connect(addr);
     }
-    let st = next(cx.data.as_ref());
+    let st = next(cx.data.as_ref(), ProtoOpts::NOREPLY_CONNECT);
     Box::pin(async move { st })
 }
 
@@ -159,7 +176,7 @@ fn handle_header(cx: &mut Context<Session>, name: CString, value: CString) -> Ca
         // Bytes as sent: non-UTF-8 header bytes must come through unchanged.
         s.header(name.as_bytes(), value.as_bytes());
     }
-    let st = next(cx.data.as_ref());
+    let st = next(cx.data.as_ref(), ProtoOpts::NOREPLY_HEADER);
     Box::pin(async move { st })
 }
 
@@ -167,7 +184,7 @@ fn handle_eoh(cx: &mut Context<Session>) -> CallbackFuture<'_> {
     if let Some(s) = cx.data.as_mut() {
         s.eoh();
     }
-    let st = next(cx.data.as_ref());
+    let st = next(cx.data.as_ref(), ProtoOpts::NOREPLY_EOH);
     Box::pin(async move { st })
 }
 
@@ -175,7 +192,7 @@ fn handle_body(cx: &mut Context<Session>, chunk: Bytes) -> CallbackFuture<'_> {
     if let Some(s) = cx.data.as_mut() {
         s.body(&chunk);
     }
-    let st = next(cx.data.as_ref());
+    let st = next(cx.data.as_ref(), ProtoOpts::NOREPLY_BODY);
     Box::pin(async move { st })
 }
 

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use indymilter::{ContextActions, SetErrorReply, Status};
+use indymilter::{ContextActions, ProtoOpts, SetErrorReply, Status};
 use tracing::{debug, info, warn};
 
 use super::actions::{self, Plan, Received};
@@ -162,8 +162,9 @@ pub struct Session {
     pub client_addr: Option<IpAddr>,
     in_flight: Arc<AtomicUsize>,
     message: Option<Message>,
-    /// "No reply" was negotiated for the stages that only accumulate.
-    pub noreply: bool,
+    /// The stages negotiated "no reply" (a subset of connect, header, end of header,
+    /// body): their callbacks must answer `Status::Noreply`.
+    pub no_reply: ProtoOpts,
     /// Where a message spills and from which size (tests lower it).
     spill_at: usize,
     spill_dir: PathBuf,
@@ -190,7 +191,7 @@ impl Session {
             client_addr: None,
             in_flight,
             message: None,
-            noreply: false,
+            no_reply: ProtoOpts::empty(),
             spill_at: SPILL_AT,
             spill_dir: std::env::temp_dir(),
         }

@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use indymilter_test::{EomActions, MacroStage, Status, TestConnection};
+use indymilter_test::{EomActions, MacroStage, ProtoOpts, Status, TestConnection};
 use mimeref_milter::config::Config;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
@@ -50,9 +50,22 @@ impl Milter {
         }
     }
 
+    /// A connection that offers what Postfix and Sendmail offer (every protocol option,
+    /// "no reply" stages included).
     pub async fn conn(&self) -> TestConnection {
         TestConnection::configure()
             .exact_leading_space(true)
+            .open_tcp(self.addr)
+            .await
+            .unwrap()
+    }
+
+    /// A connection from an MTA that offers no "no reply" stage (libmilter protocol
+    /// before version 6): every stage is answered.
+    pub async fn conn_replying(&self) -> TestConnection {
+        TestConnection::configure()
+            .exact_leading_space(true)
+            .available_opts(ProtoOpts::all() - NO_REPLY_ALL)
             .open_tcp(self.addr)
             .await
             .unwrap()
@@ -149,6 +162,27 @@ pub struct Envelope {
     pub auth: Option<&'static str>,
 }
 
+/// Every "no reply" option an MTA may offer.
+pub const NO_REPLY_ALL: ProtoOpts = ProtoOpts::NOREPLY_CONNECT
+    .union(ProtoOpts::NOREPLY_HELO)
+    .union(ProtoOpts::NOREPLY_MAIL)
+    .union(ProtoOpts::NOREPLY_RCPT)
+    .union(ProtoOpts::NOREPLY_DATA)
+    .union(ProtoOpts::NOREPLY_HEADER)
+    .union(ProtoOpts::NOREPLY_EOH)
+    .union(ProtoOpts::NOREPLY_BODY)
+    .union(ProtoOpts::NOREPLY_UNKNOWN);
+
+/// What a stage that only accumulates must answer: nothing where "no reply" was
+/// negotiated for it (indymilter-test then reports `Noreply`), CONTINUE otherwise.
+pub fn accumulating(conn: &TestConnection, stage: ProtoOpts) -> Status {
+    if conn.negotiated_opts().contains(stage) {
+        Status::Noreply
+    } else {
+        Status::Continue
+    }
+}
+
 pub async fn connect(conn: &mut TestConnection, client: &str, daemon_name: Option<&str>) {
     if let Some(d) = daemon_name {
         conn.macros(MacroStage::Connect, [("{daemon_name}", d)])
@@ -157,7 +191,7 @@ pub async fn connect(conn: &mut TestConnection, client: &str, daemon_name: Optio
     }
     let ip: IpAddr = client.parse().unwrap();
     let st = conn.connect("client.example", (ip, 50000)).await.unwrap();
-    assert_eq!(st, Status::Continue);
+    assert_eq!(st, accumulating(conn, ProtoOpts::NOREPLY_CONNECT));
 }
 
 /// MAIL through end of message; returns what end of message answered.
@@ -179,8 +213,9 @@ pub async fn send(conn: &mut TestConnection, env: &Envelope, m: &Eml) -> (EomAct
 
 pub async fn send_data(conn: &mut TestConnection, env: &Envelope, m: &Eml) -> (EomActions, Status) {
     send_headers(conn, m).await;
+    let want = accumulating(conn, ProtoOpts::NOREPLY_BODY);
     for chunk in m.body.chunks(65535) {
-        assert_eq!(conn.body(chunk.to_vec()).await.unwrap(), Status::Continue);
+        assert_eq!(conn.body(chunk.to_vec()).await.unwrap(), want);
     }
     if let Some(q) = env.queue_id {
         conn.macros(MacroStage::Eom, [("i", q)]).await.unwrap();
@@ -192,9 +227,11 @@ pub async fn send_headers(conn: &mut TestConnection, m: &Eml) {
     for (n, v) in &m.headers {
         let n = std::ffi::CString::new(n.clone()).unwrap();
         let v = std::ffi::CString::new(v.clone()).unwrap();
-        assert_eq!(conn.header(n, v).await.unwrap(), Status::Continue);
+        let want = accumulating(conn, ProtoOpts::NOREPLY_HEADER);
+        assert_eq!(conn.header(n, v).await.unwrap(), want);
     }
-    assert_eq!(conn.eoh().await.unwrap(), Status::Continue);
+    let want = accumulating(conn, ProtoOpts::NOREPLY_EOH);
+    assert_eq!(conn.eoh().await.unwrap(), want);
 }
 
 /// The message as the daemon reassembles it from the milter stages (fields with their
