@@ -98,3 +98,108 @@ fn every_error_of_a_file_is_reported_in_line_order() {
     assert!(e[4].contains("rejekt"), "{e:?}");
     assert!(e[6].contains("nonsense"), "{e:?}");
 }
+
+/// Writes `text` as a config file of its own and returns its errors, one per line.
+fn errors_of(name: &str, text: &str) -> (PathBuf, Vec<String>) {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("milter-config");
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    match Config::load(Some(&p)) {
+        Ok(_) => panic!("{name} accepted"),
+        Err(e) => (p, e.to_string().lines().map(str::to_string).collect()),
+    }
+}
+
+fn assert_one_error(name: &str, text: &str, line: usize, what: &str) {
+    let (p, e) = errors_of(name, text);
+    assert_eq!(e.len(), 1, "{e:?}");
+    let prefix = format!("{}:{line}: ", p.display());
+    assert!(e[0].starts_with(&prefix) && e[0].contains(what), "{e:?}");
+    assert_eq!(
+        mimeref_milter::daemon::config_check(Some(&p)),
+        ExitCode::from(1)
+    );
+}
+
+#[test]
+fn spill_threshold_out_of_range() {
+    assert_one_error(
+        "spill-zero.toml",
+        "[limits]\nspill_threshold = 0\n",
+        2,
+        "spill_threshold = 0: must be between 1 and",
+    );
+    assert_one_error(
+        "spill-over-max.toml",
+        "[limits]\nmax_message_size = 1048576\n\nspill_threshold = 2097152\n",
+        4,
+        "larger than max_message_size (1048576)",
+    );
+}
+
+#[test]
+fn spill_directory_missing_not_a_directory_or_relative() {
+    assert_one_error(
+        "spill-missing.toml",
+        "# spill\n[limits]\nspill_directory = \"/nonexistent/mimeref-spill\"\n",
+        3,
+        "\"/nonexistent/mimeref-spill\": no such directory",
+    );
+    let file = path("unknown-key.toml");
+    assert_one_error(
+        "spill-file.toml",
+        &format!("[limits]\nspill_directory = \"{}\"\n", file.display()),
+        2,
+        "not a directory",
+    );
+    assert_one_error(
+        "spill-relative.toml",
+        "[limits]\nspill_directory = \"spool\"\n",
+        2,
+        "not an absolute path",
+    );
+}
+
+#[test]
+fn spill_directory_not_writable() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("milter-config/read-only");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+    // Root writes through permission bits; sysfs refuses new files even to root.
+    let probe = dir.join("probe");
+    let dir = if std::fs::write(&probe, b"").is_ok() {
+        let _ = std::fs::remove_file(&probe);
+        PathBuf::from("/sys/fs")
+    } else {
+        dir
+    };
+    assert!(dir.is_dir(), "{}", dir.display());
+    assert_one_error(
+        "spill-read-only.toml",
+        &format!("[limits]\nspill_directory = \"{}\"\n", dir.display()),
+        2,
+        "cannot create a file in it",
+    );
+}
+
+#[test]
+fn spill_keys_accepted() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("milter-config/spool");
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.with_extension("toml");
+    std::fs::write(
+        &p,
+        format!(
+            "[limits]\nspill_threshold = 65536\nspill_directory = \"{}\"\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let c = Config::load(Some(&p)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.spill_threshold, 65536);
+    assert_eq!(c.spill_directory, dir);
+    // The probe file config-check creates does not stay behind.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+}

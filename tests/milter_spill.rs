@@ -1,18 +1,24 @@
-//! Messages past the daemon's spill threshold go to a temporary file while they are
-//! received and are read back at end of message: the actions must be exactly those of a
-//! message kept in memory (body replacement byte for byte, the report header).
+//! Messages past `[limits] spill_threshold` go to an unlinked file in `spill_directory`
+//! while they are received and are read back at end of message: the actions must be
+//! exactly those of a message kept in memory (body replacement byte for byte, the report
+//! header). The daemon runs in this process, so its open files are ours: the spill file
+//! shows up in /proc/self/fd as `DIR/.mimeref-milter-PID-N (deleted)`.
 
 mod milter_util;
 
-use indymilter_test::Status;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use indymilter_test::{ProtoOpts, Status};
 use milter_util::*;
 use mimeref_milter::config::Config;
 use mimeref_milter::engine;
-use mimeref_milter::milter::session::SPILL_AT;
 use mimeref_milter::policy::Direction;
 
-/// nested-extbody.eml with a base64 attachment that takes it past the spill threshold.
-fn large_nested() -> Vec<u8> {
+const THRESHOLD: usize = 64 << 10;
+
+/// nested-extbody.eml with a base64 attachment that takes it to about `size` octets.
+fn large_nested(size: usize) -> Vec<u8> {
     let raw = crlf(&fixture("nested-extbody.eml"));
     let close = b"--outer--";
     let at = raw
@@ -24,31 +30,85 @@ fn large_nested() -> Vec<u8> {
         b"--outer\r\nContent-Type: application/octet-stream\r\nContent-Transfer-Encoding: base64\r\n\r\n",
     );
     let line = b"QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVphYmNkZWZnaGlqa2xtbm9wcXJzdHV2d3h5ejAx\r\n";
-    while out.len() < SPILL_AT + (1 << 20) {
+    while out.len() < size {
         out.extend_from_slice(line);
     }
     out.extend_from_slice(&raw[at..]);
     out
 }
 
+/// A fresh, empty spill directory of this test's own.
+fn spill_dir(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("milter-tests")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The files of this process open in `dir` (as /proc shows them: unlinked ones end in
+/// " (deleted)").
+fn open_in(dir: &Path) -> Vec<String> {
+    let prefix = format!("{}/", dir.display());
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .map(|t| t.display().to_string())
+        .filter(|t| t.starts_with(&prefix))
+        .collect()
+}
+
+fn config(dir: &Path) -> String {
+    format!(
+        "[limits]\nspill_threshold = {THRESHOLD}\nspill_directory = \"{}\"\n",
+        dir.display()
+    )
+}
+
 #[tokio::test]
-async fn a_spilled_message_gets_the_same_body_replacement_as_one_in_memory() {
-    let raw = large_nested();
-    let m = Milter::start("spill", "").await;
+async fn a_message_past_the_threshold_spills_into_the_directory_and_gets_the_same_fix() {
+    let dir = spill_dir("spill-past");
+    let m = Milter::start("spill-past", &config(&dir)).await;
     let mut c = m.conn().await;
-    connect(&mut c, "192.0.2.10", None).await;
-    let msg = eml(&raw);
-    let env = Envelope {
-        queue_id: Some("4SPILL1"),
-        auth: None,
+    connect(&mut c, REMOTE, None).await;
+    let msg = eml(&large_nested(4 * THRESHOLD));
+    assert_eq!(c.mail(["<a@example.org>"]).await.unwrap(), Status::Continue);
+    send_headers(&mut c, &msg).await;
+    for chunk in msg.body.chunks(65535) {
+        c.body(chunk.to_vec()).await.unwrap();
+    }
+    // Body chunks get no reply: wait until the daemon has written past the threshold.
+    let until = Instant::now() + Duration::from_secs(10);
+    let open = loop {
+        let open = open_in(&dir);
+        if !open.is_empty() || Instant::now() > until {
+            break open;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     };
-    let (actions, status) = send(&mut c, &env, &msg).await;
+    let want = format!("{}/.mimeref-milter-{}-", dir.display(), std::process::id());
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert!(
+        open[0].starts_with(&want) && open[0].ends_with(" (deleted)"),
+        "{open:?}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "the spill file is unlinked at once"
+    );
+
+    let (actions, status) = c.eom().await.unwrap();
+    assert!(
+        open_in(&dir).is_empty(),
+        "spill file still open after end of message"
+    );
     c.close().await.unwrap();
     m.stop().await;
     assert_eq!(status, Status::Accept);
     let body = replaced_body(&actions).expect("body replaced");
     let (wire, header_len) = as_received(&msg);
-    assert!(wire.len() > SPILL_AT, "the test message must spill");
     let (fixed, _) = engine::fix(&wire, &Config::builtin().engine_options(Direction::Inbound));
     assert_eq!(body.len(), fixed.len() - header_len);
     assert!(
@@ -59,4 +119,28 @@ async fn a_spilled_message_gets_the_same_body_replacement_as_one_in_memory() {
     let rep = report(&actions, "X-MIMERef").expect("report header");
     assert!(rep.contains("fixed=extbody-url-word-too-long"), "{rep}");
     assert!(!rep.contains("oversize"), "{rep}");
+}
+
+#[tokio::test]
+async fn a_message_under_the_threshold_stays_in_memory() {
+    let dir = spill_dir("spill-under");
+    let m = Milter::start("spill-under", &config(&dir)).await;
+    // Replies at every stage: once the last body chunk is answered, the daemon has
+    // taken all of it.
+    let mut c = m.conn_replying().await;
+    assert!(!c.negotiated_opts().contains(ProtoOpts::NOREPLY_BODY));
+    connect(&mut c, REMOTE, None).await;
+    let msg = eml(&large_nested(THRESHOLD - 4096));
+    assert!(as_received(&msg).0.len() <= THRESHOLD);
+    assert_eq!(c.mail(["<a@example.org>"]).await.unwrap(), Status::Continue);
+    send_headers(&mut c, &msg).await;
+    for chunk in msg.body.chunks(65535) {
+        assert_eq!(c.body(chunk.to_vec()).await.unwrap(), Status::Continue);
+    }
+    assert!(open_in(&dir).is_empty(), "{:?}", open_in(&dir));
+    let (actions, status) = c.eom().await.unwrap();
+    assert_eq!(status, Status::Accept);
+    assert!(replaced_body(&actions).is_some());
+    c.close().await.unwrap();
+    m.stop().await;
 }

@@ -26,6 +26,8 @@ pub const DEFAULT_REPORT_HEADER: &str = "X-MIMERef";
 pub const DEFAULT_REJECT_REPLY: &str = "550 5.6.0 MIME reference error: {rules}";
 pub const DEFAULT_TEMPFAIL_REPLY: &str = "451 4.6.0 MIME reference error: {rules}";
 pub const DEFAULT_QUARANTINE_REASON: &str = "MIME reference error: {rules}";
+/// `[limits] spill_threshold` when not given (or `max_message_size` if smaller).
+pub const SPILL_THRESHOLD: usize = 4 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
@@ -119,6 +121,10 @@ pub struct Config {
     /// Most octets of header fields buffered; beyond it the message counts as oversize.
     pub max_header_size: usize,
     pub oversize_action: Action,
+    /// A message larger than this goes to an unlinked file in `spill_directory` while
+    /// it is received; never above `limits.max_message_size`.
+    pub spill_threshold: usize,
+    pub spill_directory: PathBuf,
     /// The `[schemes]` lists as written (both directions before `[schemes.inbound]` /
     /// `[schemes.outbound]` replace them).
     pub schemes: SchemePolicy,
@@ -357,6 +363,26 @@ fn parse_ip(s: &str) -> Option<IpAddr> {
         .or_else(|| s.strip_prefix("ipv6:"))
         .unwrap_or(s);
     s.parse().ok()
+}
+
+/// Where a spilled message goes must be a directory in which the daemon can create
+/// files: tried by creating (and at once dropping) a spill file there, as the daemon
+/// would. `config-check` runs as the service's user, so it sees what the daemon sees.
+fn check_spill_directory(p: &Path) -> Result<(), String> {
+    if !p.is_absolute() {
+        return Err("not an absolute path".into());
+    }
+    match std::fs::metadata(p) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err("no such directory".into())
+        }
+        Err(e) => return Err(format!("cannot be read: {e}")),
+        Ok(m) if !m.is_dir() => return Err("not a directory".into()),
+        Ok(_) => {}
+    }
+    crate::milter::session::spill_file(p)
+        .map(drop)
+        .map_err(|e| format!("cannot create a file in it: {e}"))
 }
 
 fn whole_file(p: &Path, message: String) -> ConfigErrors {
@@ -844,6 +870,48 @@ impl Validator<'_> {
                 message: "[limits] max_header_size is larger than max_message_size".into(),
             });
         }
+        // The default never exceeds a small max_message_size; a value given above it
+        // could never be reached, which is a sign of a mix-up of units or keys.
+        let spill_threshold = match rl.spill_threshold {
+            None => SPILL_THRESHOLD.min(max_message_size),
+            Some(s) => {
+                let n = *s.get_ref();
+                if n < 1 || n > i64::from(u32::MAX) {
+                    self.err(
+                        s.span(),
+                        format!(
+                            "[limits] spill_threshold = {n}: must be between 1 and {}",
+                            u32::MAX
+                        ),
+                    );
+                    SPILL_THRESHOLD.min(max_message_size)
+                } else if n as usize > max_message_size {
+                    self.err(
+                        s.span(),
+                        format!(
+                            "[limits] spill_threshold = {n} is larger than max_message_size ({max_message_size}): \
+                             no message could reach it; set it to max_message_size to keep every message in memory"
+                        ),
+                    );
+                    max_message_size
+                } else {
+                    n as usize
+                }
+            }
+        };
+        let spill_directory = match rl.spill_directory {
+            None => std::env::temp_dir(),
+            Some(s) => {
+                let p = PathBuf::from(s.get_ref());
+                if let Err(e) = check_spill_directory(&p) {
+                    self.err(
+                        s.span(),
+                        format!("[limits] spill_directory {:?}: {e}", s.get_ref()),
+                    );
+                }
+                p
+            }
+        };
 
         let rs = raw.schemes.unwrap_or_default();
         let mut schemes = SchemePolicy::default();
@@ -935,6 +1003,8 @@ impl Validator<'_> {
             },
             max_header_size,
             oversize_action,
+            spill_threshold,
+            spill_directory,
             schemes,
             url_inbound,
             url_outbound,
@@ -976,10 +1046,25 @@ mod tests {
     }
 
     #[test]
-    fn no_reply_default() {
-        assert!(Config::builtin().no_reply_stages);
-        let c = Config::parse("no_reply_stages = false\n", "t").unwrap();
+    fn spill_and_no_reply_defaults() {
+        let c = Config::builtin();
+        assert!(c.no_reply_stages);
+        assert_eq!(c.spill_threshold, 4 << 20);
+        assert_eq!(c.spill_directory, std::env::temp_dir());
+        // A small max_message_size lowers the default threshold instead of clashing.
+        let c = Config::parse(
+            "[limits]\nmax_message_size = 100000\nmax_header_size = 100000\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(c.spill_threshold, 100000);
+        let c = Config::parse(
+            "no_reply_stages = false\n[limits]\nspill_threshold = 5000\n",
+            "t",
+        )
+        .unwrap();
         assert!(!c.no_reply_stages);
+        assert_eq!(c.spill_threshold, 5000);
     }
 
     #[test]

@@ -43,6 +43,8 @@ pub struct RawLimits {
     pub max_depth: Option<S<i64>>,
     pub max_parts: Option<S<i64>>,
     pub oversize_action: Option<S<String>>,
+    pub spill_threshold: Option<S<i64>>,
+    pub spill_directory: Option<S<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

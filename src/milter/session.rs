@@ -2,18 +2,17 @@
 //! configured limits and, at end of message, analyses it and hands the plan to
 //! `actions`. No socket in here, so it can be driven directly.
 //!
-//! Memory: a message is kept in memory up to [`SPILL_AT`] octets; beyond that it goes
-//! to an unlinked temporary file, so that many large messages trickling in over slow
-//! SMTP sessions cost disk cache, not daemon memory. Only at end of message is a spilled
-//! message read back whole (the engine works on one contiguous buffer), and at most
-//! one spilled message per CPU is read back at a time, so the daemon's peak is the
-//! small messages in flight plus a few times the largest message.
+//! Memory: a message is kept in memory up to `[limits] spill_threshold` octets; beyond
+//! that it goes to an unlinked file in `spill_directory`, so that many large messages
+//! trickling in over slow SMTP sessions cost disk cache, not daemon memory. Only at end
+//! of message is a spilled message read back whole (the engine works on one contiguous
+//! buffer), and at most one spilled message per CPU is read back at a time, so the
+//! daemon's peak is the small messages in flight plus a few times the largest message.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::net::IpAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -45,9 +44,6 @@ impl Drop for InFlight {
 /// Messages up to this size are analysed on the connection's own task.
 const INLINE_MAX: usize = 256 << 10;
 
-/// Messages larger than this go to a temporary file while they are received.
-pub const SPILL_AT: usize = 4 << 20;
-
 /// Read-backs of spilled messages at the same time (one per CPU): each needs the whole
 /// message in memory while the engine runs.
 fn read_back_permits() -> &'static tokio::sync::Semaphore {
@@ -60,7 +56,7 @@ fn read_back_permits() -> &'static tokio::sync::Semaphore {
 
 /// An unlinked temporary file in `dir`: it disappears with its last handle, whatever
 /// happens to the daemon.
-fn spill_file(dir: &std::path::Path) -> io::Result<File> {
+pub fn spill_file(dir: &std::path::Path) -> io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let path = dir.join(format!(
@@ -165,9 +161,6 @@ pub struct Session {
     /// The stages negotiated "no reply" (a subset of connect, header, end of header,
     /// body): their callbacks must answer `Status::Noreply`.
     pub no_reply: ProtoOpts,
-    /// Where a message spills and from which size (tests lower it).
-    spill_at: usize,
-    spill_dir: PathBuf,
 }
 
 /// What end of message did, for the caller's log and metrics.
@@ -192,8 +185,6 @@ impl Session {
             in_flight,
             message: None,
             no_reply: ProtoOpts::empty(),
-            spill_at: SPILL_AT,
-            spill_dir: std::env::temp_dir(),
         }
     }
 
@@ -280,7 +271,7 @@ impl Session {
     fn receiving(&mut self) -> (&mut Message, usize, &std::path::Path) {
         self.message();
         match self.message.as_mut() {
-            Some(m) => (m, self.spill_at, &self.spill_dir),
+            Some(m) => (m, self.config.spill_threshold, &self.config.spill_directory),
             None => unreachable!("message started above"),
         }
     }
@@ -437,9 +428,15 @@ mod tests {
     use super::*;
 
     fn session(limit: usize) -> Session {
+        spilling(limit, limit, std::env::temp_dir())
+    }
+
+    fn spilling(limit: usize, spill_at: usize, dir: std::path::PathBuf) -> Session {
         let mut cfg = Config::builtin();
         cfg.limits.max_message_size = limit;
         cfg.max_header_size = limit;
+        cfg.spill_threshold = spill_at;
+        cfg.spill_directory = dir;
         Session::new(Arc::new(cfg), Arc::new(AtomicUsize::new(0)))
     }
 
@@ -487,8 +484,7 @@ mod tests {
 
     #[test]
     fn large_messages_spill_to_a_file_and_read_back_byte_exactly() {
-        let mut s = session(1 << 20);
-        s.spill_at = 10_000;
+        let mut s = spilling(1 << 20, 10_000, std::env::temp_dir());
         let want = feed(&mut s);
         let m = s.message.as_mut().unwrap();
         assert!(m.spill.is_some(), "over spill_at the bytes go to a file");
@@ -503,8 +499,7 @@ mod tests {
 
     #[test]
     fn spilled_messages_still_stop_at_the_size_limit() {
-        let mut s = session(20_000);
-        s.spill_at = 10_000;
+        let mut s = spilling(20_000, 10_000, std::env::temp_dir());
         let want = feed(&mut s);
         let m = s.message.as_mut().unwrap();
         assert!(m.incomplete);
@@ -516,9 +511,7 @@ mod tests {
 
     #[test]
     fn a_spill_directory_that_fails_keeps_the_message_in_memory() {
-        let mut s = session(1 << 20);
-        s.spill_at = 10_000;
-        s.spill_dir = PathBuf::from("/nonexistent/mimeref-milter-test");
+        let mut s = spilling(1 << 20, 10_000, "/nonexistent/mimeref-milter-test".into());
         let want = feed(&mut s);
         let m = s.message.as_ref().unwrap();
         assert!(m.spill.is_none() && m.no_spill);
