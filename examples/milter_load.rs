@@ -1,13 +1,22 @@
 //! Drives a milter with many concurrent messages, the way Postfix hands them over
-//! (header values with their leading space, folds as "\n", body in 64 KB chunks), and
-//! prints the time taken. With `/proc/PID/status` of the milter (VmHWM) it measures peak
-//! memory for a given number of bytes in flight (see bench/memory).
+//! (header values with their leading space, folds as "\n", body in 64 KB chunks, the
+//! macros Postfix would send), and prints the time taken. With `/proc/PID/status` of
+//! the milter (VmHWM) it measures peak memory for a given number of bytes in flight
+//! (see bench/memory); under callgrind, the instructions a milter spends per message.
 //!
-//! `milter_load ADDR FILE CONCURRENCY [MESSAGES_PER_CONNECTION]`
-//! ADDR: `HOST:PORT` or `unix:/PATH`. Every connection sends its messages one after the
-//! other; the connections run at the same time, and each sends its body chunks only as
-//! the milter accepts them, so at most CONCURRENCY messages are in flight.
+//! `milter_load [--connect-each] ADDR FILE CONCURRENCY [MESSAGES_PER_TASK]`
+//! ADDR: `HOST:PORT` or `unix:/PATH`. CONCURRENCY tasks run at the same time, each
+//! sending its messages one after the other: over one connection, or with
+//! `--connect-each` over a new connection per message (Postfix's smtpd opens one milter
+//! connection per SMTP session, and bench/e2e's smtp-source sends one message per
+//! session). Each task sends its body chunks only as the milter accepts them, so at
+//! most CONCURRENCY messages are in flight.
+//!
+//! Stages go out as Postfix sends them: HELO, RCPT and DATA only to a milter that did
+//! not negotiate them away, and before each stage the macros the milter asked for, or
+//! Postfix's default list for that stage when it asked for none.
 
+use std::ffi::CString;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,9 +25,11 @@ use indymilter_test::{MacroStage, ProtoOpts, Status, TestConnection};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let connect_each = args.iter().any(|a| a == "--connect-each");
+    args.retain(|a| a != "--connect-each");
     if args.len() < 3 {
-        eprintln!("usage: milter_load ADDR FILE CONCURRENCY [MESSAGES_PER_CONNECTION]");
+        eprintln!("usage: milter_load [--connect-each] ADDR FILE CONCURRENCY [MESSAGES_PER_TASK]");
         return ExitCode::from(2);
     }
     let addr = args[0].clone();
@@ -37,7 +48,16 @@ async fn main() -> ExitCode {
     for _ in 0..conc {
         let addr = addr.clone();
         let msg = msg.clone();
-        tasks.push(tokio::spawn(async move { run(&addr, &msg, per).await }));
+        tasks.push(tokio::spawn(async move {
+            if connect_each {
+                for _ in 0..per {
+                    run(&addr, &msg, 1).await?;
+                }
+                Ok(())
+            } else {
+                run(&addr, &msg, per).await
+            }
+        }));
     }
     let mut failed = 0;
     for t in tasks {
@@ -56,7 +76,7 @@ async fn main() -> ExitCode {
     let secs = start.elapsed().as_secs_f64();
     let n = conc * per;
     println!(
-        "messages={n} octets={} concurrency={conc} seconds={secs:.3} msgs_per_s={:.1} failed={failed}",
+        "messages={n} octets={} concurrency={conc} connect_each={connect_each} seconds={secs:.3} msgs_per_s={:.1} failed={failed}",
         raw.len(),
         n as f64 / secs
     );
@@ -68,7 +88,7 @@ async fn main() -> ExitCode {
 }
 
 struct Split {
-    headers: Vec<(Vec<u8>, Vec<u8>)>,
+    headers: Vec<(CString, CString)>,
     body: Vec<u8>,
 }
 
@@ -96,9 +116,68 @@ fn split(raw: &[u8]) -> Split {
         }
     }
     Split {
-        headers,
+        // Generated headers hold no NUL.
+        headers: headers
+            .into_iter()
+            .map(|(n, v)| {
+                (
+                    CString::new(n).unwrap_or_default(),
+                    CString::new(v).unwrap_or_default(),
+                )
+            })
+            .collect(),
         body: raw[pos..].to_vec(),
     }
+}
+
+/// Postfix's default macro lists (postconf milter_*_macros), for stages the milter
+/// asked nothing for.
+fn postfix_default(stage: MacroStage) -> &'static str {
+    match stage {
+        MacroStage::Connect => "j {daemon_name} {daemon_addr} v _",
+        MacroStage::Helo => "{tls_version} {cipher} {cipher_bits} {cert_subject} {cert_issuer}",
+        MacroStage::Mail => {
+            "i {auth_type} {auth_authen} {auth_author} {mail_addr} {mail_host} {mail_mailer}"
+        }
+        MacroStage::Rcpt => "{rcpt_addr} {rcpt_host} {rcpt_mailer}",
+        MacroStage::Data | MacroStage::Eoh | MacroStage::Eom => "i",
+    }
+}
+
+/// What Postfix would give each macro for an unauthenticated client without TLS; None:
+/// not defined, so not sent.
+fn macro_value(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "j" | "{daemon_name}" => "mx.example.net",
+        "{daemon_addr}" => "192.0.2.25",
+        "v" => "Postfix 3.7.11",
+        "_" => "client.example [192.0.2.1]",
+        "{client_addr}" => "192.0.2.1",
+        "{client_name}" => "client.example",
+        "i" => "4Xk9Qb1Zz3z4yAb",
+        "{mail_addr}" => "alice@example.org",
+        "{mail_host}" | "{rcpt_host}" => "mx.example.org",
+        "{mail_mailer}" | "{rcpt_mailer}" => "smtp",
+        "{rcpt_addr}" => "bob@example.net",
+        _ => return None,
+    })
+}
+
+async fn send_macros(c: &mut TestConnection, stage: MacroStage) -> Result<(), String> {
+    let names = match c.requested_macros().get(&stage) {
+        Some(n) => n.to_string_lossy().into_owned(),
+        None => postfix_default(stage).to_string(),
+    };
+    let pairs: Vec<(String, &str)> = names
+        .split_whitespace()
+        .filter_map(|n| macro_value(n).map(|v| (n.to_string(), v)))
+        .collect();
+    if pairs.is_empty() {
+        return Ok(());
+    }
+    c.macros(stage, pairs)
+        .await
+        .map_err(|e| format!("macros: {e}"))
 }
 
 async fn run(addr: &str, m: &Split, per: usize) -> Result<(), String> {
@@ -109,25 +188,30 @@ async fn run(addr: &str, m: &Split, per: usize) -> Result<(), String> {
     }
     .map_err(|e| format!("connect {addr}: {e}"))?;
     let e = |what: &'static str| move |err| format!("{what}: {err}");
-    c.macros(MacroStage::Connect, [("{client_addr}", "192.0.2.1")])
-        .await
-        .map_err(e("macros"))?;
+    let opts = c.negotiated_opts();
+    send_macros(&mut c, MacroStage::Connect).await?;
     c.connect("client.example", ([192, 0, 2, 1], 50000))
         .await
         .map_err(e("connect"))?;
+    if !opts.contains(ProtoOpts::NO_HELO) {
+        send_macros(&mut c, MacroStage::Helo).await?;
+        c.helo("client.example").await.map_err(e("helo"))?;
+    }
     for _ in 0..per {
+        send_macros(&mut c, MacroStage::Mail).await?;
         c.mail(["<alice@example.org>"]).await.map_err(e("mail"))?;
-        if !c.negotiated_opts().contains(ProtoOpts::NO_RCPT) {
+        if !opts.contains(ProtoOpts::NO_RCPT) {
+            send_macros(&mut c, MacroStage::Rcpt).await?;
             c.rcpt(["<bob@example.net>"]).await.map_err(e("rcpt"))?;
         }
-        for (n, v) in &m.headers {
-            // Generated headers hold no NUL.
-            let (n, v) = (
-                std::ffi::CString::new(n.clone()).unwrap_or_default(),
-                std::ffi::CString::new(v.clone()).unwrap_or_default(),
-            );
-            c.header(n, v).await.map_err(e("header"))?;
+        if !opts.contains(ProtoOpts::NO_DATA) {
+            send_macros(&mut c, MacroStage::Data).await?;
+            c.data().await.map_err(e("data"))?;
         }
+        for (n, v) in &m.headers {
+            c.header(n.clone(), v.clone()).await.map_err(e("header"))?;
+        }
+        send_macros(&mut c, MacroStage::Eoh).await?;
         c.eoh().await.map_err(e("eoh"))?;
         for chunk in m.body.chunks(65535) {
             match c.body(chunk.to_vec()).await.map_err(e("body"))? {
@@ -136,6 +220,7 @@ async fn run(addr: &str, m: &Split, per: usize) -> Result<(), String> {
                 other => return Err(format!("body: {other:?}")),
             }
         }
+        send_macros(&mut c, MacroStage::Eom).await?;
         let (_, st) = c.eom().await.map_err(e("eom"))?;
         if !matches!(st, Status::Accept | Status::Continue) {
             return Err(format!("eom: {st:?}"));
