@@ -308,6 +308,40 @@ async fn forged_report_headers_removed_inbound_only() {
 }
 
 #[tokio::test]
+async fn forged_report_headers_past_the_header_limit_are_removed_too() {
+    // The MTA holds every field, also those past max_header_size that the daemon did not
+    // buffer: a forged report there must go as well, by the MTA's own index.
+    let mut msg = eml(&fixture("clean.eml"));
+    msg.headers
+        .insert(0, (b"X-MIMERef".to_vec(), b" ok".to_vec()));
+    for i in 0..40 {
+        msg.headers.push((
+            format!("X-Filler-{i}").into_bytes(),
+            b" ".iter().chain(&[b'y'; 60]).copied().collect(),
+        ));
+    }
+    msg.headers
+        .push((b"X-MIMERef".to_vec(), b" ok; past the limit".to_vec()));
+    let m = Milter::start("forged-past-limit", "[limits]\nmax_header_size = 1024\n").await;
+    let mut c = m.conn().await;
+    connect(&mut c, REMOTE, None).await;
+    let (actions, st) = send(&mut c, &Envelope::default(), &msg).await;
+    assert_eq!(st, Status::Accept);
+    let deletions: Vec<_> = header_changes(&actions)
+        .into_iter()
+        .filter(|c| c.2.is_none())
+        .map(|c| (c.0, c.1))
+        .collect();
+    assert_eq!(
+        deletions,
+        [("X-MIMERef".to_string(), 2), ("X-MIMERef".to_string(), 1)]
+    );
+    assert!(report(&actions, "X-MIMERef").unwrap().contains("oversize"));
+    c.close().await.unwrap();
+    m.stop().await;
+}
+
+#[tokio::test]
 async fn report_header_can_be_renamed_or_turned_off() {
     let (actions, _) = one(
         "rename",

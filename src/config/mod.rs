@@ -5,7 +5,9 @@
 pub mod raw;
 mod recover;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::ffi::CStr;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
@@ -261,30 +263,48 @@ impl Config {
 
     /// Outbound when the client authenticated, connects from a trusted network, or came
     /// in through one of `outbound_daemons`; inbound otherwise (also when macros are
-    /// missing: the cautious side).
+    /// missing: the cautious side). `macros` holds them by name, `{auth_type}` or
+    /// `auth_type`.
     pub fn direction(
         &self,
         macros: &BTreeMap<String, String>,
         client_addr: Option<IpAddr>,
     ) -> Direction {
-        let get = |name: &str| {
-            macros
-                .get(name)
-                .or_else(|| macros.get(name.trim_start_matches('{').trim_end_matches('}')))
-                .filter(|v| !v.is_empty())
-        };
-        if get("{auth_authen}").is_some() || get("{auth_type}").is_some() {
+        self.direction_with(
+            |name| {
+                let name = name.to_str().unwrap_or_default();
+                macros
+                    .get(name)
+                    .or_else(|| macros.get(name.trim_start_matches('{').trim_end_matches('}')))
+                    .map(|v| Cow::Borrowed(v.as_str()))
+            },
+            client_addr,
+        )
+    }
+
+    /// [`Config::direction`] with the macros looked up one by one, and only those the
+    /// decision needs: `macro_value` is asked for `{auth_authen}`, `{auth_type}`,
+    /// `{client_addr}` or `{daemon_name}`.
+    pub fn direction_with<'m>(
+        &self,
+        macro_value: impl Fn(&'static CStr) -> Option<Cow<'m, str>>,
+        client_addr: Option<IpAddr>,
+    ) -> Direction {
+        let get = |name| macro_value(name).filter(|v| !v.is_empty());
+        if get(c"{auth_authen}").is_some() || get(c"{auth_type}").is_some() {
             return Direction::Outbound;
         }
-        let addr = client_addr.or_else(|| get("{client_addr}").and_then(|a| parse_ip(a)));
+        let addr = client_addr.or_else(|| get(c"{client_addr}").and_then(|a| parse_ip(&a)));
         if let Some(a) = addr {
             if policy::in_networks(&self.trusted_networks, a) {
                 return Direction::Outbound;
             }
         }
-        if let Some(d) = get("{daemon_name}") {
-            if self.outbound_daemons.iter().any(|o| o == d) {
-                return Direction::Outbound;
+        if !self.outbound_daemons.is_empty() {
+            if let Some(d) = get(c"{daemon_name}") {
+                if self.outbound_daemons.iter().any(|o| *o == *d) {
+                    return Direction::Outbound;
+                }
             }
         }
         Direction::Inbound

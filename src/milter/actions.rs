@@ -123,6 +123,10 @@ impl Plan {
 pub struct Received {
     /// The MTA sent more than was buffered: the body must never be replaced.
     pub incomplete: bool,
+    /// Top-level fields named like the report header, as the MTA counted them while
+    /// sending (its change_header indices count the same way). None: count them in
+    /// the message bytes.
+    pub report_fields: Option<usize>,
 }
 
 /// The plan for a message read whole (the CLI's view).
@@ -193,13 +197,18 @@ pub fn plan_received(
         _ => {}
     }
 
-    let heading = Heading::read(raw, cfg);
+    // The heading is read only for what needs it: a message with nothing to fix (most
+    // mail) is not parsed a second time.
+    let heading = std::cell::OnceCell::new();
+    let heading = || heading.get_or_init(|| Heading::read(raw, cfg));
 
     // Forged report headers go first: deletions shift the indices of later fields of the
     // same name, so the highest occurrence is deleted first.
     if let Some(name) = &cfg.report_header {
         if dir == Direction::Inbound && cfg.remove_forged {
-            let n = heading.count(name.as_bytes());
+            let n = received
+                .report_fields
+                .unwrap_or_else(|| heading().count(name.as_bytes()));
             for index in (1..=n).rev() {
                 plan.header_changes.push(HeaderChange {
                     name: name.as_bytes().to_vec(),
@@ -215,7 +224,7 @@ pub fn plan_received(
     let mut applied: Vec<&Edit> = Vec::new();
     for e in edits {
         if e.field.top_level {
-            match header_value(&e.replacement, heading.fold_eol) {
+            match header_value(&e.replacement, heading().fold_eol) {
                 Ok(value) if e.field.name.len() + value.len() + 6 > MAX_PACKET => {
                     // The whole message would tempfail on the write error, again at each
                     // retry: leave the field as it is and say so instead.
@@ -242,7 +251,7 @@ pub fn plan_received(
                 "{} (part {}): not sent: the message was not read whole",
                 e.field.name, e.field.part
             ));
-        } else if e.range.start < heading.body_start {
+        } else if e.range.start < heading().body_start {
             plan.notes.push(format!(
                 "{} (part {}): not sent: edit outside the body",
                 e.field.name, e.field.part
@@ -254,7 +263,7 @@ pub fn plan_received(
     if !nested.is_empty() {
         match engine::apply(raw, nested.iter().copied()) {
             Ok(new) => {
-                let body = new.get(heading.body_start..).unwrap_or_default().to_vec();
+                let body = new.get(heading().body_start..).unwrap_or_default().to_vec();
                 plan.body = Some(body);
                 plan.body_edits = nested.len();
                 applied.extend(nested.iter().copied());
@@ -791,7 +800,10 @@ mod tests {
             &analysis(),
             RAW,
             false,
-            Received { incomplete: true },
+            Received {
+                incomplete: true,
+                report_fields: None,
+            },
         );
         assert!(p.body.is_none());
         assert!(p.oversize);
@@ -804,7 +816,10 @@ mod tests {
             &analysis(),
             RAW,
             false,
-            Received { incomplete: true },
+            Received {
+                incomplete: true,
+                report_fields: None,
+            },
         );
         assert_eq!(
             p.reply.unwrap().to_string(),

@@ -2,18 +2,20 @@
 //! macros, socket info) into Rust types and calls one `Session` method; failures become
 //! one log line with the queue id and a tempfail.
 
-use std::collections::BTreeMap;
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
 
 use bytes::Bytes;
 use indymilter::{
-    Actions, CallbackFuture, Callbacks, Context, EomContext, MacroStage, Macros, NegotiateContext,
+    Actions, CallbackFuture, Callbacks, Context, EomContext, MacroStage, NegotiateContext,
     ProtoOpts, SocketInfo, Status,
 };
 use tracing::{debug, error};
 
-use super::session::Session;
+use super::session::{queue_id, Session};
 use super::Shared;
 use crate::config::Config;
 
@@ -62,7 +64,7 @@ fn handle_negotiate(
     mta_actions: Actions,
     mta_opts: ProtoOpts,
 ) -> CallbackFuture<'_> {
-    let cfg = shared.config();
+    let (cfg, options) = shared.snapshot();
     let needed = needed_actions(&cfg);
     let missing = needed - mta_actions;
     let refused = if !missing.is_empty() {
@@ -106,6 +108,7 @@ fn handle_negotiate(
     }
     let mut session = Session::new(cfg, shared.in_flight.clone());
     session.no_reply = no_reply;
+    session.options = Some(options);
     cx.data = Some(session);
     Box::pin(async { Status::Continue })
 }
@@ -140,11 +143,28 @@ fn describe_no_reply(no_reply: ProtoOpts) -> String {
 }
 
 /// The answer of a stage that only accumulates.
-fn next(s: Option<&Session>, stage: ProtoOpts) -> Status {
+fn next(s: Option<&Session>, stage: ProtoOpts) -> CallbackFuture<'static> {
     if s.is_some_and(|s| s.no_reply.contains(stage)) {
-        Status::Noreply
+        Box::pin(Answer::<true>)
     } else {
-        Status::Continue
+        Box::pin(Answer::<false>)
+    }
+}
+
+/// `Status::Noreply` (true) or `Status::Continue` as a future of size zero, which
+/// indymilter's box holds without allocating: this is the answer to every header field
+/// and body chunk.
+struct Answer<const NO_REPLY: bool>;
+
+impl<const NO_REPLY: bool> Future for Answer<NO_REPLY> {
+    type Output = Status;
+
+    fn poll(self: Pin<&mut Self>, _: &mut TaskContext<'_>) -> Poll<Status> {
+        Poll::Ready(if NO_REPLY {
+            Status::Noreply
+        } else {
+            Status::Continue
+        })
     }
 }
 
@@ -156,8 +176,7 @@ fn handle_connect(cx: &mut Context<Session>, info: SocketInfo) -> CallbackFuture
     if let Some(s) = cx.data.as_mut() {
         s.connect(addr);
     }
-    let st = next(cx.data.as_ref(), ProtoOpts::NOREPLY_CONNECT);
-    Box::pin(async move { st })
+    next(cx.data.as_ref(), ProtoOpts::NOREPLY_CONNECT)
 }
 
 fn handle_mail(shared: Arc<Shared>, cx: &mut Context<Session>) -> CallbackFuture<'_> {
@@ -168,7 +187,7 @@ fn handle_mail(shared: Arc<Shared>, cx: &mut Context<Session>) -> CallbackFuture
     if let Some(s) = cx.data.as_mut() {
         s.mail();
     }
-    Box::pin(async { Status::Continue })
+    Box::pin(Answer::<false>)
 }
 
 fn handle_header(cx: &mut Context<Session>, name: CString, value: CString) -> CallbackFuture<'_> {
@@ -176,34 +195,30 @@ fn handle_header(cx: &mut Context<Session>, name: CString, value: CString) -> Ca
         // Bytes as sent: non-UTF-8 header bytes must come through unchanged.
         s.header(name.as_bytes(), value.as_bytes());
     }
-    let st = next(cx.data.as_ref(), ProtoOpts::NOREPLY_HEADER);
-    Box::pin(async move { st })
+    next(cx.data.as_ref(), ProtoOpts::NOREPLY_HEADER)
 }
 
 fn handle_eoh(cx: &mut Context<Session>) -> CallbackFuture<'_> {
     if let Some(s) = cx.data.as_mut() {
         s.eoh();
     }
-    let st = next(cx.data.as_ref(), ProtoOpts::NOREPLY_EOH);
-    Box::pin(async move { st })
+    next(cx.data.as_ref(), ProtoOpts::NOREPLY_EOH)
 }
 
 fn handle_body(cx: &mut Context<Session>, chunk: Bytes) -> CallbackFuture<'_> {
     if let Some(s) = cx.data.as_mut() {
         s.body(&chunk);
     }
-    let st = next(cx.data.as_ref(), ProtoOpts::NOREPLY_BODY);
-    Box::pin(async move { st })
+    next(cx.data.as_ref(), ProtoOpts::NOREPLY_BODY)
 }
 
 fn handle_eom(cx: &mut EomContext<Session>) -> CallbackFuture<'_> {
     Box::pin(async move {
-        let macros = macro_map(&cx.macros);
         let Some(session) = cx.data.as_mut() else {
             error!("{}: no session at end of message", queue_id(&cx.macros));
             return Status::Tempfail;
         };
-        match session.eom(&macros, &cx.actions, &mut cx.reply).await {
+        match session.eom(&cx.macros, &cx.actions, &mut cx.reply).await {
             Ok(outcome) => outcome.status,
             Err(e) => {
                 error!("{}: {e}; message tempfailed", queue_id(&cx.macros));
@@ -226,22 +241,4 @@ fn handle_close(cx: &mut Context<Session>) -> CallbackFuture<'_> {
         s.abort();
     }
     Box::pin(async { Status::Continue })
-}
-
-fn queue_id(m: &Macros) -> String {
-    m.get(c"i")
-        .map(|v| v.to_string_lossy().into_owned())
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| "NOQUEUE".into())
-}
-
-fn macro_map(m: &Macros) -> BTreeMap<String, String> {
-    m.to_hash_map()
-        .into_iter()
-        .map(|(k, v)| (lossy(&k), lossy(&v)))
-        .collect()
-}
-
-fn lossy(c: &CStr) -> String {
-    c.to_string_lossy().into_owned()
 }

@@ -2,10 +2,12 @@
 //! `metrics_listen`) every call here is a no-op.
 
 use std::net::SocketAddr;
+use std::sync::OnceLock;
 
-use metrics::{counter, histogram};
+use metrics::{counter, histogram, Counter, Histogram};
 
 use super::session::Outcome;
+use crate::policy::Action;
 
 /// Starts the HTTP endpoint. Must run inside the Tokio runtime.
 pub fn install(addr: SocketAddr) -> Result<(), String> {
@@ -28,18 +30,57 @@ pub fn install(addr: SocketAddr) -> Result<(), String> {
         )
         .map_err(|e| e.to_string())?
         .install()
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    let _ = HANDLES.set(Handles {
+        messages: Default::default(),
+        bytes: Default::default(),
+        processing: Default::default(),
+        eom: Default::default(),
+        oversize: Default::default(),
+    });
+    Ok(())
 }
 
+/// The handles of the per-message series, made on first use of each label set:
+/// looking a series up by name and labels costs more than the rest of recording.
+/// Only set once `install` has put a recorder in place; without one nothing is
+/// recorded at all.
+struct Handles {
+    /// By direction, then verdict.
+    messages: [[OnceLock<Counter>; Action::ALL.len()]; 2],
+    bytes: [OnceLock<Counter>; 2],
+    processing: [OnceLock<Histogram>; 2],
+    eom: [OnceLock<Histogram>; 2],
+    oversize: [OnceLock<Counter>; 2],
+}
+
+static HANDLES: OnceLock<Handles> = OnceLock::new();
+
 pub fn record(o: &Outcome) {
+    let Some(h) = HANDLES.get() else {
+        return;
+    };
+    let d = o.plan.direction as usize;
     let dir = o.plan.direction.as_str();
-    let verdict = o.plan.verdict.as_str();
-    counter!("mimeref_messages_total", "direction" => dir, "verdict" => verdict).increment(1);
-    counter!("mimeref_message_bytes_total", "direction" => dir).increment(o.octets);
-    histogram!("mimeref_processing_seconds", "direction" => dir).record(o.millis as f64 / 1000.0);
-    histogram!("mimeref_eom_seconds", "direction" => dir).record(o.eom_seconds);
+    let v = o.plan.verdict;
+    h.messages[d][v as usize]
+        .get_or_init(
+            || counter!("mimeref_messages_total", "direction" => dir, "verdict" => v.as_str()),
+        )
+        .increment(1);
+    h.bytes[d]
+        .get_or_init(|| counter!("mimeref_message_bytes_total", "direction" => dir))
+        .increment(o.octets);
+    h.processing[d]
+        .get_or_init(|| histogram!("mimeref_processing_seconds", "direction" => dir))
+        .record(o.millis as f64 / 1000.0);
+    h.eom[d]
+        .get_or_init(|| histogram!("mimeref_eom_seconds", "direction" => dir))
+        .record(o.eom_seconds);
     if o.plan.oversize {
-        counter!("mimeref_oversize_total", "direction" => dir).increment(1);
+        h.oversize[d]
+            .get_or_init(|| counter!("mimeref_oversize_total", "direction" => dir))
+            .increment(1);
     }
     for (rule, action) in &o.plan.decisions {
         counter!("mimeref_findings_total", "rule" => rule.id(), "action" => action.as_str(), "direction" => dir)

@@ -11,27 +11,59 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::config::Config;
+use crate::engine;
+use crate::policy::Direction;
 
 /// State shared by all connections: the current configuration (swapped whole on reload;
-/// a connection keeps the snapshot it started with), the count of messages in flight,
-/// and whether shutdown has begun.
+/// a connection keeps the snapshot it started with) with its engine options, the count
+/// of messages in flight, and whether shutdown has begun.
 #[derive(Debug)]
 pub struct Shared {
-    config: RwLock<Arc<Config>>,
+    config: RwLock<(Arc<Config>, Arc<EngineOptions>)>,
     pub in_flight: Arc<AtomicUsize>,
     closing: AtomicBool,
 }
 
+/// The engine options of one configuration, per direction: built once per load, not
+/// once per message (they hold the scheme lists and the rewrite rules).
+#[derive(Debug)]
+pub struct EngineOptions {
+    inbound: engine::Options,
+    outbound: engine::Options,
+}
+
+impl EngineOptions {
+    pub fn new(cfg: &Config) -> EngineOptions {
+        EngineOptions {
+            inbound: cfg.engine_options(Direction::Inbound),
+            outbound: cfg.engine_options(Direction::Outbound),
+        }
+    }
+
+    pub fn get(&self, dir: Direction) -> &engine::Options {
+        match dir {
+            Direction::Inbound => &self.inbound,
+            Direction::Outbound => &self.outbound,
+        }
+    }
+}
+
 impl Shared {
     pub fn new(config: Config) -> Shared {
+        let options = Arc::new(EngineOptions::new(&config));
         Shared {
-            config: RwLock::new(Arc::new(config)),
+            config: RwLock::new((Arc::new(config), options)),
             in_flight: Arc::new(AtomicUsize::new(0)),
             closing: AtomicBool::new(false),
         }
     }
 
     pub fn config(&self) -> Arc<Config> {
+        self.snapshot().0
+    }
+
+    /// The current configuration and its engine options, from the same load.
+    pub fn snapshot(&self) -> (Arc<Config>, Arc<EngineOptions>) {
         match self.config.read() {
             Ok(g) => g.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
@@ -39,7 +71,8 @@ impl Shared {
     }
 
     pub fn replace_config(&self, config: Config) {
-        let new = Arc::new(config);
+        let options = Arc::new(EngineOptions::new(&config));
+        let new = (Arc::new(config), options);
         match self.config.write() {
             Ok(mut g) => *g = new,
             Err(poisoned) => *poisoned.into_inner() = new,

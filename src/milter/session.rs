@@ -9,7 +9,8 @@
 //! buffer), and at most one spilled message per CPU is read back at a time, so the
 //! daemon's peak is the small messages in flight plus a few times the largest message.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::ffi::CStr;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::net::IpAddr;
@@ -17,10 +18,11 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use indymilter::{ContextActions, ProtoOpts, SetErrorReply, Status};
+use indymilter::{ContextActions, Macros, ProtoOpts, SetErrorReply, Status};
 use tracing::{debug, info, warn};
 
 use super::actions::{self, Plan, Received};
+use super::EngineOptions;
 use crate::config::Config;
 use crate::engine;
 
@@ -92,6 +94,9 @@ struct Message {
     octets: u64,
     /// Buffering stopped at a limit; later octets were only counted.
     incomplete: bool,
+    /// Header fields named like the report header, all that the MTA sent (also past
+    /// a limit): how many forged copies there are to delete, in the MTA's own count.
+    report_fields: usize,
     started: Instant,
     _in_flight: InFlight,
 }
@@ -101,6 +106,9 @@ impl Message {
     /// ends buffering (the message is then analysed as far as it was kept, like one over
     /// the size limit) rather than losing the message.
     fn append(&mut self, bytes: &[u8], spill_at: usize, dir: &std::path::Path) {
+        if self.incomplete {
+            return;
+        }
         if self.spill.is_none() && !self.no_spill && self.len + bytes.len() > spill_at {
             match spill_file(dir).and_then(|mut f| f.write_all(&self.raw).map(|()| f)) {
                 Ok(f) => {
@@ -130,7 +138,35 @@ impl Message {
             }
         }
     }
+
+    /// Appends `name:value CRLF`; in memory (most fields) without building the field
+    /// first.
+    fn append_field(&mut self, name: &[u8], value: &[u8], spill_at: usize, dir: &std::path::Path) {
+        let len = name.len() + 1 + value.len() + 2;
+        if self.spill.is_none() && self.len + len <= spill_at {
+            if self.raw.capacity() == 0 {
+                // Room for the heading and body of ordinary mail in one allocation.
+                self.raw.reserve(len.max(FIRST_ALLOCATION.min(spill_at)));
+            }
+            self.raw.extend_from_slice(name);
+            self.raw.push(b':');
+            self.raw.extend_from_slice(value);
+            self.raw.extend_from_slice(b"\r\n");
+            self.len += len;
+        } else {
+            let mut field = Vec::with_capacity(len);
+            field.extend_from_slice(name);
+            field.push(b':');
+            field.extend_from_slice(value);
+            field.extend_from_slice(b"\r\n");
+            self.append(&field, spill_at, dir);
+        }
+    }
 }
+
+/// The first allocation of a message's buffer: a typical message fits without
+/// growing it.
+const FIRST_ALLOCATION: usize = 16 << 10;
 
 /// Every buffered octet in one buffer: `raw`, or the spill file read back whole.
 fn read_back(raw: Vec<u8>, spill: Option<File>, len: usize) -> io::Result<Vec<u8>> {
@@ -161,6 +197,9 @@ pub struct Session {
     /// The stages negotiated "no reply" (a subset of connect, header, end of header,
     /// body): their callbacks must answer `Status::Noreply`.
     pub no_reply: ProtoOpts,
+    /// The engine options of `config`, when the daemon built them with it; otherwise
+    /// built at end of message.
+    pub options: Option<Arc<EngineOptions>>,
 }
 
 /// What end of message did, for the caller's log and metrics.
@@ -185,6 +224,7 @@ impl Session {
             in_flight,
             message: None,
             no_reply: ProtoOpts::empty(),
+            options: None,
         }
     }
 
@@ -202,6 +242,7 @@ impl Session {
             header_octets: 0,
             octets: 0,
             incomplete: false,
+            report_fields: 0,
             started: Instant::now(),
             _in_flight: InFlight::enter(&self.in_flight),
         });
@@ -222,9 +263,15 @@ impl Session {
     pub fn header(&mut self, name: &[u8], value: &[u8]) {
         let max_msg = self.config.limits.max_message_size;
         let max_hdr = self.config.max_header_size;
+        let report = self
+            .config
+            .report_header
+            .as_ref()
+            .is_some_and(|r| r.as_bytes().eq_ignore_ascii_case(name));
         let (m, spill_at, dir) = self.receiving();
         let len = name.len() + 1 + value.len() + 2;
         m.octets += len as u64;
+        m.report_fields += usize::from(report);
         if m.incomplete {
             return;
         }
@@ -235,12 +282,7 @@ impl Session {
             return;
         }
         m.header_octets += len;
-        let mut field = Vec::with_capacity(len);
-        field.extend_from_slice(name);
-        field.push(b':');
-        field.extend_from_slice(value);
-        field.extend_from_slice(b"\r\n");
-        m.append(&field, spill_at, dir);
+        m.append_field(name, value, spill_at, dir);
     }
 
     pub fn eoh(&mut self) {
@@ -284,7 +326,7 @@ impl Session {
     /// as `Err`; the caller logs them and tempfails.
     pub async fn eom(
         &mut self,
-        macros: &BTreeMap<String, String>,
+        macros: &Macros,
         actions: &impl ContextActions,
         reply: &mut impl SetErrorReply,
     ) -> Result<Outcome, String> {
@@ -296,28 +338,29 @@ impl Session {
             }
         };
         let cfg = self.config.clone();
-        let queue_id = macros
-            .get("i")
-            .or_else(|| macros.get("{i}"))
-            .filter(|q| !q.is_empty())
-            .cloned()
-            .unwrap_or_else(|| "NOQUEUE".into());
-        let dir = cfg.direction(macros, self.client_addr);
+        let queue_id = queue_id(macros);
+        let lookup = |name| macros.get(name).map(CStr::to_string_lossy);
+        let dir = cfg.direction_with(lookup, self.client_addr);
         debug!(
             "{queue_id}: direction {dir} (auth={}, client={:?}, daemon={})",
-            macros
-                .get("{auth_authen}")
-                .or_else(|| macros.get("{auth_type}"))
-                .map_or("-", |s| s.as_str()),
+            lookup(c"{auth_authen}")
+                .or_else(|| lookup(c"{auth_type}"))
+                .unwrap_or(Cow::Borrowed("-")),
             self.client_addr,
-            macros.get("{daemon_name}").map_or("-", |s| s.as_str()),
+            lookup(c"{daemon_name}").unwrap_or(Cow::Borrowed("-")),
         );
-        let mut opts = cfg.engine_options(dir);
+        let options = match &self.options {
+            Some(o) => o.clone(),
+            None => Arc::new(EngineOptions::new(&cfg)),
+        };
         let octets = m.octets;
         let incomplete = m.incomplete;
-        if incomplete {
-            opts.octets_not_given = octets.saturating_sub(m.len as u64).max(1);
-        }
+        let not_given = if incomplete {
+            octets.saturating_sub(m.len as u64).max(1)
+        } else {
+            0
+        };
+        let report_fields = m.report_fields;
         let started = m.started;
         let dry_run = cfg.dry_run;
         let cfg2 = cfg.clone();
@@ -341,14 +384,28 @@ impl Session {
         let work = move || {
             let raw = read_back(kept, spill, len)
                 .map_err(|e| format!("reading back the spilled message: {e}"))?;
-            let analysis = engine::check(&raw, &opts);
+            let base = options.get(dir);
+            let partial;
+            let opts = if not_given > 0 {
+                partial = engine::Options {
+                    octets_not_given: not_given,
+                    ..base.clone()
+                };
+                &partial
+            } else {
+                base
+            };
+            let analysis = engine::check(&raw, opts);
             let plan = actions::plan_received(
                 &cfg2,
                 dir,
                 &analysis,
                 &raw,
                 dry_run,
-                Received { incomplete },
+                Received {
+                    incomplete,
+                    report_fields: Some(report_fields),
+                },
             );
             Ok::<_, String>((plan, analysis.findings))
         };
@@ -400,9 +457,21 @@ impl Session {
     }
 }
 
+/// The MTA's queue id, or NOQUEUE (Postfix's word) when it sent none.
+pub(super) fn queue_id(macros: &Macros) -> String {
+    macros
+        .get(c"i")
+        .map(CStr::to_string_lossy)
+        .filter(|q| !q.is_empty())
+        .map_or_else(|| "NOQUEUE".into(), Cow::into_owned)
+}
+
 /// The one info line per message, starting with the queue id so that it greps beside the
 /// MTA's own log.
 fn log_outcome(o: &Outcome) {
+    if !tracing::enabled!(tracing::Level::INFO) {
+        return;
+    }
     let p = &o.plan;
     let rules = if p.rules.is_empty() {
         "-".to_string()
