@@ -98,8 +98,9 @@ fn handle_negotiate(
     let wanted = [
         (MacroStage::Connect, connect),
         (MacroStage::Mail, "{auth_authen} {auth_type}".to_string()),
+        // The queue id, for the log line, read at end of message: Sendmail sends it at
+        // end of header but not at end of message, Postfix at both.
         (MacroStage::Eoh, "i".to_string()),
-        (MacroStage::Eom, "i".to_string()),
     ];
     for (stage, names) in wanted {
         if let Ok(c) = CString::new(names) {
