@@ -188,7 +188,7 @@ fn parse_content_type(input: &str) -> Result<Parsed, CturiError> {
             continue;
         }
         if let Some(val) = ct.get(&p.name) {
-            params.push((p.name.clone(), val.value));
+            params.push((p.name.to_string(), val.value));
         }
     }
     Ok(Parsed {
@@ -456,7 +456,7 @@ pub fn check(cx: &mut Context) {
         if !uri_tree && !controlled {
             continue;
         }
-        let Some(field) = e.fields.get(fi) else {
+        let Some(field) = msg.fields(e).get(fi) else {
             continue;
         };
         let value = String::from_utf8_lossy(&unfold(msg.value(e, field)))

@@ -56,7 +56,7 @@ fn check_entity(cx: &mut Context, idx: usize) {
     let Some(fi) = e.ctype_field else {
         return;
     };
-    let field = &e.fields[fi];
+    let field = &msg.fields(e)[fi];
     // An incomplete message only gets edits in its top-level heading (see `Options`).
     let can_edit = e.editable() && (cx.opts.octets_not_given == 0 || e.parent.is_none());
     let value: Cow<[u8]> = match cx.edits.pending(&field.value) {
@@ -427,7 +427,7 @@ fn check_url(
     } else {
         plains.clone()
     };
-    let field = &e.fields[fi];
+    let field = &msg.fields(e)[fi];
     let name_len = field.value.start - field.start;
     let over_long = on_long_line(value, &targets, name_len);
     let wanted = normalize || plain_needs_rewrite || over_long || rewritten.is_some();
@@ -567,7 +567,7 @@ fn legacy_convert(
         out.note = format!("{equivalent}; not converted: the part cannot be edited in place");
         return out;
     }
-    let field = &e.fields[fi];
+    let field = &msg.fields(e)[fi];
     let name_len = field.value.start - field.start;
     let targets: Vec<&Param> = ct
         .params

@@ -83,7 +83,7 @@ pub fn check_line_lengths(cx: &mut Context) {
     let msg = cx.msg;
     for e in &msg.entities {
         let buf = msg.buf(e);
-        for (i, f) in e.fields.iter().enumerate() {
+        for (i, f) in msg.fields(e).iter().enumerate() {
             // No line of a field is longer than the whole field: most fields are short,
             // and measuring each line was a visible cost on messages of many parts.
             if f.value.end - f.start <= MAX_LINE {
@@ -118,7 +118,7 @@ fn longest_line(buf: &[u8], f: &Field) -> usize {
 /// known folding: an edit by an earlier fixer that already cures it, or a fold between
 /// Content-Type parameters.
 fn repair(cx: &mut Context, e: &super::mime::Entity, i: usize, name: &[u8]) -> Option<usize> {
-    let f = &e.fields[i];
+    let f = &cx.msg.fields(e)[i];
     let name_len = f.value.start - f.start;
     if let Some(pending) = cx.edits.pending(&f.value) {
         let idx = cx.edits.find(&f.value)?;

@@ -130,10 +130,10 @@ pub struct Finding {
 }
 
 impl Finding {
-    pub fn new(rule: Rule, part: impl Into<String>, message: impl Into<String>) -> Self {
+    pub fn new(rule: Rule, part: impl AsRef<str>, message: impl Into<String>) -> Self {
         Finding {
             rule,
-            part: part.into(),
+            part: part.as_ref().to_owned(),
             severity: rule.severity(),
             fixable: false,
             message: message.into(),

@@ -8,13 +8,17 @@
 
 use std::ops::Range;
 
+use compact_str::CompactString;
+
 /// A parsed Content-Type value.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ContentType {
     /// Lower-case type, e.g. `message`. Empty when the value has no readable type.
-    pub mtype: String,
+    /// Inline up to 24 octets: one Content-Type per part, parsed for every part of a
+    /// message, should not cost two heap allocations.
+    pub mtype: CompactString,
     /// Lower-case subtype, e.g. `external-body`.
-    pub subtype: String,
+    pub subtype: CompactString,
     pub params: Vec<Param>,
     /// Byte offset (within the parsed value) where parsing stopped on unreadable input,
     /// if it did. Parameters after it are not in `params`.
@@ -30,7 +34,7 @@ pub struct ContentType {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Param {
     /// Lower-case attribute without any RFC 2231 section or `*` marker.
-    pub name: String,
+    pub name: CompactString,
     /// RFC 2231 section number (`name*3`), if any.
     pub section: Option<u32>,
     /// RFC 2231 `*` marker: the value is `%`-encoded (and, in section 0 or an unsectioned
@@ -97,8 +101,8 @@ impl ContentType {
             ct.trailing = Some(p.i);
             return ct;
         }
-        ct.mtype = String::from_utf8_lossy(t).to_ascii_lowercase();
-        ct.subtype = String::from_utf8_lossy(st).to_ascii_lowercase();
+        ct.mtype = lower(t);
+        ct.subtype = lower(st);
         ct.params = parse_params(&mut p, &mut ct.trailing, &mut ct.defects);
         ct
     }
@@ -367,7 +371,54 @@ fn parse_params(
     params
 }
 
-fn split_attribute(attr: &[u8]) -> (String, Option<u32>, bool) {
+/// Media types, subtypes and parameter names common enough to be worth a table, most
+/// frequent first.
+const COMMON_NAMES: &[&str] = &[
+    "text",
+    "plain",
+    "html",
+    "charset",
+    "multipart",
+    "mixed",
+    "alternative",
+    "related",
+    "boundary",
+    "image",
+    "application",
+    "octet-stream",
+    "name",
+    "type",
+    "message",
+    "rfc822",
+];
+
+/// `t` in ASCII lower case (8-bit octets, which a lenient token may hold, as lossy UTF-8).
+fn lower(t: &[u8]) -> CompactString {
+    // Most parts name one of a few types: point at a static string, no copy at all.
+    for known in COMMON_NAMES {
+        if t.eq_ignore_ascii_case(known.as_bytes()) {
+            return CompactString::const_new(known);
+        }
+    }
+    // The usual case, a short ASCII token, lower-cased on the stack and stored inline.
+    let mut short = [0u8; 24];
+    if t.len() <= short.len() && t.is_ascii() {
+        for (d, c) in short.iter_mut().zip(t) {
+            *d = c.to_ascii_lowercase();
+        }
+        if let Ok(s) = std::str::from_utf8(&short[..t.len()]) {
+            return CompactString::new(s);
+        }
+    }
+    let mut s = match std::str::from_utf8(t) {
+        Ok(s) => CompactString::new(s),
+        Err(_) => CompactString::from(String::from_utf8_lossy(t)),
+    };
+    s.make_ascii_lowercase();
+    s
+}
+
+fn split_attribute(attr: &[u8]) -> (CompactString, Option<u32>, bool) {
     let mut a = attr;
     let mut extended = false;
     if a.len() > 1 && a.ends_with(b"*") {
@@ -385,11 +436,7 @@ fn split_attribute(attr: &[u8]) -> (String, Option<u32>, bool) {
             a = &a[..star];
         }
     }
-    (
-        String::from_utf8_lossy(a).to_ascii_lowercase(),
-        section,
-        extended,
-    )
+    (lower(a), section, extended)
 }
 
 /// The offset after the CFWS (whitespace, line breaks of folding, nested comments with

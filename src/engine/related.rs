@@ -198,7 +198,7 @@ fn insert_type(cx: &mut Context, idx: usize, ct_field: usize, t: &str) -> Option
     if !e.editable() {
         return None;
     }
-    let f = &e.fields[ct_field];
+    let f = &msg.fields(e)[ct_field];
     let value: Vec<u8> = match cx.edits.pending(&f.value) {
         Some(v) => v.to_vec(),
         None => msg.value(e, f).to_vec(),
@@ -289,7 +289,7 @@ fn check_locations(cx: &mut Context, idx: usize) {
     // One pass over the heading for both names: this runs for every part.
     let mut locations: Vec<usize> = Vec::new();
     let mut bases: Vec<usize> = Vec::new();
-    for (i, f) in e.fields.iter().enumerate() {
+    for (i, f) in msg.fields(e).iter().enumerate() {
         let name = msg.name(e, f);
         if name.eq_ignore_ascii_case(b"content-location") {
             locations.push(i);
@@ -311,7 +311,7 @@ fn check_locations(cx: &mut Context, idx: usize) {
         check_location_field(cx, idx, fi);
     }
     for fi in bases {
-        let v = msg.value(e, &e.fields[fi]);
+        let v = msg.value(e, &msg.fields(e)[fi]);
         let loc = parse_location(v);
         let enc = resolve::encode_for_comparison(&loc.value);
         if !resolve::is_absolute(&enc) {
@@ -330,7 +330,7 @@ fn check_locations(cx: &mut Context, idx: usize) {
 fn check_location_field(cx: &mut Context, idx: usize, fi: usize) {
     let msg = cx.msg;
     let e = &msg.entities[idx];
-    let f = &e.fields[fi];
+    let f = &msg.fields(e)[fi];
     let raw = msg.value(e, f);
     let loc = parse_location(raw);
     // CR LF and LF are folding; a CR on its own is not a line break (RFC 5322 §2.3)
@@ -386,7 +386,7 @@ fn check_location_field(cx: &mut Context, idx: usize, fi: usize) {
 fn fold_location(cx: &mut Context, idx: usize, fi: usize) -> Option<usize> {
     let msg = cx.msg;
     let e = &msg.entities[idx];
-    let f = &e.fields[fi];
+    let f = &msg.fields(e)[fi];
     let current = cx
         .edits
         .pending(&f.value)

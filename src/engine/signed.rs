@@ -86,8 +86,8 @@ fn covers(msg: &Message) -> Vec<Cover> {
     for name in ["dkim-signature", "arc-message-signature"] {
         for (_, f) in msg.fields_named(top, name) {
             let signed_names = dkim_header_list(msg.value(top, f));
-            let mut ranges: Vec<Range<usize>> = top
-                .fields
+            let mut ranges: Vec<Range<usize>> = msg
+                .fields(top)
                 .iter()
                 .filter(|g| {
                     let n = String::from_utf8_lossy(msg.name(top, g)).to_ascii_lowercase();
@@ -116,10 +116,10 @@ fn covers(msg: &Message) -> Vec<Cover> {
         if e.ctype.is("multipart", "signed") {
             if let Some(&first) = e.children.first() {
                 let c = &msg.entities[first];
-                let start = c.fields.first().map_or(c.header.start, |f| f.start);
+                let start = msg.fields(c).first().map_or(c.header.start, |f| f.start);
                 out.push(Cover {
                     what: format!("the multipart/signed part {}", e.path),
-                    part: e.path.clone(),
+                    part: e.path.to_string(),
                     ranges: vec![Range {
                         start,
                         end: c.body.end,
@@ -131,7 +131,7 @@ fn covers(msg: &Message) -> Vec<Cover> {
         {
             out.push(Cover {
                 what: format!("the S/MIME part {}", e.path),
-                part: e.path.clone(),
+                part: e.path.to_string(),
                 ranges: vec![Range {
                     start: e.header.start,
                     end: e.body.end,

@@ -464,7 +464,7 @@ impl Heading {
         };
         if let Some(e) = msg.entities.first() {
             h.body_start = e.body.start;
-            for f in &e.fields {
+            for f in msg.fields(e) {
                 h.names.push(msg.name(e, f).to_vec());
                 let v = msg.value(e, f);
                 if v.windows(2).any(|w| w == b"\r\n") {
