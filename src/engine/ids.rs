@@ -361,7 +361,10 @@ fn owner(msg: &Message, i: usize) -> usize {
 /// Where equal Content-IDs are allowed or already reported elsewhere: among the direct
 /// children of one multipart/alternative (RFC 2045 §7, RFC 2046 §5.1.4) and of one
 /// multipart/related (`related-cid-duplicate`). Parts in the same scope share a key.
-fn scope(msg: &Message, owner: usize) -> (bool, usize) {
+/// (shared with siblings, the multipart or part that is the scope)
+type Scope = (bool, usize);
+
+fn scope(msg: &Message, owner: usize) -> Scope {
     if let Some(p) = msg.entities[owner].parent {
         let ct = &msg.entities[p].ctype;
         if ct.is("multipart", "alternative") || ct.is("multipart", "related") {
@@ -376,7 +379,7 @@ fn check_duplicates(cx: &mut Context, mut ids: Vec<Option<Cow<'_, [u8]>>>) {
     // Sized up front and filled through `entry`: growing the map rehashed every key and
     // get-then-insert hashed each one twice.
     // addr-spec -> (first owner, its scope)
-    let mut first: HashMap<Cow<[u8]>, (usize, (bool, usize))> =
+    let mut first: HashMap<Cow<[u8]>, (usize, Scope)> =
         HashMap::with_capacity(ids.iter().filter(|id| id.is_some()).count());
     let mut reported_owner: Vec<bool> = vec![false; msg.entities.len()];
     for i in 0..msg.entities.len() {
