@@ -12,7 +12,7 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
-use compact_str::CompactString;
+use compact_str::{CompactString, ToCompactString};
 use memchr::memmem;
 
 use super::params::ContentType;
@@ -439,28 +439,17 @@ fn child_prefix(path: &str) -> &str {
     }
 }
 
-/// The path of body part `n` under `prefix` (see [`child_prefix`]). Written by hand:
-/// `format!` per part was a visible share of scanning a message of 10 000 parts.
+/// The path of body part `n` under `prefix` (see [`child_prefix`]), stored inline.
+/// Not `format!`: per part, it was a visible share of scanning 10 000 parts.
 fn child_path(prefix: &str, n: usize) -> CompactString {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut v = n;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 || at == 0 {
-            break;
-        }
-    }
-    let number = std::str::from_utf8(&digits[at..]).unwrap_or("0");
+    let number = n.to_compact_string();
     if prefix.is_empty() {
-        return CompactString::new(number);
+        return number;
     }
     let mut path = CompactString::with_capacity(prefix.len() + 1 + number.len());
     path.push_str(prefix);
     path.push('.');
-    path.push_str(number);
+    path.push_str(&number);
     path
 }
 

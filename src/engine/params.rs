@@ -397,7 +397,7 @@ fn lower(t: &[u8]) -> CompactString {
     // Most parts name one of a few types: point at a static string, no copy at all.
     for known in COMMON_NAMES {
         if t.eq_ignore_ascii_case(known.as_bytes()) {
-            return CompactString::const_new(known);
+            return CompactString::new(known);
         }
     }
     // The usual case, a short ASCII token, lower-cased on the stack and stored inline.
