@@ -572,7 +572,7 @@ fn legacy_convert(
     let targets: Vec<&Param> = ct
         .params
         .iter()
-        .filter(|p| matches!(p.name.as_str(), "site" | "directory" | "name" | "mode"))
+        .filter(|p| matches!(&*p.name, "site" | "directory" | "name" | "mode"))
         .collect();
     let access_param = ct.params.iter().find(|p| p.name == "access-type");
     let (Some(ap), false) = (access_param, targets.is_empty()) else {

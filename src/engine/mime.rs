@@ -397,7 +397,7 @@ impl<'a> Message<'a> {
                 _ => {}
             }
         } else if e.ctype.mtype == "message" {
-            e.kind = match e.ctype.subtype.as_str() {
+            e.kind = match &*e.ctype.subtype {
                 "rfc822" | "global" | "news" => Kind::Message,
                 "external-body" => Kind::ExternalBody,
                 _ => Kind::Leaf,

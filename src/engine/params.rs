@@ -8,17 +8,15 @@
 
 use std::ops::Range;
 
-use compact_str::CompactString;
+use std::borrow::Cow;
 
 /// A parsed Content-Type value.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ContentType {
     /// Lower-case type, e.g. `message`. Empty when the value has no readable type.
-    /// Inline up to 24 octets: one Content-Type per part, parsed for every part of a
-    /// message, should not cost two heap allocations.
-    pub mtype: CompactString,
+    pub mtype: Name,
     /// Lower-case subtype, e.g. `external-body`.
-    pub subtype: CompactString,
+    pub subtype: Name,
     pub params: Vec<Param>,
     /// Byte offset (within the parsed value) where parsing stopped on unreadable input,
     /// if it did. Parameters after it are not in `params`.
@@ -34,7 +32,7 @@ pub struct ContentType {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Param {
     /// Lower-case attribute without any RFC 2231 section or `*` marker.
-    pub name: CompactString,
+    pub name: Name,
     /// RFC 2231 section number (`name*3`), if any.
     pub section: Option<u32>,
     /// RFC 2231 `*` marker: the value is `%`-encoded (and, in section 0 or an unsectioned
@@ -371,8 +369,12 @@ fn parse_params(
     params
 }
 
-/// Media types, subtypes and parameter names common enough to be worth a table, most
-/// frequent first.
+/// A lower-case media type, subtype or parameter name. The common ones point at a
+/// static string: a Content-Type is parsed for every part of a message, and a
+/// 10 000-part message should not pay two copies or allocations per part for them.
+pub type Name = Cow<'static, str>;
+
+/// Names common enough to be worth the table, about most frequent first.
 const COMMON_NAMES: &[&str] = &[
     "text",
     "plain",
@@ -387,38 +389,45 @@ const COMMON_NAMES: &[&str] = &[
     "application",
     "octet-stream",
     "name",
+    "filename",
     "type",
+    "start",
+    "format",
+    "delsp",
+    "png",
+    "jpeg",
+    "gif",
+    "pdf",
     "message",
     "rfc822",
+    "external-body",
+    "access-type",
+    "url",
+    "signed",
+    "protocol",
+    "micalg",
+    "pkcs7-signature",
+    "pkcs7-mime",
+    "report",
+    "report-type",
+    "delivery-status",
+    "calendar",
+    "method",
 ];
 
 /// `t` in ASCII lower case (8-bit octets, which a lenient token may hold, as lossy UTF-8).
-fn lower(t: &[u8]) -> CompactString {
-    // Most parts name one of a few types: point at a static string, no copy at all.
+fn lower(t: &[u8]) -> Name {
     for known in COMMON_NAMES {
         if t.eq_ignore_ascii_case(known.as_bytes()) {
-            return CompactString::new(known);
+            return Cow::Borrowed(known);
         }
     }
-    // The usual case, a short ASCII token, lower-cased on the stack and stored inline.
-    let mut short = [0u8; 24];
-    if t.len() <= short.len() && t.is_ascii() {
-        for (d, c) in short.iter_mut().zip(t) {
-            *d = c.to_ascii_lowercase();
-        }
-        if let Ok(s) = std::str::from_utf8(&short[..t.len()]) {
-            return CompactString::new(s);
-        }
-    }
-    let mut s = match std::str::from_utf8(t) {
-        Ok(s) => CompactString::new(s),
-        Err(_) => CompactString::from(String::from_utf8_lossy(t)),
-    };
+    let mut s = String::from_utf8_lossy(t).into_owned();
     s.make_ascii_lowercase();
-    s
+    Cow::Owned(s)
 }
 
-fn split_attribute(attr: &[u8]) -> (CompactString, Option<u32>, bool) {
+fn split_attribute(attr: &[u8]) -> (Name, Option<u32>, bool) {
     let mut a = attr;
     let mut extended = false;
     if a.len() > 1 && a.ends_with(b"*") {

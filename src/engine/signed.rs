@@ -127,7 +127,7 @@ fn covers(msg: &Message) -> Vec<Cover> {
                 });
             }
         } else if e.ctype.mtype == "application"
-            && matches!(e.ctype.subtype.as_str(), "pkcs7-mime" | "x-pkcs7-mime")
+            && matches!(&*e.ctype.subtype, "pkcs7-mime" | "x-pkcs7-mime")
         {
             out.push(Cover {
                 what: format!("the S/MIME part {}", e.path),
