@@ -352,18 +352,18 @@ fn check_syntax<'m>(cx: &mut Context<'m, '_>) -> Vec<Option<Cow<'m, [u8]>>> {
 /// The entity a Content-ID belongs to: the phantom heading of an external-body names the
 /// external-body part itself (RFC 2046 §5.2.3).
 fn owner(msg: &Message, i: usize) -> usize {
-    match (msg.entities[i].kind.clone(), msg.entities[i].parent) {
+    match (&msg.entities[i].kind, msg.entities[i].parent) {
         (Kind::Phantom, Some(p)) => p,
         _ => i,
     }
 }
 
-/// Where equal Content-IDs are allowed or already reported elsewhere: among the direct
-/// children of one multipart/alternative (RFC 2045 §7, RFC 2046 §5.1.4) and of one
-/// multipart/related (`related-cid-duplicate`). Parts in the same scope share a key.
 /// (shared with siblings, the multipart or part that is the scope)
 type Scope = (bool, usize);
 
+/// Where equal Content-IDs are allowed or already reported elsewhere: among the direct
+/// children of one multipart/alternative (RFC 2045 §7, RFC 2046 §5.1.4) and of one
+/// multipart/related (`related-cid-duplicate`). Parts in the same scope share a key.
 fn scope(msg: &Message, owner: usize) -> Scope {
     if let Some(p) = msg.entities[owner].parent {
         let ct = &msg.entities[p].ctype;
