@@ -227,3 +227,89 @@ fn milter_down_tempfails_with_f_t() {
     assert_eq!(r.code, 250, "after restart: {r}\n{}", d.log());
     assert_eq!(sm.queued().len(), 1);
 }
+
+#[test]
+fn quarantine_holds_the_message_with_the_configured_reason() {
+    if !mta::require_sendmail() {
+        return;
+    }
+    let d = Daemon::start(
+        &config(
+            "[reply]\nquarantine = \"Held by the e2e test: {rules}\"\n\
+             [policy.inbound]\n\"extbody-*\" = \"quarantine\"\n",
+        ),
+        &[],
+    );
+    let sm = Sendmail::new(Some(&d.sendmail_spec()));
+    let (input, _) = nested();
+    let r = sm.send(&input);
+    assert_eq!(r.code, 250, "quarantine accepts: {r}\n{}", d.log());
+    let control = |q: Vec<mta::Queued>| q.into_iter().map(|m| m.qf).collect::<Vec<_>>();
+    assert!(
+        sm.queued().is_empty(),
+        "a quarantined message must not wait for delivery: {:?}",
+        control(sm.queued())
+    );
+    let held = sm.quarantined();
+    assert_eq!(held.len(), 1, "{:?}\n{}", control(held), d.log());
+    let m = &held[0];
+    assert!(r.text.contains(&m.id), "{r} / {}", m.id);
+    assert!(
+        m.qf.contains("\nrRFC822; bob@receiver.example\n"),
+        "{}",
+        m.qf
+    );
+
+    // The reason names the rules the report header names, in the
+    // configured text.
+    let report = m.header("X-MIMERef");
+    assert_eq!(report.len(), 1, "{report:?}\n{}", m.qf);
+    assert!(report[0].starts_with("quarantine;"), "{report:?}");
+    let rules = report[0]
+        .split_once("rules=")
+        .map(|(_, r)| r.split([';', ' ']).next().unwrap_or(""))
+        .unwrap_or_else(|| panic!("no rules= in {report:?}"));
+    assert!(rules.contains("extbody-url-unquoted"), "{report:?}");
+    let reason = format!("Held by the e2e test: {}", rules.replace(',', ", "));
+    assert_eq!(m.quarantine_reason().as_deref(), Some(&*reason), "{}", m.qf);
+    assert!(
+        d.log()
+            .contains(&format!("{}: direction=inbound verdict=quarantine", m.id)),
+        "{}",
+        d.log()
+    );
+
+    // What an admin sees: only the quarantine listing shows it, with the
+    // reason (-v: the plain listing cuts it at 60 characters).
+    let (ok, normal, err) = sm.run(&["-bp"]);
+    assert!(ok && !normal.contains(&m.id), "{normal}{err}");
+    let (ok, listing, err) = sm.run(&["-bp", "-qQ", "-v"]);
+    assert!(ok, "{err}");
+    assert!(listing.contains(&m.id), "{listing}");
+    assert!(
+        listing.contains(&format!("QUARANTINE: {reason}\n")),
+        "{listing}"
+    );
+
+    // A queue run, which delivers every qf file, leaves it alone.
+    let (ok, out, err) = sm.run(&["-q"]);
+    assert!(ok, "{out}{err}");
+    assert!(sm.queued().is_empty(), "{:?}", control(sm.queued()));
+    assert_eq!(sm.quarantined().len(), 1);
+
+    // Released, it is an ordinary queued message with every byte the
+    // client sent (quarantine alone changes nothing but the report).
+    let release = format!("-qI{}", m.id);
+    let (ok, out, err) = sm.run(&["-qQ", "-Q", &release]);
+    assert!(ok, "{out}{err}");
+    assert!(
+        sm.quarantined().is_empty(),
+        "{:?}",
+        control(sm.quarantined())
+    );
+    let q = sm.queued();
+    assert_eq!(q.len(), 1, "released: {:?}", control(q));
+    assert_eq!(q[0].quarantine_reason(), None, "{}", q[0].qf);
+    let got = drop_fields(&q[0].without_trace(), "X-MIMERef");
+    assert_eq!(got, input, "{}", mta::show_diff(&input, &got));
+}

@@ -1008,33 +1008,52 @@ FEATURE(`promiscuous_relay')dnl
         reply
     }
 
-    /// Messages left in the queue.
+    /// Messages left in the queue, ready for the next queue run.
     pub fn queued(&self) -> Vec<Queued> {
+        self.read_queue("qf")
+    }
+
+    /// Messages a milter quarantined: Sendmail renames their control file
+    /// from `qf*` to `hf*`, which queue runs and a plain `mailq` skip.
+    pub fn quarantined(&self) -> Vec<Queued> {
+        self.read_queue("hf")
+    }
+
+    fn read_queue(&self, control: &str) -> Vec<Queued> {
         let q = self.base().join("queue");
         let mut ids: Vec<String> = fs::read_dir(&q)
             .map(|rd| {
                 rd.filter_map(|e| e.ok())
                     .filter_map(|e| {
                         let n = e.file_name().to_string_lossy().into_owned();
-                        n.strip_prefix("qf").map(str::to_string)
+                        n.strip_prefix(control).map(str::to_string)
                     })
                     .collect()
             })
             .unwrap_or_default();
         ids.sort();
-        ids.iter()
+        ids.into_iter()
             .map(|id| {
-                let qf = fs::read(q.join(format!("qf{id}"))).unwrap_or_default();
+                let qf = fs::read(q.join(format!("{control}{id}"))).unwrap_or_default();
                 let df = fs::read(q.join(format!("df{id}"))).unwrap_or_default();
-                Queued::parse(&qf, df)
+                Queued::parse(id, &qf, df)
             })
             .collect()
+    }
+
+    /// Runs the private Sendmail binary on this instance's config with
+    /// `args` (`-bp -qQ`, `-q`, ...); returns (exit ok, stdout, stderr).
+    pub fn run(&self, args: &[&str]) -> (bool, String, String) {
+        let bin = sendmail_root().join("usr/libexec/sendmail/sendmail");
+        run_bounded(Command::new(bin).arg("-C").arg(&self.cf).args(args), WAIT)
     }
 }
 
 /// A message in Sendmail's queue.
 #[derive(Debug, Clone)]
 pub struct Queued {
+    /// The queue id (the file names without their `qf`/`hf`/`df`).
+    pub id: String,
     /// The raw control file.
     pub qf: String,
     /// Header fields from the `H` lines ("\n" line ends), each with the
@@ -1044,7 +1063,7 @@ pub struct Queued {
 }
 
 impl Queued {
-    fn parse(qf: &[u8], body: Vec<u8>) -> Queued {
+    fn parse(id: String, qf: &[u8], body: Vec<u8>) -> Queued {
         let text = String::from_utf8_lossy(qf).into_owned();
         let mut fields: Vec<(String, Vec<u8>)> = Vec::new();
         let mut in_header = false;
@@ -1067,10 +1086,21 @@ impl Queued {
             }
         }
         Queued {
+            id,
             qf: text,
             fields,
             body,
         }
+    }
+
+    /// The reason of a quarantined message: the control file's `q` line.
+    /// Header continuation lines start with white space, so a line starting
+    /// with `q` can only be that record.
+    pub fn quarantine_reason(&self) -> Option<String> {
+        self.qf
+            .lines()
+            .find_map(|l| l.strip_prefix('q'))
+            .map(str::to_string)
     }
 
     /// Header fields, blank line, body: the message as it would go out.
