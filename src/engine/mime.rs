@@ -339,8 +339,8 @@ impl<'a> Message<'a> {
         // order of reading, which is document order; the children lists are too.
     }
 
-    /// Takes the path out of `p` (the entity owns it from now on).
-    /// Reads the heading at `p` and appends the entity to `entities`.
+    /// Reads the heading at `p` and appends the entity to `entities`; the entity takes
+    /// the path out of `p`.
     fn read_entity(&mut self, p: &mut Pending, depth: usize) {
         let buf: &[u8] = &self.buffers[p.buf];
         let first_field = self.all_fields.len();
