@@ -879,6 +879,15 @@ impl Delivered {
 }
 
 /// Line-oriented diff summary for assertion messages.
+/// The MTA's queue id (asked for at end of header: Sendmail sends `i` only from there
+/// on) starts the daemon's verdict line, rather than `NOQUEUE`.
+pub fn assert_queue_id_in_verdict(log: &str, verdict: &str) {
+    assert!(
+        log.contains(&format!(": direction=inbound verdict={verdict}")) && !log.contains("NOQUEUE"),
+        "{log}"
+    );
+}
+
 pub fn show_diff(expected: &[u8], got: &[u8]) -> String {
     let e: Vec<_> = lines(expected).collect();
     let g: Vec<_> = lines(got).collect();
