@@ -30,6 +30,8 @@ pub const DEFAULT_TEMPFAIL_REPLY: &str = "451 4.6.0 MIME reference error: {rules
 pub const DEFAULT_QUARANTINE_REASON: &str = "MIME reference error: {rules}";
 /// `[limits] spill_threshold` when not given (or `max_message_size` if smaller).
 pub const SPILL_THRESHOLD: usize = 4 << 20;
+/// `[limits] max_header_size` when not given (or `max_message_size` if smaller).
+pub const DEFAULT_MAX_HEADER_SIZE: usize = 1 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
@@ -457,6 +459,45 @@ impl Validator<'_> {
         }
     }
 
+    /// A `[limits]` size bounded by `max_message_size` (already validated): errors name
+    /// that key and its value, the bound that applies, rather than the widest value the
+    /// file format could hold. `above` says what goes wrong with a larger value.
+    fn int_up_to_message_size(
+        &mut self,
+        v: Option<Spanned<i64>>,
+        key: &str,
+        min: usize,
+        max_message_size: usize,
+        default: usize,
+        above: &str,
+    ) -> usize {
+        let Some(s) = v else {
+            return default;
+        };
+        let n = *s.get_ref();
+        match usize::try_from(n) {
+            Ok(u) if u > max_message_size => {
+                self.err(
+                    s.span(),
+                    format!(
+                        "{key} = {n} is larger than max_message_size ({max_message_size}): {above}"
+                    ),
+                );
+                max_message_size
+            }
+            Ok(u) if u >= min => u,
+            _ => {
+                self.err(
+                    s.span(),
+                    format!(
+                        "{key} = {n}: must be between {min} and max_message_size ({max_message_size})"
+                    ),
+                );
+                default
+            }
+        }
+    }
+
     fn action(&mut self, v: &Spanned<String>, what: &str) -> Option<Action> {
         let a = Action::parse(v.get_ref());
         if a.is_none() {
@@ -849,13 +890,18 @@ impl Validator<'_> {
             i64::from(u32::MAX),
             d.max_message_size as i64,
         ) as usize;
-        let max_header_size = self.int(
+        // Header fields count towards max_message_size too, so a larger value could never
+        // take effect; the default steps down with a small max_message_size instead of
+        // clashing with a key the admin did not write.
+        let max_header_size = self.int_up_to_message_size(
             rl.max_header_size,
             "[limits] max_header_size",
             1024,
-            i64::from(u32::MAX),
-            1024 * 1024,
-        ) as usize;
+            max_message_size,
+            DEFAULT_MAX_HEADER_SIZE.min(max_message_size),
+            "header fields count towards max_message_size, so it would never apply; set \
+             it to max_message_size to limit only the whole message",
+        );
         let max_depth = self.int(
             rl.max_depth,
             "[limits] max_depth",
@@ -883,42 +929,17 @@ impl Validator<'_> {
                 None => Action::Report,
             },
         };
-        if max_header_size > max_message_size {
-            self.errors.push(ConfigError {
-                file: self.name.into(),
-                line: 0,
-                message: "[limits] max_header_size is larger than max_message_size".into(),
-            });
-        }
         // The default never exceeds a small max_message_size; a value given above it
         // could never be reached, which is a sign of a mix-up of units or keys.
-        let spill_threshold = match rl.spill_threshold {
-            None => SPILL_THRESHOLD.min(max_message_size),
-            Some(s) => {
-                let n = *s.get_ref();
-                if n < 1 || n > i64::from(u32::MAX) {
-                    self.err(
-                        s.span(),
-                        format!(
-                            "[limits] spill_threshold = {n}: must be between 1 and {}",
-                            u32::MAX
-                        ),
-                    );
-                    SPILL_THRESHOLD.min(max_message_size)
-                } else if n as usize > max_message_size {
-                    self.err(
-                        s.span(),
-                        format!(
-                            "[limits] spill_threshold = {n} is larger than max_message_size ({max_message_size}): \
-                             no message could reach it; set it to max_message_size to keep every message in memory"
-                        ),
-                    );
-                    max_message_size
-                } else {
-                    n as usize
-                }
-            }
-        };
+        let spill_threshold = self.int_up_to_message_size(
+            rl.spill_threshold,
+            "[limits] spill_threshold",
+            1,
+            max_message_size,
+            SPILL_THRESHOLD.min(max_message_size),
+            "no message could reach it; set it to max_message_size to keep every message in \
+             memory",
+        );
         let spill_directory = match rl.spill_directory {
             None => std::env::temp_dir(),
             Some(s) => {
@@ -1071,13 +1092,12 @@ mod tests {
         assert!(c.no_reply_stages);
         assert_eq!(c.spill_threshold, 4 << 20);
         assert_eq!(c.spill_directory, std::env::temp_dir());
-        // A small max_message_size lowers the default threshold instead of clashing.
-        let c = Config::parse(
-            "[limits]\nmax_message_size = 100000\nmax_header_size = 100000\n",
-            "t",
-        )
-        .unwrap();
+        // A small max_message_size lowers the default threshold and header limit instead
+        // of clashing with keys the file does not have.
+        let c = Config::parse("[limits]\nmax_message_size = 100000\n", "t")
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(c.spill_threshold, 100000);
+        assert_eq!(c.max_header_size, 100000);
         let c = Config::parse(
             "no_reply_stages = false\n[limits]\nspill_threshold = 5000\n",
             "t",
@@ -1085,6 +1105,60 @@ mod tests {
         .unwrap();
         assert!(!c.no_reply_stages);
         assert_eq!(c.spill_threshold, 5000);
+    }
+
+    /// spill_threshold and max_header_size are bounded by max_message_size, not by what
+    /// an integer holds: the message says so, with the value in force, at the key's line.
+    #[test]
+    fn limits_below_max_message_size_quote_it() {
+        let one = |text: &str| {
+            let e = errs(text);
+            assert_eq!(e.len(), 1, "{text:?}: {e:?}");
+            e.into_iter().next().unwrap()
+        };
+        for n in ["0", "-1", "-9223372036854775808"] {
+            assert_eq!(
+                one(&format!("[limits]\nspill_threshold = {n}\n")),
+                format!(
+                    "t.toml:2: [limits] spill_threshold = {n}: must be between 1 and \
+                     max_message_size (67108864)"
+                )
+            );
+        }
+        assert_eq!(
+            one("[limits]\nmax_message_size = 2048\n\nspill_threshold = 0\n"),
+            "t.toml:4: [limits] spill_threshold = 0: must be between 1 and max_message_size (2048)"
+        );
+        for n in ["4294967296", "9223372036854775807"] {
+            let e = one(&format!("[limits]\nspill_threshold = {n}\n"));
+            assert!(
+                e.starts_with(&format!(
+                    "t.toml:2: [limits] spill_threshold = {n} is larger than max_message_size \
+                     (67108864): "
+                )),
+                "{e}"
+            );
+        }
+        assert_eq!(
+            one("[limits]\nmax_header_size = 1023\n"),
+            "t.toml:2: [limits] max_header_size = 1023: must be between 1024 and \
+             max_message_size (67108864)"
+        );
+        // The pair disagrees: said at the line of the key that is out of bounds.
+        let e = one("[limits]\nmax_message_size = 1048576\nmax_header_size = 1048577\n");
+        assert!(
+            e.starts_with(
+                "t.toml:3: [limits] max_header_size = 1048577 is larger than \
+                 max_message_size (1048576): "
+            ),
+            "{e}"
+        );
+        let c = Config::parse(
+            "[limits]\nmax_message_size = 1024\nmax_header_size = 1024\nspill_threshold = 1024\n",
+            "t",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((c.max_header_size, c.spill_threshold), (1024, 1024));
     }
 
     #[test]
