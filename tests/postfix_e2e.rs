@@ -480,6 +480,51 @@ fn milter_down_with_default_accept_passes_mail_unchanged() {
     assert_eq!(got, input);
 }
 
+/// SMTP AUTH makes a session outbound. Cyrus SASL's ANONYMOUS mechanism needs neither
+/// a password database nor an authentication daemon, and Postfix still passes
+/// `{auth_type}` and `{auth_authen}` for it as for any other mechanism.
+#[test]
+fn sasl_authenticated_session_is_outbound() {
+    if !mta::require_postfix() {
+        return;
+    }
+    let sasl = mta::TempDir::new("sasl");
+    std::fs::write(sasl.path().join("smtpd.conf"), "mech_list: ANONYMOUS\n").unwrap();
+    let cfg = config("[policy.inbound]\n\"*\" = \"reject\"\n[policy.outbound]\n\"*\" = \"fix\"\n");
+    let mut pfc = PostfixConfig::with_milter("");
+    pfc.extra_main = vec![
+        "smtpd_sasl_auth_enable = yes".into(),
+        "smtpd_sasl_type = cyrus".into(),
+        format!("cyrus_sasl_config_path = {}", sasl.path().display()),
+        // The default, noanonymous, would hide the one mechanism offered.
+        "smtpd_sasl_security_options =".into(),
+    ];
+    let (d, pf) = start(&cfg, &[], pfc);
+    let (input, fixed) = nested();
+
+    let mut c = pf.smtp();
+    let r = c.send("alice@sender.example", &["bob@receiver.example"], &input);
+    assert!(
+        r.code == 550 && r.text.contains("MIME reference error"),
+        "before AUTH: inbound: {r}\n{}",
+        d.log()
+    );
+    // Allowed between transactions (RFC 4954 section 4): one session, both directions.
+    let r = c.cmd("AUTH ANONYMOUS dGVzdA==");
+    assert_eq!(r.code, 235, "AUTH: {r}\n{}", pf.log());
+    let r = c.send("alice@sender.example", &["bob@receiver.example"], &input);
+    c.quit();
+    assert_eq!(r.code, 250, "after AUTH: outbound: {r}\n{}", d.log());
+    let got = pf.wait_delivered("nested-1@");
+    assert_eq!(drop_fields(&got.without_trace(), "X-MIMERef"), fixed);
+    let log = d.log();
+    let verdicts: Vec<&str> = log.lines().filter(|l| l.contains("direction=")).collect();
+    assert_eq!(verdicts.len(), 2, "{log}");
+    assert!(verdicts[0].contains("direction=inbound"), "{log}");
+    assert!(verdicts[1].contains("direction=outbound"), "{log}");
+    assert!(pf.log().contains("sasl_method=ANONYMOUS"), "{}", pf.log());
+}
+
 #[test]
 fn trusted_network_client_is_outbound() {
     if !mta::require_postfix() {
