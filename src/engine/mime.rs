@@ -15,6 +15,7 @@ use std::ops::Range;
 use compact_str::{CompactString, ToCompactString};
 use memchr::memmem;
 
+use super::ascii::eq_lower;
 use super::params::ContentType;
 use super::Limits;
 
@@ -161,7 +162,8 @@ impl<'a> Message<'a> {
         &self.buffers[e.buf][f.value.clone()]
     }
 
-    /// The fields of `e` named `name` (case-insensitive), in order.
+    /// The fields of `e` named `name` (given in lower case; fields match in any case), in
+    /// order.
     pub fn fields_named<'s>(
         &'s self,
         e: &'s Entity,
@@ -170,10 +172,10 @@ impl<'a> Message<'a> {
         self.fields(e)
             .iter()
             .enumerate()
-            .filter(move |(_, f)| self.name(e, f).eq_ignore_ascii_case(name.as_bytes()))
+            .filter(move |(_, f)| eq_lower(self.name(e, f), name.as_bytes()))
     }
 
-    /// The first field of `e` named `name`.
+    /// The first field of `e` named `name` (given in lower case).
     pub fn field<'s>(&'s self, e: &'s Entity, name: &'s str) -> Option<&'s Field> {
         self.fields_named(e, name).next().map(|(_, f)| f)
     }
@@ -356,14 +358,14 @@ impl<'a> Message<'a> {
         let mut encoding = Encoding::SevenBit;
         for (i, f) in fields.iter().enumerate() {
             let name = &buf[f.name.clone()];
-            if ctype_field.is_none() && name.eq_ignore_ascii_case(b"content-type") {
+            if ctype_field.is_none() && eq_lower(name, b"content-type") {
                 let ct = ContentType::parse(&buf[f.value.clone()]);
                 // RFC 2045 §5.2: an unreadable Content-Type means text/plain.
                 if !ct.mtype.is_empty() {
                     ctype = Some(ct);
                 }
                 ctype_field = Some(i);
-            } else if name.eq_ignore_ascii_case(b"content-transfer-encoding") {
+            } else if eq_lower(name, b"content-transfer-encoding") {
                 encoding = parse_encoding(&buf[f.value.clone()]);
             }
         }

@@ -13,6 +13,7 @@
 //!   `headers` (line limits), `signed` (DKIM / S/MIME protection)
 //! - `edit` (edits and `apply`), `rules` (the catalogue)
 
+pub mod ascii;
 pub mod cid;
 pub mod cturi;
 pub mod decode;

@@ -374,8 +374,8 @@ fn parse_params(
 /// 10 000-part message should not pay two copies or allocations per part for them.
 pub type Name = Cow<'static, str>;
 
-/// Names common enough to be worth the table, about most frequent first.
-const COMMON_NAMES: &[&str] = &[
+/// Names common enough to have a static copy, about most frequent first.
+const COMMON_NAMES: [&str; 37] = [
     "text",
     "plain",
     "html",
@@ -415,12 +415,45 @@ const COMMON_NAMES: &[&str] = &[
     "method",
 ];
 
+/// Where a name of this length and these lower-case octets (first, second, last) sits in
+/// [`COMMON_SLOTS`]. The constants were searched for: no two common names share a slot.
+const fn common_slot(len: usize, first: u8, second: u8, last: u8) -> usize {
+    (len * 3 + first as usize + second as usize * 3 + last as usize * 19) % 128
+}
+
+/// Index + 1 into [`COMMON_NAMES`] by [`common_slot`], 0 for none. Built at compile time;
+/// a name added that collides with another fails the build.
+static COMMON_SLOTS: [u8; 128] = {
+    let mut t = [0u8; 128];
+    let mut i = 0;
+    while i < COMMON_NAMES.len() {
+        let n = COMMON_NAMES[i].as_bytes();
+        let s = common_slot(n.len(), n[0], n[1], n[n.len() - 1]);
+        assert!(
+            t[s] == 0,
+            "two common names share a slot: change common_slot"
+        );
+        t[s] = i as u8 + 1;
+        i += 1;
+    }
+    t
+};
+
+/// The static copy of `t` in lower case when it is one of [`COMMON_NAMES`]. One table
+/// probe and one comparison rather than a comparison with each name in turn: it runs
+/// twice for every part of a message.
+fn common_name(t: &[u8]) -> Option<&'static str> {
+    let (&first, &second, &last) = (t.first()?, t.get(1)?, t.last()?);
+    let lc = |b: u8| b.to_ascii_lowercase();
+    let slot = common_slot(t.len(), lc(first), lc(second), lc(last));
+    let name = COMMON_NAMES.get(usize::from(COMMON_SLOTS[slot]).checked_sub(1)?)?;
+    super::ascii::eq_lower(t, name.as_bytes()).then_some(*name)
+}
+
 /// `t` in ASCII lower case (8-bit octets, which a lenient token may hold, as lossy UTF-8).
 fn lower(t: &[u8]) -> Name {
-    for known in COMMON_NAMES {
-        if t.eq_ignore_ascii_case(known.as_bytes()) {
-            return Cow::Borrowed(known);
-        }
+    if let Some(known) = common_name(t) {
+        return Cow::Borrowed(known);
     }
     let mut s = String::from_utf8_lossy(t).into_owned();
     s.make_ascii_lowercase();
@@ -578,6 +611,29 @@ mod tests {
         let url = ct.plain("url").unwrap();
         assert!(url.quoted);
         assert_eq!(url.value, b"ftp://a/b\"c");
+    }
+
+    #[test]
+    fn names_are_lowered_common_or_not() {
+        for name in COMMON_NAMES {
+            let upper = name.to_ascii_uppercase();
+            assert!(matches!(lower(upper.as_bytes()), Cow::Borrowed(n) if n == name));
+        }
+        // Look-alikes of common names (same length, same first, second and last octet)
+        // and rare names are lowered into a copy.
+        for (t, want) in [
+            ("TeXt", "text"),
+            ("TEAT", "teat"),
+            ("PL-IN", "pl-in"),
+            ("X-Custom-Type", "x-custom-type"),
+            ("vnd.ms-excel", "vnd.ms-excel"),
+            ("a", "a"),
+        ] {
+            let got = lower(t.as_bytes());
+            assert_eq!(got, want);
+            assert_eq!(matches!(got, Cow::Borrowed(_)), t == "TeXt", "{t}");
+        }
+        assert_eq!(lower(b"te\xc4t"), "te\u{fffd}t");
     }
 
     #[test]

@@ -18,6 +18,7 @@
 
 use std::collections::HashMap;
 
+use super::ascii::eq_lower;
 use super::cid::{IdRef, Match};
 use super::excerpt;
 use super::fold;
@@ -291,9 +292,9 @@ fn check_locations(cx: &mut Context, idx: usize) {
     let mut bases: Vec<usize> = Vec::new();
     for (i, f) in msg.fields(e).iter().enumerate() {
         let name = msg.name(e, f);
-        if name.eq_ignore_ascii_case(b"content-location") {
+        if eq_lower(name, b"content-location") {
             locations.push(i);
-        } else if name.eq_ignore_ascii_case(b"content-base") {
+        } else if eq_lower(name, b"content-base") {
             bases.push(i);
         }
     }
