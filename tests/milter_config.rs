@@ -122,19 +122,37 @@ fn assert_one_error(name: &str, text: &str, line: usize, what: &str) {
     );
 }
 
+/// The whole error line: the admin reads the bound that applies to this file, so the
+/// number in it has to be this file's max_message_size, not the default's.
+fn assert_exact_error(name: &str, text: &str, line: usize, message: &str) {
+    let (p, e) = errors_of(name, text);
+    assert_eq!(e, [format!("{}:{line}: {message}", p.display())]);
+    assert_eq!(
+        mimeref_milter::daemon::config_check(Some(&p)),
+        ExitCode::from(1)
+    );
+}
+
 #[test]
 fn spill_threshold_out_of_range() {
-    assert_one_error(
+    assert_exact_error(
         "spill-zero.toml",
         "[limits]\nspill_threshold = 0\n",
         2,
-        "spill_threshold = 0: must be between 1 and",
+        "[limits] spill_threshold = 0: must be between 1 and max_message_size (67108864)",
     );
-    assert_one_error(
+    assert_exact_error(
+        "spill-negative-small-max.toml",
+        "[limits]\nmax_message_size = 1048576\nspill_threshold = -1\n",
+        3,
+        "[limits] spill_threshold = -1: must be between 1 and max_message_size (1048576)",
+    );
+    assert_exact_error(
         "spill-over-max.toml",
         "[limits]\nmax_message_size = 1048576\n\nspill_threshold = 2097152\n",
         4,
-        "larger than max_message_size (1048576)",
+        "[limits] spill_threshold = 2097152 is larger than max_message_size (1048576): no \
+         message could reach it; set it to max_message_size to keep every message in memory",
     );
 }
 
