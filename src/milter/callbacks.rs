@@ -208,7 +208,7 @@ fn handle_eoh(cx: &mut Context<Session>) -> CallbackFuture<'_> {
 
 fn handle_body(cx: &mut Context<Session>, chunk: Bytes) -> CallbackFuture<'_> {
     if let Some(s) = cx.data.as_mut() {
-        s.body(&chunk);
+        s.body(chunk);
     }
     next(cx.data.as_ref(), ProtoOpts::NOREPLY_BODY)
 }

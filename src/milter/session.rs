@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
+use bytes::Bytes;
 use indymilter::{ContextActions, Macros, ProtoOpts, SetErrorReply, Status};
 use tracing::{debug, info, warn};
 
@@ -80,12 +81,17 @@ pub fn spill_file(dir: &std::path::Path) -> io::Result<File> {
 #[derive(Debug)]
 struct Message {
     /// Header fields as received (`name:value CRLF`, the value with its leading space and
-    /// embedded line breaks as the MTA sent them), the empty line, then the body. Empty
-    /// once the message has spilled.
+    /// embedded line breaks as the MTA sent them), the empty line, then the body as far
+    /// as it fits the first allocation. Empty once the message has spilled.
     raw: Vec<u8>,
+    /// The body chunks that came after `raw` was full, as indymilter handed them over
+    /// (each its own allocation of exactly the chunk's size), joined once at end of
+    /// message. Growing `raw` instead copied the message again at every doubling:
+    /// 1.3 MB of the 3.5 MB copied per 2 MB message.
+    chunks: Vec<Bytes>,
     /// The same bytes in a temporary file once the message passed `spill_at`.
     spill: Option<File>,
-    /// Octets buffered (in `raw` or in `spill`).
+    /// Octets buffered (in `raw` and `chunks`, or in `spill`).
     len: usize,
     /// Spilling failed once for this message: keep the rest in memory.
     no_spill: bool,
@@ -102,39 +108,83 @@ struct Message {
 }
 
 impl Message {
-    /// Appends buffered octets, spilling to a file past `spill_at`. A failing file write
-    /// ends buffering (the message is then analysed as far as it was kept, like one over
-    /// the size limit) rather than losing the message.
+    /// Appends buffered octets, spilling to a file past `spill_at`.
     fn append(&mut self, bytes: &[u8], spill_at: usize, dir: &std::path::Path) {
         if self.incomplete {
             return;
         }
-        if self.spill.is_none() && !self.no_spill && self.len + bytes.len() > spill_at {
-            match spill_file(dir).and_then(|mut f| f.write_all(&self.raw).map(|()| f)) {
-                Ok(f) => {
-                    self.spill = Some(f);
-                    self.raw = Vec::new();
-                }
-                Err(e) => {
-                    self.no_spill = true;
-                    warn!(
-                        "cannot spill a large message to {}: {e}; keeping it in memory",
-                        dir.display()
-                    );
-                }
+        self.spill_past(bytes.len(), spill_at, dir);
+        if self.spill.is_some() {
+            self.write_spilled(bytes);
+        } else {
+            if self.chunks.is_empty() {
+                self.raw.extend_from_slice(bytes);
+            } else {
+                self.chunks.push(Bytes::copy_from_slice(bytes));
+            }
+            self.len += bytes.len();
+        }
+    }
+
+    /// Appends a body chunk: copied into `raw` while that has room, otherwise kept as it
+    /// is.
+    fn append_chunk(&mut self, chunk: Bytes, spill_at: usize, dir: &std::path::Path) {
+        if self.incomplete {
+            return;
+        }
+        self.spill_past(chunk.len(), spill_at, dir);
+        if self.spill.is_some() {
+            self.write_spilled(&chunk);
+        } else {
+            self.len += chunk.len();
+            if self.chunks.is_empty() && self.raw.capacity() - self.raw.len() >= chunk.len() {
+                self.raw.extend_from_slice(&chunk);
+            } else {
+                self.chunks.push(chunk);
             }
         }
-        match self.spill.as_mut() {
-            Some(f) => match f.write_all(bytes) {
-                Ok(()) => self.len += bytes.len(),
-                Err(e) => {
-                    warn!("writing a spilled message: {e}; the rest is not analysed");
-                    self.incomplete = true;
-                }
-            },
-            None => {
-                self.raw.extend_from_slice(bytes);
-                self.len += bytes.len();
+    }
+
+    /// Moves what memory holds to a new spill file when `n` more octets would pass
+    /// `spill_at`. If that fails the message stays in memory.
+    fn spill_past(&mut self, n: usize, spill_at: usize, dir: &std::path::Path) {
+        if self.spill.is_some() || self.no_spill || self.len + n <= spill_at {
+            return;
+        }
+        let write = |mut f: File| {
+            f.write_all(&self.raw)?;
+            for c in &self.chunks {
+                f.write_all(c)?;
+            }
+            Ok::<_, io::Error>(f)
+        };
+        match spill_file(dir).and_then(write) {
+            Ok(f) => {
+                self.spill = Some(f);
+                self.raw = Vec::new();
+                self.chunks = Vec::new();
+            }
+            Err(e) => {
+                self.no_spill = true;
+                warn!(
+                    "cannot spill a large message to {}: {e}; keeping it in memory",
+                    dir.display()
+                );
+            }
+        }
+    }
+
+    /// A failing write ends buffering (the message is then analysed as far as it was
+    /// kept, like one over the size limit) rather than losing the message.
+    fn write_spilled(&mut self, bytes: &[u8]) {
+        let Some(f) = self.spill.as_mut() else {
+            return;
+        };
+        match f.write_all(bytes) {
+            Ok(()) => self.len += bytes.len(),
+            Err(e) => {
+                warn!("writing a spilled message: {e}; the rest is not analysed");
+                self.incomplete = true;
             }
         }
     }
@@ -143,7 +193,7 @@ impl Message {
     /// first.
     fn append_field(&mut self, name: &[u8], value: &[u8], spill_at: usize, dir: &std::path::Path) {
         let len = name.len() + 1 + value.len() + 2;
-        if self.spill.is_none() && self.len + len <= spill_at {
+        if self.spill.is_none() && self.chunks.is_empty() && self.len + len <= spill_at {
             if self.raw.capacity() == 0 {
                 // Room for the heading and body of ordinary mail in one allocation.
                 self.raw.reserve(len.max(FIRST_ALLOCATION.min(spill_at)));
@@ -168,20 +218,35 @@ impl Message {
 /// growing it.
 const FIRST_ALLOCATION: usize = 16 << 10;
 
-/// Every buffered octet in one buffer: `raw`, or the spill file read back whole.
-fn read_back(raw: Vec<u8>, spill: Option<File>, len: usize) -> io::Result<Vec<u8>> {
-    let Some(mut f) = spill else {
+/// Every buffered octet in one buffer: `raw` (when it holds them all), `raw` and
+/// `chunks` joined, or the spill file read back whole.
+fn read_back(
+    raw: Vec<u8>,
+    chunks: Vec<Bytes>,
+    spill: Option<File>,
+    len: usize,
+) -> io::Result<Vec<u8>> {
+    if spill.is_none() && chunks.is_empty() {
         return Ok(raw);
-    };
+    }
     let mut v = Vec::new();
     v.try_reserve_exact(len)
         .map_err(|e| io::Error::new(io::ErrorKind::OutOfMemory, e.to_string()))?;
-    f.seek(SeekFrom::Start(0))?;
-    f.take(len as u64).read_to_end(&mut v)?;
+    if let Some(mut f) = spill {
+        f.seek(SeekFrom::Start(0))?;
+        f.take(len as u64).read_to_end(&mut v)?;
+    } else {
+        v.extend_from_slice(&raw);
+        drop(raw);
+        // Each chunk is freed once copied.
+        for c in chunks {
+            v.extend_from_slice(&c);
+        }
+    }
     if v.len() != len {
         return Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,
-            "spilled message shorter than written",
+            "message shorter than buffered",
         ));
     }
     Ok(v)
@@ -236,6 +301,7 @@ impl Session {
     pub fn mail(&mut self) {
         self.message = Some(Message {
             raw: Vec::new(),
+            chunks: Vec::new(),
             spill: None,
             len: 0,
             no_spill: false,
@@ -293,7 +359,8 @@ impl Session {
         }
     }
 
-    pub fn body(&mut self, chunk: &[u8]) {
+    /// A body chunk, kept without copying where it can be (see `Message::chunks`).
+    pub fn body(&mut self, chunk: Bytes) {
         let max_msg = self.config.limits.max_message_size;
         let (m, spill_at, dir) = self.receiving();
         m.octets += chunk.len() as u64;
@@ -302,10 +369,10 @@ impl Session {
         }
         let room = max_msg.saturating_sub(m.len);
         if chunk.len() > room {
-            m.append(&chunk[..room], spill_at, dir);
+            m.append_chunk(chunk.slice(..room), spill_at, dir);
             m.incomplete = true;
         } else {
-            m.append(chunk, spill_at, dir);
+            m.append_chunk(chunk, spill_at, dir);
         }
     }
 
@@ -375,15 +442,20 @@ impl Session {
         } else {
             None
         };
-        let (kept, spill, len) = (std::mem::take(&mut m.raw), m.spill.take(), m.len);
+        let (kept, chunks, spill, len) = (
+            std::mem::take(&mut m.raw),
+            std::mem::take(&mut m.chunks),
+            m.spill.take(),
+            m.len,
+        );
         // Small messages (most mail) are analysed right here: the engine takes tens of
         // microseconds on them, less than a hop to the blocking pool and back costs on a
         // busy machine. Larger ones are CPU work on up to max_message_size octets: kept
         // off the reactor. Either way a panic becomes an error, never a lost connection.
         let inline = spill.is_none() && len <= INLINE_MAX;
         let work = move || {
-            let raw = read_back(kept, spill, len)
-                .map_err(|e| format!("reading back the spilled message: {e}"))?;
+            let raw = read_back(kept, chunks, spill, len)
+                .map_err(|e| format!("joining or reading back the message: {e}"))?;
             let base = options.get(dir);
             let partial;
             let opts = if not_given > 0 {
@@ -520,6 +592,17 @@ mod tests {
         Session::new(Arc::new(cfg), Arc::new(AtomicUsize::new(0)))
     }
 
+    fn body(s: &mut Session, b: &[u8]) {
+        s.body(Bytes::copy_from_slice(b));
+    }
+
+    /// What end of message hands the engine.
+    fn buffered(s: &mut Session) -> Vec<u8> {
+        let m = s.message.as_mut().unwrap();
+        let chunks = std::mem::take(&mut m.chunks);
+        read_back(std::mem::take(&mut m.raw), chunks, m.spill.take(), m.len).unwrap()
+    }
+
     #[test]
     fn reconstructs_headers_byte_exactly() {
         let mut s = session(1 << 20);
@@ -527,11 +610,13 @@ mod tests {
         s.header(b"Subject", b" caf\xe9\n\tfolded");
         s.header(b"X", b"");
         s.eoh();
-        s.body(b"body\r\n");
+        body(&mut s, b"body\r\n");
         let m = s.message.as_ref().unwrap();
-        assert_eq!(m.raw, b"Subject: caf\xe9\n\tfolded\r\nX:\r\n\r\nbody\r\n");
         assert!(!m.incomplete);
-        assert_eq!(m.octets, m.raw.len() as u64);
+        let octets = m.octets;
+        let got = buffered(&mut s);
+        assert_eq!(got, b"Subject: caf\xe9\n\tfolded\r\nX:\r\n\r\nbody\r\n");
+        assert_eq!(octets, got.len() as u64);
     }
 
     #[test]
@@ -540,8 +625,8 @@ mod tests {
         s.mail();
         s.header(b"Subject", b" short");
         s.eoh();
-        s.body(&[b'a'; 30]);
-        s.body(&[b'b'; 30]);
+        body(&mut s, &[b'a'; 30]);
+        body(&mut s, &[b'b'; 30]);
         let m = s.message.as_ref().unwrap();
         assert!(m.incomplete);
         assert_eq!(m.raw.len(), 40);
@@ -553,7 +638,7 @@ mod tests {
         s.header(b"Subject", b" a message that spills");
         s.eoh();
         for i in 0..50u8 {
-            s.body(&[b'a' + i % 26; 1000]);
+            body(s, &[b'a' + i % 26; 1000]);
         }
         let mut want = b"Subject: a message that spills\r\n\r\n".to_vec();
         for i in 0..50u8 {
@@ -569,12 +654,11 @@ mod tests {
         let m = s.message.as_mut().unwrap();
         assert!(m.spill.is_some(), "over spill_at the bytes go to a file");
         assert!(
-            m.raw.is_empty() && m.raw.capacity() == 0,
+            m.raw.is_empty() && m.raw.capacity() == 0 && m.chunks.is_empty(),
             "and leave memory"
         );
         assert_eq!((m.len, m.incomplete), (want.len(), false));
-        let got = read_back(std::mem::take(&mut m.raw), m.spill.take(), m.len).unwrap();
-        assert_eq!(got, want);
+        assert_eq!(buffered(&mut s), want);
     }
 
     #[test]
@@ -585,8 +669,7 @@ mod tests {
         assert!(m.incomplete);
         assert_eq!(m.len, 20_000);
         assert_eq!(m.octets, want.len() as u64);
-        let got = read_back(std::mem::take(&mut m.raw), m.spill.take(), m.len).unwrap();
-        assert_eq!(got, want[..20_000]);
+        assert_eq!(buffered(&mut s), want[..20_000]);
     }
 
     #[test]
@@ -595,17 +678,87 @@ mod tests {
         let want = feed(&mut s);
         let m = s.message.as_ref().unwrap();
         assert!(m.spill.is_none() && m.no_spill);
-        assert_eq!(m.raw, want);
         assert!(!m.incomplete);
+        assert_eq!(buffered(&mut s), want);
     }
 
     #[test]
     fn small_messages_stay_in_memory() {
         let mut s = session(1 << 20);
         let want = feed(&mut s);
+        assert!(s.message.as_ref().unwrap().spill.is_none());
+        assert_eq!(buffered(&mut s), want);
+    }
+
+    #[test]
+    fn chunks_past_the_first_allocation_are_kept_not_copied() {
+        let mut s = session(1 << 20);
+        s.mail();
+        s.header(b"Subject", b" big");
+        s.eoh();
+        let first = Bytes::from(vec![b'x'; 10_000]);
+        let second = Bytes::from(vec![b'y'; 10_000]);
+        let (p1, p2) = (first.as_ptr(), second.as_ptr());
+        s.body(first);
+        s.body(second);
+        body(&mut s, b"tail");
         let m = s.message.as_ref().unwrap();
-        assert!(m.spill.is_none());
-        assert_eq!(m.raw, want);
+        assert_eq!(
+            m.raw.len(),
+            16 + 10_000,
+            "the first chunk fits the first allocation"
+        );
+        assert_eq!(m.raw.capacity(), FIRST_ALLOCATION, "which never grows");
+        assert_eq!(m.chunks.len(), 2);
+        assert_eq!(m.chunks[0].as_ptr(), p2, "the second is held as received");
+        assert_ne!(m.raw.as_ptr(), p1);
+        let got = buffered(&mut s);
+        let mut want = b"Subject: big\r\n\r\n".to_vec();
+        want.extend_from_slice(&[b'x'; 10_000]);
+        want.extend_from_slice(&[b'y'; 10_000]);
+        want.extend_from_slice(b"tail");
+        assert_eq!(got, want);
+        assert_eq!(
+            got.capacity(),
+            got.len(),
+            "joined into a buffer of the exact size"
+        );
+    }
+
+    #[test]
+    fn held_chunks_stop_at_the_size_limit() {
+        let mut s = session(30_000);
+        let want = feed(&mut s);
+        let m = s.message.as_ref().unwrap();
+        assert!(m.incomplete && !m.chunks.is_empty());
+        assert_eq!((m.len, m.octets), (30_000, want.len() as u64));
+        assert_eq!(buffered(&mut s), want[..30_000]);
+    }
+
+    #[test]
+    fn held_chunks_go_to_the_spill_file_in_order() {
+        let mut s = spilling(1 << 20, 30_000, std::env::temp_dir());
+        s.mail();
+        s.header(b"Subject", b" a message that spills");
+        s.eoh();
+        for i in 0..25u8 {
+            body(&mut s, &[b'a' + i; 1000]);
+        }
+        let m = s.message.as_ref().unwrap();
+        assert!(m.spill.is_none() && !m.chunks.is_empty());
+        let want = {
+            let mut w = b"Subject: a message that spills\r\n\r\n".to_vec();
+            for i in 0..50u8 {
+                w.extend_from_slice(&[b'a' + i % 26; 1000]);
+            }
+            w
+        };
+        for i in 25..50u8 {
+            body(&mut s, &[b'a' + i % 26; 1000]);
+        }
+        let m = s.message.as_ref().unwrap();
+        assert!(m.spill.is_some() && m.chunks.is_empty() && m.raw.capacity() == 0);
+        assert_eq!(buffered(&mut s), want);
     }
 
     #[test]
