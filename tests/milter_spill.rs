@@ -144,3 +144,32 @@ async fn a_message_under_the_threshold_stays_in_memory() {
     c.close().await.unwrap();
     m.stop().await;
 }
+
+#[tokio::test]
+async fn large_messages_in_memory_one_after_another_each_get_their_own_fix() {
+    // Past the first 16 KB a message continues in a buffer left by an earlier large
+    // message, or as chunks joined at end of message: a larger message, then a smaller
+    // one into the same buffer (stale octets past its end must not count), then one
+    // larger than any buffer kept.
+    let m = Milter::start("in-memory-sequence", "").await;
+    let mut c = m.conn().await;
+    connect(&mut c, REMOTE, None).await;
+    let env = Envelope {
+        queue_id: None,
+        auth: None,
+    };
+    let options = Config::builtin().engine_options(Direction::Inbound);
+    for size in [1_500_000, 300_000, 1_500_000, 2_500_000] {
+        let msg = eml(&large_nested(size));
+        let (actions, status) = send(&mut c, &env, &msg).await;
+        assert_eq!(status, Status::Accept, "{size}");
+        let (wire, header_len) = as_received(&msg);
+        let (fixed, _) = engine::fix(&wire, &options);
+        let body = replaced_body(&actions).expect("body replaced");
+        assert!(body == fixed[header_len..], "{size}: not the offline fix");
+        let rep = report(&actions, "X-MIMERef").expect("report header");
+        assert!(!rep.contains("oversize"), "{size}: {rep}");
+    }
+    c.close().await.unwrap();
+    m.stop().await;
+}
