@@ -8,6 +8,8 @@
 //! of message is a spilled message read back whole (the engine works on one contiguous
 //! buffer), and at most one spilled message per CPU is read back at a time, so the
 //! daemon's peak is the small messages in flight plus a few times the largest message.
+//! After large mail it also keeps a few buffers of up to 4 MiB for the next large
+//! messages (`Pool`: at most 16 MiB).
 
 use std::borrow::Cow;
 use std::ffi::CStr;
