@@ -480,25 +480,16 @@ fn milter_down_with_default_accept_passes_mail_unchanged() {
     assert_eq!(got, input);
 }
 
-/// SMTP AUTH makes a session outbound. Cyrus SASL's ANONYMOUS mechanism needs neither
-/// a password database nor an authentication daemon, and Postfix still passes
-/// `{auth_type}` and `{auth_authen}` for it as for any other mechanism.
+/// SMTP AUTH makes a session outbound (ANONYMOUS: see `mta::sasl_anonymous`).
 #[test]
 fn sasl_authenticated_session_is_outbound() {
     if !mta::require_postfix() {
         return;
     }
-    let sasl = mta::TempDir::new("sasl");
-    std::fs::write(sasl.path().join("smtpd.conf"), "mech_list: ANONYMOUS\n").unwrap();
+    let (_sasl, sasl_main_cf) = mta::sasl_anonymous();
     let cfg = config("[policy.inbound]\n\"*\" = \"reject\"\n[policy.outbound]\n\"*\" = \"fix\"\n");
     let mut pfc = PostfixConfig::with_milter("");
-    pfc.extra_main = vec![
-        "smtpd_sasl_auth_enable = yes".into(),
-        "smtpd_sasl_type = cyrus".into(),
-        format!("cyrus_sasl_config_path = {}", sasl.path().display()),
-        // The default, noanonymous, would hide the one mechanism offered.
-        "smtpd_sasl_security_options =".into(),
-    ];
+    pfc.extra_main = sasl_main_cf;
     let (d, pf) = start(&cfg, &[], pfc);
     let (input, fixed) = nested();
 

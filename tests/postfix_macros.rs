@@ -13,8 +13,7 @@ fn direction_and_queue_id_without_any_milter_macros_in_main_cf() {
     if !mta::require_postfix() {
         return;
     }
-    let sasl = mta::TempDir::new("sasl");
-    std::fs::write(sasl.path().join("smtpd.conf"), "mech_list: ANONYMOUS\n").unwrap();
+    let (_sasl, sasl_main_cf) = mta::sasl_anonymous();
     let d = Daemon::start(
         &format!(
             "trusted_networks = []\noutbound_daemons = [\"{}\"]\n\
@@ -36,12 +35,7 @@ fn direction_and_queue_id_without_any_milter_macros_in_main_cf() {
     ]
     .iter()
     .map(|stage| format!("milter_{stage}_macros ="))
-    .chain([
-        "smtpd_sasl_auth_enable = yes".into(),
-        "smtpd_sasl_type = cyrus".into(),
-        format!("cyrus_sasl_config_path = {}", sasl.path().display()),
-        "smtpd_sasl_security_options =".into(),
-    ])
+    .chain(sasl_main_cf)
     .collect();
     let pf = Postfix::start(&pfc);
     let (input, _) = mta::nested_fixture("nested-1@sender.example");

@@ -130,6 +130,23 @@ impl Drop for TempDir {
     }
 }
 
+/// SMTP AUTH for a test Postfix: Cyrus SASL's ANONYMOUS mechanism needs neither a
+/// password database nor an authentication daemon, and Postfix passes `{auth_type}`
+/// and `{auth_authen}` for it as for any other mechanism. Returns the directory holding
+/// its `smtpd.conf` (keep it alive with the Postfix) and the main.cf lines.
+pub fn sasl_anonymous() -> (TempDir, Vec<String>) {
+    let dir = TempDir::new("sasl");
+    std::fs::write(dir.path().join("smtpd.conf"), "mech_list: ANONYMOUS\n").unwrap();
+    let main_cf = vec![
+        "smtpd_sasl_auth_enable = yes".into(),
+        "smtpd_sasl_type = cyrus".into(),
+        format!("cyrus_sasl_config_path = {}", dir.path().display()),
+        // The default, noanonymous, would hide the one mechanism offered.
+        "smtpd_sasl_security_options =".into(),
+    ];
+    (dir, main_cf)
+}
+
 pub fn chmod(p: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(p, fs::Permissions::from_mode(mode)).expect("chmod");
