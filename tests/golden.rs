@@ -1,7 +1,7 @@
 //! Golden files: `tests/fixtures/<area>/NAME.eml` with the expected findings in
 //! `NAME.findings` (sorted `PART RULE` lines) and, where a fix applies, the expected
 //! output in `NAME.fixed.eml`. Optional `NAME.opts` sets engine options, one `key=value`
-//! a line (`normalize_url_continuations`, `fix_signed`, `deny`, `allow`, `max_depth`,
+//! a line (`normalize_url_continuations`, `fix_signed`, `whole_url_words`, `deny`, `allow`, `max_depth`,
 //! `max_parts`, `max_message_size`).
 //!
 //! Every fixture runs twice, as stored (LF) and with CRLF line endings. On a mismatch the
@@ -57,6 +57,7 @@ fn options(eml: &Path) -> Options {
         match k.trim() {
             "normalize_url_continuations" => opts.normalize_url_continuations = v.trim() == "true",
             "fix_signed" => opts.fix_signed = v.trim() == "true",
+            "whole_url_words" => opts.whole_url_words = v.trim() == "true",
             "deny" => opts.schemes.deny = list(),
             "allow" => opts.schemes.allow = list(),
             "max_depth" => opts.limits.max_depth = v.trim().parse().unwrap(),

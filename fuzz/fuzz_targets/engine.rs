@@ -22,6 +22,7 @@ fuzz_target!(|data: &[u8]| {
         },
         fix_signed: flags & 4 != 0,
         normalize_url_continuations: flags & 8 != 0,
+        whole_url_words: flags & 32 != 0,
         ..Options::default()
     };
     common::fix_and_verify("fuzz", raw, &opts);

@@ -283,7 +283,9 @@ fn check_url(
             .split(|&b| b == b' ' || b == b'\t')
             .find(|w| w.len() > fold::MAX_URL_WORD)
         {
-            plain_needs_rewrite = true;
+            // Folding is the only repair, and it may be off (see
+            // `fold::quote_url_param`).
+            plain_needs_rewrite |= !cx.opts.whole_url_words;
             found.push(UrlFinding {
                 rule: Rule::ExtbodyUrlWordTooLong,
                 message: format!(
@@ -291,7 +293,7 @@ fn check_url(
                     w.len(),
                     super::excerpt(w)
                 ),
-                cured_by_rewrite: true,
+                cured_by_rewrite: !cx.opts.whole_url_words,
             });
         }
         if plain_url
@@ -440,7 +442,12 @@ fn check_url(
         && !targets.is_empty()
         && !(ambiguous && pieces_targeted)
     {
-        let new_value = rewrite(value, &targets, write_url, name_len, e.eol(), None, None);
+        let form = Form {
+            name_len,
+            eol: e.eol(),
+            fold_words: !cx.opts.whole_url_words,
+        };
+        let new_value = rewrite(value, &targets, write_url, &form, None, None);
         let first_rule = found
             .iter()
             .find(|f| f.cured_by_rewrite)
@@ -578,12 +585,16 @@ fn legacy_convert(
     let (Some(ap), false) = (access_param, targets.is_empty()) else {
         return out;
     };
+    let form = Form {
+        name_len,
+        eol: e.eol(),
+        fold_words: !cx.opts.whole_url_words,
+    };
     let new_value = rewrite(
         value,
         &targets,
         target.as_bytes(),
-        name_len,
-        e.eol(),
+        &form,
         Some(b"URL"),
         Some((ap.span.clone(), b"access-type=URL".to_vec())),
     );
@@ -692,6 +703,14 @@ fn on_long_line(value: &[u8], targets: &[&Param], name_len: usize) -> bool {
     false
 }
 
+/// How [`rewrite`] writes the URL parameter: the field name's length (the first line's
+/// prefix), the message's line ending, and whether URL-words are folded.
+struct Form<'a> {
+    name_len: usize,
+    eol: &'a [u8],
+    fold_words: bool,
+}
+
 /// The Content-Type value with the URL parameters `targets` replaced by one RFC 2017
 /// parameter carrying `url` (already encoded): the first-written one becomes the folded
 /// `URL="…"` (named as written, or `name`), the others are removed with the `;` before
@@ -701,8 +720,7 @@ fn rewrite(
     value: &[u8],
     targets: &[&Param],
     url: &[u8],
-    name_len: usize,
-    eol: &[u8],
+    form: &Form,
     name: Option<&[u8]>,
     extra: Option<(Range<usize>, Vec<u8>)>,
 ) -> Vec<u8> {
@@ -725,9 +743,10 @@ fn rewrite(
             .map(|p| p + 1);
         let prefix = match line_start {
             Some(s) => first.span.start - s,
-            None => name_len + first.span.start,
+            None => form.name_len + first.span.start,
         };
-        let mut folded = fold::fold_url_param(&name, url, prefix, eol);
+        let eol = form.eol;
+        let mut folded = fold::quote_url_param(&name, url, prefix, eol, form.fold_words);
         let mut start = first.span.start;
         if folded.starts_with(eol) {
             // The parameter moves to a line of its own: the whitespace that separated it
@@ -929,6 +948,30 @@ mod tests {
         assert!(rules(&out).is_empty());
         // A quoted URL is not reported.
         assert!(rules(&ext(" access-type=URL; URL=\"http://a.example/b?c=d\"", PH)).is_empty());
+    }
+
+    #[test]
+    fn whole_url_words_quote_without_folding() {
+        let long = "http://a.example/reports/2024/quarterly/finance/summary-of-all.pdf";
+        let raw = ext(&format!(" access-type=URL; URL={long}"), PH);
+        let whole = Options {
+            whole_url_words: true,
+            ..Options::default()
+        };
+        let out = fixed(&raw, &whole);
+        assert!(
+            out.contains("access-type=URL;\n URL=\"http://a.example/reports/2024/quarterly/finance/summary-of-all.pdf\"\n"),
+            "{out}"
+        );
+        // The long word stays, reported without a fix; fixing again changes nothing.
+        assert_eq!(
+            found(&out, &whole),
+            [("0".into(), Rule::ExtbodyUrlWordTooLong, false)]
+        );
+        assert_eq!(fixed(&out, &whole), out);
+        // The RFC 2017 form of the same repair folds.
+        let folded = fixed(&raw, &Options::default());
+        assert!(folded.contains("/quarterly/\n finance/"), "{folded}");
     }
 
     #[test]

@@ -143,6 +143,37 @@ pub fn fold_url_param(
     out
 }
 
+/// The URL parameter as [`fold_url_param`] writes it when `fold_words`; otherwise as one
+/// quoted word (`name="url"`, on a line of its own when the current one is already
+/// long), which every reader tried returns unchanged, while Python's email package and
+/// GMime keep the folding whitespace of the RFC 2017 form inside the URL. The RFC 2017
+/// fold is still used when the one-word line would pass 998 octets (RFC 5322 §2.1.1).
+pub fn quote_url_param(
+    name: &[u8],
+    url: &[u8],
+    first_line_prefix_len: usize,
+    eol: &[u8],
+    fold_words: bool,
+) -> Vec<u8> {
+    let word_len = name.len() + 3 + url.len();
+    let new_line = first_line_prefix_len > 1 && first_line_prefix_len + word_len > SOFT_LINE;
+    let line = if new_line { 1 } else { first_line_prefix_len } + word_len;
+    // The `;` that may follow the closing quote on the same line counts too.
+    if fold_words || line + 1 > HARD_LINE {
+        return fold_url_param(name, url, first_line_prefix_len, eol);
+    }
+    let mut out = Vec::with_capacity(word_len + eol.len() + 1);
+    if new_line {
+        out.extend_from_slice(eol);
+        out.push(b' ');
+    }
+    out.extend_from_slice(name);
+    out.extend_from_slice(b"=\"");
+    out.extend_from_slice(url);
+    out.push(b'"');
+    out
+}
+
 /// The RFC 2017 cut without quotes, for a field whose whole value is one URL (the
 /// `location-line-too-long` fix of RFC 2557 §4.4.2): removes every LWSP octet of
 /// `value`, then joins the ≤40-octet words of [`url_words`] with `<eol> `.

@@ -30,7 +30,7 @@ use super::cid::{self, IdRef, IdUrl, Match};
 use super::decode::{charset_decode, transfer_decode};
 use super::mime::{Kind, Message};
 use super::resolve;
-use super::rules::Rule;
+use super::rules::{Rule, Severity};
 use super::{Context, Finding};
 
 /// Largest text/html part analysed, in octets after transfer decoding. Larger parts are
@@ -288,6 +288,9 @@ struct Scopes<'m, 'a> {
     ids: Vec<Option<String>>,
     related: HashMap<usize, IdSet>,
     messages: HashMap<usize, IdSet>,
+    /// Per multipart/related, the parts with a `Content-Location: cid:…` and no
+    /// Content-ID, by that location's addr-spec as written.
+    cid_locations: HashMap<usize, IdSet>,
 }
 
 impl<'m, 'a> Scopes<'m, 'a> {
@@ -305,7 +308,38 @@ impl<'m, 'a> Scopes<'m, 'a> {
             ids,
             related: HashMap::new(),
             messages: HashMap::new(),
+            cid_locations: HashMap::new(),
         }
+    }
+
+    /// Parts directly in the scope of multipart/related `r` (as for [`Self::related_ids`])
+    /// that have no Content-ID and a `Content-Location: cid:X`, by X.
+    fn related_cid_locations(&mut self, r: usize) -> &IdSet {
+        if !self.cid_locations.contains_key(&r) {
+            let mut set = IdSet::new();
+            let mut stack: Vec<usize> = self.msg.entities[r].children.clone();
+            while let Some(i) = stack.pop() {
+                let e = &self.msg.entities[i];
+                if self.ids[i].is_none() && self.msg.field(e, "content-id").is_none() {
+                    if let Some(id) = self.msg.field(e, "content-location").and_then(|f| {
+                        let v = crate::engine::mime::unfold(self.msg.value(e, f));
+                        let v = String::from_utf8_lossy(&v).trim().to_string();
+                        match cid::parse(&v) {
+                            Some(IdUrl::Cid(id)) if !id.raw.is_empty() => Some(id.raw),
+                            _ => None,
+                        }
+                    }) {
+                        set.entry(id).or_insert(i);
+                    }
+                }
+                if self.is_message_boundary(i) || self.is_related(i) {
+                    continue;
+                }
+                stack.extend(self.msg.entities[i].children.iter().copied());
+            }
+            self.cid_locations.insert(r, set);
+        }
+        &self.cid_locations[&r]
     }
 
     fn is_related(&self, i: usize) -> bool {
@@ -438,6 +472,9 @@ pub fn check(cx: &mut Context) {
     }
     let mut scopes = Scopes::new(msg);
     let mut message_ids_checked: HashSet<usize> = HashSet::new();
+    // Parts given a Content-ID so far, with the edit: one per part, whatever the number
+    // of references to it.
+    let mut inserted: HashMap<usize, Option<usize>> = HashMap::new();
     for idx in htmls {
         let Some(text) = html_text(msg, idx) else {
             continue;
@@ -452,8 +489,9 @@ pub fn check(cx: &mut Context) {
             if !seen.insert(r.url.as_str()) {
                 continue;
             }
-            if let Some(problem) = cid::syntax_problem(&r.url) {
-                cx.report(Finding::new(
+            let problem = cid::syntax_problem(&r.url);
+            let syntax = |problem: &str| {
+                Finding::new(
                     Rule::CidUrlSyntax,
                     &path,
                     format!(
@@ -461,16 +499,54 @@ pub fn check(cx: &mut Context) {
                         r.place,
                         clip(&r.url)
                     ),
-                ));
-            }
+                )
+            };
             match parsed {
                 IdUrl::Cid(id) if !id.raw.is_empty() => {
-                    if let Some(f) = dangling(&mut scopes, idx, &path, r, &id) {
-                        cx.report(f);
+                    // One defect, one finding: a URL that resolves is not reported again
+                    // for a syntax problem its Content-ID shares (content-id-syntax says
+                    // it there), and one that does not resolve says why in one finding.
+                    match resolve_cid(&mut scopes, idx, &id) {
+                        Resolution::Found(at) => {
+                            cx.cid_targets.insert(at);
+                            if let Some(p) = problem.as_deref() {
+                                if content_id_parses(msg, at) {
+                                    let mut f = syntax(p);
+                                    f.severity = Severity::Info;
+                                    f.message.push_str(&format!(
+                                        "; it resolves to part {} all the same",
+                                        msg.entities[at].path
+                                    ));
+                                    cx.report(f);
+                                }
+                            }
+                        }
+                        Resolution::LocationOnly(at) => {
+                            cx.cid_targets.insert(at);
+                            let f = location_only(cx, &mut inserted, idx, at, r, &id);
+                            cx.report(f);
+                        }
+                        Resolution::Dangling(rel, elsewhere) => {
+                            cx.cid_dangling = true;
+                            let mut f = dangling(msg, &path, r, &id, rel, elsewhere);
+                            if let Some(p) = problem {
+                                f.message.push_str(&format!(
+                                    "; the URL is also not a URL-encoded addr-spec: {p}"
+                                ));
+                            }
+                            cx.report(f);
+                        }
                     }
                 }
-                IdUrl::Cid(_) => {}
+                IdUrl::Cid(_) => {
+                    if let Some(p) = problem {
+                        cx.report(syntax(&p));
+                    }
+                }
                 IdUrl::Mid { message, .. } => {
+                    if let Some(p) = problem {
+                        cx.report(syntax(&p));
+                    }
                     for heading in scopes.message_headings_around(idx) {
                         if message_ids_checked.insert(heading) {
                             check_message_id(cx, heading);
@@ -519,40 +595,142 @@ fn check_message_id(cx: &mut Context, heading: usize) {
     }
 }
 
-/// The `related-ref-dangling` finding for `id`, if it matches nothing in scope.
-fn dangling(
-    scopes: &mut Scopes,
-    idx: usize,
-    path: &str,
-    r: &HtmlRef,
-    id: &IdRef,
-) -> Option<Finding> {
+/// Where a `cid:` reference leads.
+enum Resolution {
+    /// The part whose Content-ID it matches.
+    Found(usize),
+    /// No Content-ID matches, but this part of the enclosing multipart/related has no
+    /// Content-ID and `Content-Location: cid:` with the same id (Chrome's "Save as
+    /// MHTML" writes its stylesheets so): Chromium finds it, RFC 2392 readers do not.
+    LocationOnly(usize),
+    /// Nothing matches: the innermost enclosing multipart/related (None: there is none)
+    /// and a part outside it that has the Content-ID, if any.
+    Dangling(Option<usize>, Option<usize>),
+}
+
+fn resolve_cid(scopes: &mut Scopes, idx: usize, id: &IdRef) -> Resolution {
     let related = scopes.related_ancestors(idx);
     for &rel in &related {
-        if lookup(scopes.related_ids(rel), id).is_some() {
-            return None;
+        if let Some((at, _)) = lookup(scopes.related_ids(rel), id) {
+            return Resolution::Found(at);
         }
     }
     let root = scopes.message_root(idx);
-    let elsewhere = lookup(scopes.message_ids(root), id);
-    let msg = scopes.msg;
-    let message = match (related.first(), elsewhere) {
-        (None, None) => format!(
+    let elsewhere = lookup(scopes.message_ids(root), id).map(|(at, _)| at);
+    match (related.first(), elsewhere) {
+        // RFC 2392 scopes cid: to the message; no multipart/related narrows it here.
+        (None, Some(at)) => Resolution::Found(at),
+        _ => {
+            for &rel in &related {
+                if let Some((at, _)) = lookup(scopes.related_cid_locations(rel), id) {
+                    return Resolution::LocationOnly(at);
+                }
+            }
+            Resolution::Dangling(related.first().copied(), elsewhere)
+        }
+    }
+}
+
+/// Whether the first Content-ID of entity `i` is a msg-id.
+fn content_id_parses(msg: &Message, i: usize) -> bool {
+    let e = &msg.entities[i];
+    msg.field(e, "content-id")
+        .is_some_and(|f| super::ids::parse_msg_id(msg.value(e, f)).is_ok())
+}
+
+/// `related-cid-location-only` for a reference that only a `Content-Location: cid:` of
+/// part `at` satisfies, with the repair on offer: `Content-ID: <id>` inserted right
+/// after that Content-Location field (a new field of that heading; every other byte
+/// stays). Not offered where the heading cannot be edited in place or the id could
+/// not be written as a msg-id.
+fn location_only(
+    cx: &mut Context,
+    inserted: &mut HashMap<usize, Option<usize>>,
+    idx: usize,
+    at: usize,
+    r: &HtmlRef,
+    id: &IdRef,
+) -> Finding {
+    let msg = cx.msg;
+    let e = &msg.entities[at];
+    let mut f = Finding::new(
+        Rule::RelatedCidLocationOnly,
+        &msg.entities[idx].path,
+        format!(
+            "{} \"{}\" matches no Content-ID, only the Content-Location of part {}, which readers that resolve cid: by Content-ID (RFC 2392 §2, RFC 2557 §8.3) do not find",
+            r.place,
+            clip(&r.url),
+            e.path
+        ),
+    );
+    if let Some(&edit) = inserted.get(&at) {
+        if let Some(i) = edit {
+            f = f.with_edit(i);
+        }
+        return f;
+    }
+    inserted.insert(at, None);
+    let Some((fi, field)) = msg.fields_named(e, "content-location").next() else {
+        return f;
+    };
+    // RFC 2392 §2: the Content-ID is the URL's %-decoded form.
+    let writable = !id.decoded.is_empty()
+        && id.decoded.bytes().all(|b| {
+            b.is_ascii_graphic() && !matches!(b, b'<' | b'>' | b'(' | b')' | b'"' | b'\\')
+        });
+    if !e.editable() || e.depth == 0 || !writable {
+        return f;
+    }
+    let current = cx
+        .edits
+        .pending(&field.value)
+        .map(<[u8]>::to_vec)
+        .unwrap_or_else(|| msg.value(e, field).to_vec());
+    let mut value = current;
+    value.extend_from_slice(e.eol());
+    value.extend_from_slice(b"Content-ID: <");
+    value.extend_from_slice(id.decoded.as_bytes());
+    value.push(b'>');
+    let loc = msg.field_loc(e, fi);
+    let i = cx.edits.rewrite(
+        field.value.clone(),
+        loc,
+        value,
+        Rule::RelatedCidLocationOnly,
+    );
+    f.message.push_str(&format!(
+        "; fix: insert Content-ID: <{}> into part {}",
+        clip(&id.decoded),
+        e.path
+    ));
+    inserted.insert(at, Some(i));
+    f.with_edit(i)
+}
+
+/// The `related-ref-dangling` finding for `id`, which matches nothing in scope.
+fn dangling(
+    msg: &Message,
+    path: &str,
+    r: &HtmlRef,
+    id: &IdRef,
+    related: Option<usize>,
+    elsewhere: Option<usize>,
+) -> Finding {
+    let message = match (related, elsewhere) {
+        (None, _) => format!(
             "{} \"{}\" matches no Content-ID {} in this message, which has no multipart/related (RFC 2392 §2, RFC 2557 §8.3)",
             r.place,
             clip(&r.url),
             tried(id)
         ),
-        // RFC 2392 scopes cid: to the message; no multipart/related narrows it here.
-        (None, Some(_)) => return None,
-        (Some(&rel), None) => format!(
+        (Some(rel), None) => format!(
             "{} \"{}\" matches no Content-ID {} in the enclosing multipart/related (part {}) (RFC 2557 §8.3)",
             r.place,
             clip(&r.url),
             tried(id),
             msg.entities[rel].path
         ),
-        (Some(&rel), Some((at, _))) => format!(
+        (Some(rel), Some(at)) => format!(
             "{} \"{}\" matches no Content-ID in the enclosing multipart/related (part {}); part {} has {} but lies outside it (RFC 2557 §8.3)",
             r.place,
             clip(&r.url),
@@ -561,7 +739,7 @@ fn dangling(
             tried(id)
         ),
     };
-    Some(Finding::new(Rule::RelatedRefDangling, path, message))
+    Finding::new(Rule::RelatedRefDangling, path, message)
 }
 
 #[cfg(test)]
@@ -578,6 +756,7 @@ mod tests {
                 matches!(
                     f.rule,
                     Rule::RelatedRefDangling
+                        | Rule::RelatedCidLocationOnly
                         | Rule::CidUrlSyntax
                         | Rule::MidUrlExternal
                         | Rule::ContentIdSyntax
@@ -697,22 +876,67 @@ mod tests {
     }
 
     #[test]
-    fn rfc2387_colon_typo_is_bad_syntax_and_dangles() {
+    fn rfc2387_colon_typo_dangles_in_one_finding_that_names_the_syntax() {
+        let raw = related("950118:AFDH@XIson.com", "950118.AFDH@XIson.com");
         assert_eq!(
-            findings(&related("950118:AFDH@XIson.com", "950118.AFDH@XIson.com")),
-            vec![
-                ("1".to_string(), "cid-url-syntax"),
-                ("1".to_string(), "related-ref-dangling")
-            ]
+            findings(&raw),
+            vec![("1".to_string(), "related-ref-dangling")]
+        );
+        let m = &messages(&raw)[0];
+        assert!(m.contains("also not a URL-encoded addr-spec"), "{m}");
+    }
+
+    #[test]
+    fn content_location_cid_never_satisfies_a_cid_ref_and_the_content_id_is_inserted() {
+        let raw = "Content-Type: multipart/related; boundary=r; type=\"text/html\"\n\n--r\nContent-Type: text/html\n\n<img src=\"cid:a@b.test\">\n--r\nContent-Type: image/gif\nContent-Location: cid:a@b.test\n\nGIF\n--r--\n";
+        assert_eq!(
+            findings(raw.as_bytes()),
+            vec![("1".to_string(), "related-cid-location-only")]
+        );
+        let (fixed, a) = crate::engine::fix(raw.as_bytes(), &Options::default());
+        assert!(a.findings[0].fixable);
+        assert_eq!(
+            String::from_utf8(fixed).unwrap(),
+            raw.replace(
+                "Content-Location: cid:a@b.test\n",
+                "Content-Location: cid:a@b.test\nContent-ID: <a@b.test>\n"
+            )
+        );
+        // With a Content-ID of its own the part is not given a second one.
+        let other = raw.replace(
+            "Content-Location: cid:a@b.test\n",
+            "Content-Location: cid:a@b.test\nContent-ID: <z@b.test>\n",
+        );
+        assert_eq!(
+            findings(other.as_bytes()),
+            vec![("1".to_string(), "related-ref-dangling")]
         );
     }
 
     #[test]
-    fn content_location_cid_never_satisfies_a_cid_ref() {
-        let raw = "Content-Type: multipart/related; boundary=r; type=\"text/html\"\n\n--r\nContent-Type: text/html\n\n<img src=\"cid:a@b.test\">\n--r\nContent-Type: image/gif\nContent-Location: cid:a@b.test\n\nGIF\n--r--\n";
+    fn one_bad_id_referenced_consistently_is_one_info_finding() {
+        // Gmail writes <ii_…> without an @ and refers to it as cid:ii_…
+        let raw = related("ii_m3x9", "ii_m3x9");
+        let a = analyse(&raw, &Options::default());
+        let got: Vec<(&str, Severity)> = a
+            .findings
+            .iter()
+            .map(|f| (f.rule.id(), f.severity))
+            .collect();
+        assert_eq!(got, vec![("content-id-syntax", Severity::Info)]);
+        // Not referenced while a reference dangles: that reference may be meant for it.
+        let a = analyse(&related("gone@x.test", "ii_m3x9"), &Options::default());
+        let got: Vec<(&str, Severity)> = a
+            .findings
+            .iter()
+            .map(|f| (f.rule.id(), f.severity))
+            .collect();
         assert_eq!(
-            findings(raw.as_bytes()),
-            vec![("1".to_string(), "related-ref-dangling")]
+            got,
+            vec![
+                ("related-ref-dangling", Severity::Warning),
+                ("content-id-syntax", Severity::Warning)
+            ]
         );
     }
 

@@ -13,7 +13,7 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use super::mime::{Kind, Message};
-use super::{Context, Finding, Rule};
+use super::{Context, Finding, Rule, Severity};
 
 /// Why a value is not a msg-id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -336,7 +336,7 @@ fn check_syntax<'m>(cx: &mut Context<'m, '_>) -> Vec<Option<Cow<'m, [u8]>>> {
                 ids[i] = Some(parsed.unwrap_or_else(|_| Cow::Owned(lenient_addr_spec(v))));
             }
             if let Some(why) = bad {
-                cx.report(Finding::new(
+                let mut f = Finding::new(
                     Rule::ContentIdSyntax,
                     &e.path,
                     format!(
@@ -344,7 +344,19 @@ fn check_syntax<'m>(cx: &mut Context<'m, '_>) -> Vec<Option<Cow<'m, [u8]>>> {
                         super::excerpt(v),
                         why.describe()
                     ),
-                ));
+                );
+                // Gmail's `<ii_…>` and the like: readers match the id as written, so it
+                // harms none while every cid: reference resolves (a dangling one may be
+                // meant for this part, and keeps the warning).
+                if k == 0 && (cx.cid_targets.contains(&i) || !cx.cid_dangling) {
+                    f.severity = Severity::Info;
+                    f.message.push_str(if cx.cid_targets.contains(&i) {
+                        "; cid: references resolve to it all the same"
+                    } else {
+                        "; no cid: reference depends on it"
+                    });
+                }
+                cx.report(f);
             }
         }
     }

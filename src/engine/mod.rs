@@ -31,7 +31,7 @@ pub mod rewrite;
 pub mod rules;
 pub mod signed;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 pub use edit::{apply, Edit, EditKind, EditSet, FieldLoc, UrlChange};
 pub use rewrite::{HostMatch, PathRegex, Template, UrlRewrite};
@@ -96,6 +96,11 @@ pub struct Options {
     pub fix_signed: bool,
     /// Offer the normalisation of RFC 2231 `URL*n` continuations to RFC 2017 form.
     pub normalize_url_continuations: bool,
+    /// Write rewritten external-body URLs as one quoted word, folded only where its line
+    /// would pass 998 octets, and offer no fold for `extbody-url-word-too-long` (see
+    /// `fold::quote_url_param`). Off (the RFC 2017 form): folded words of at most 40
+    /// octets.
+    pub whole_url_words: bool,
     /// URL rewrite rules for external-body URLs, in order; the first that matches a URL
     /// rewrites it (`extbody-url-rewritten`).
     pub rewrites: Vec<UrlRewrite>,
@@ -204,6 +209,8 @@ pub fn check(raw: &[u8], opts: &Options) -> Analysis {
         findings: Vec::new(),
         edits: EditSet::default(),
         per_place: HashMap::new(),
+        cid_targets: HashSet::new(),
+        cid_dangling: false,
     };
     cx.run();
     let Context {
@@ -294,6 +301,11 @@ pub struct Context<'m, 'a> {
     pub edits: EditSet,
     /// Findings reported so far, by rule and part.
     per_place: HashMap<(Rule, String), usize>,
+    /// Entities that some `cid:` reference in text/html resolves to (by Content-ID, or
+    /// by a `Content-Location: cid:`), and whether some `cid:` reference resolves to
+    /// nothing: they tell whether a Content-ID's bad syntax affects a reader.
+    pub cid_targets: HashSet<usize>,
+    pub cid_dangling: bool,
 }
 
 /// Says on the last listed finding of a rule how many more were only counted.
@@ -325,8 +337,9 @@ impl Context<'_, '_> {
         headers::check_limits(self);
         extbody::check(self);
         related::check(self);
-        ids::check(self);
+        // Before the Content-ID rules: they ask whether references resolve.
         html::check(self);
+        ids::check(self);
         cturi::check(self);
         // Last: line lengths are judged on the values as the fixes above left them.
         headers::check_line_lengths(self);

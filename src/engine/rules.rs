@@ -20,6 +20,12 @@ impl Severity {
             Severity::Error => "error",
         }
     }
+
+    pub fn parse(s: &str) -> Option<Severity> {
+        [Severity::Info, Severity::Warning, Severity::Error]
+            .into_iter()
+            .find(|v| v.as_str() == s)
+    }
 }
 
 impl fmt::Display for Severity {
@@ -87,6 +93,7 @@ rules! {
     RelatedCidDuplicate = "related-cid-duplicate", Error, false;
     RelatedLocationDuplicate = "related-location-duplicate", Error, false;
     RelatedRefDangling = "related-ref-dangling", Warning, false;
+    RelatedCidLocationOnly = "related-cid-location-only", Warning, true;
     LocationMultiple = "location-multiple", Error, false;
     LocationIllegalChars = "location-illegal-chars", Warning, false;
     LocationLineTooLong = "location-line-too-long", Warning, true;
@@ -130,7 +137,7 @@ mod tests {
             assert!(seen.insert(r.id()), "duplicate id {}", r.id());
             assert_eq!(Rule::from_id(r.id()), Some(r));
         }
-        assert_eq!(Rule::ALL.len(), 39);
+        assert_eq!(Rule::ALL.len(), 40);
         assert_eq!(Rule::from_id("no-such-rule"), None);
     }
 }
