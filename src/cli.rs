@@ -2,7 +2,7 @@
 //! `fix` and `cturi`. One place turns errors into messages and exit codes.
 //!
 //! Exit codes of `check`: 0 no findings, 1 findings, 2 error. `fix`: 0 wrote a message,
-//! 2 error. Everything else: 0 success, 1 failure (e.g. config errors), 2 usage.
+//! 1 (`--as-milter`) the daemon would refuse it, 2 error. Everything else: 0 success, 1 failure (e.g. config errors), 2 usage.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -102,6 +102,14 @@ pub struct CheckArgs {
 pub struct FixArgs {
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Write the message as the MTA would deliver it through the daemon: only what the
+    /// policy of the direction fixes, plus the report header. Exit 1, writing nothing,
+    /// when the daemon would reject or tempfail it.
+    #[arg(long)]
+    pub as_milter: bool,
+    /// The direction for --as-milter [default: inbound]
+    #[arg(long, value_enum, requires = "as_milter")]
+    pub direction: Option<DirectionArg>,
     /// Message file; - reads standard input
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
@@ -259,10 +267,27 @@ fn fix(args: FixArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
-    // Offline, every fixable finding is fixed; only the engine options (limits, schemes,
-    // signed-mail setting) come from the config.
-    let opts = cfg.engine_options(Direction::Inbound);
-    let (fixed, _) = engine::fix(&raw, &opts);
+    let direction = match args.direction {
+        Some(DirectionArg::Outbound) => Direction::Outbound,
+        _ => Direction::Inbound,
+    };
+    let opts = cfg.engine_options(direction);
+    let fixed = if args.as_milter {
+        let analysis = engine::check(&raw, &opts);
+        let plan = crate::milter::actions::plan(&cfg, direction, &analysis, &raw, cfg.dry_run);
+        match crate::milter::actions::delivered(&plan, &raw, &cfg) {
+            Some(m) => m,
+            None => {
+                let reply = plan.reply.map(|r| r.to_string()).unwrap_or_default();
+                eprintln!("mimeref-milter: the daemon would refuse this message: {reply}");
+                return ExitCode::from(1);
+            }
+        }
+    } else {
+        // Every fixable finding is fixed; only the engine options (limits, schemes,
+        // signed-mail setting) come from the config.
+        engine::fix(&raw, &opts).0
+    };
     let res = match &args.output {
         Some(p) => std::fs::write(p, &fixed).map_err(|e| format!("{}: {e}", p.display())),
         None => std::io::stdout()

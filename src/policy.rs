@@ -34,10 +34,12 @@ impl fmt::Display for Direction {
 }
 
 /// What happens to a message with a finding. Declared weakest first: the derived order is
-/// the verdict order (reject > tempfail > quarantine > fix > report > ignore).
+/// the verdict order (reject > tempfail > quarantine > fix > report > log > ignore).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Action {
     Ignore,
+    /// Logged and counted in the metrics, but no report header and no change.
+    Log,
     Report,
     Fix,
     Quarantine,
@@ -46,8 +48,9 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 6] = [
+    pub const ALL: [Action; 7] = [
         Action::Ignore,
+        Action::Log,
         Action::Report,
         Action::Fix,
         Action::Quarantine,
@@ -58,6 +61,7 @@ impl Action {
     pub fn as_str(self) -> &'static str {
         match self {
             Action::Ignore => "ignore",
+            Action::Log => "log",
             Action::Report => "report",
             Action::Fix => "fix",
             Action::Quarantine => "quarantine",
@@ -163,11 +167,12 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// `entries` in configuration order; the built-in `"*" = "fix"` applies underneath.
+    /// `entries` in configuration order; a rule no entry matches gets its built-in
+    /// default, [`builtin`].
     pub fn new(entries: Vec<(Pattern, Action)>) -> Policy {
         let table = Rule::ALL
             .iter()
-            .map(|r| resolve(&entries, r.id()).unwrap_or(Action::Fix))
+            .map(|&r| resolve(&entries, r.id()).unwrap_or(builtin(r)))
             .collect();
         Policy { entries, table }
     }
@@ -181,7 +186,13 @@ impl Policy {
             .iter()
             .position(|r| *r == rule)
             .and_then(|i| self.table.get(i).copied())
-            .unwrap_or(Action::Fix)
+            .unwrap_or_else(|| builtin(rule))
+    }
+
+    /// Whether a key names this rule exactly (not through a glob): the admin asked for
+    /// its action in so many words, which `[report] min_severity` does not lower.
+    pub fn names(&self, rule: Rule) -> bool {
+        self.entries.iter().any(|(p, _)| p.as_str() == rule.id())
     }
 
     /// The action a finding gets: `fix` on a finding with no repair on offer is `report`.
@@ -201,6 +212,29 @@ impl Policy {
 impl Default for Policy {
     fn default() -> Self {
         Policy::new(Vec::new())
+    }
+}
+
+/// The action of a rule that no policy key matches: `fix` (a finding with no repair on
+/// offer is reported), except for the rules below, which are only logged. Each of them
+/// is harmless to every reader tried (docs/INTEROP.md), and its repair would change
+/// healthy mail or read worse in some of them:
+/// - `extbody-url-word-too-long`, `location-line-too-long`: a long word or line below
+///   998 octets is read fine; the folded forms are read with whitespace inside the URI
+///   by Python's email package and GMime (and with line breaks by MIME-tools and Ruby
+///   mail for Content-Location).
+/// - `related-type-missing`, `related-type-mismatch`: no reader tried uses `type`;
+///   inserting it changes the message (nested: the whole body) for no reader.
+/// - `extbody-inner-content-id-missing`: no reader tried looks at the phantom heading's
+///   Content-ID.
+pub fn builtin(rule: Rule) -> Action {
+    match rule {
+        Rule::ExtbodyUrlWordTooLong
+        | Rule::LocationLineTooLong
+        | Rule::RelatedTypeMissing
+        | Rule::RelatedTypeMismatch
+        | Rule::ExtbodyInnerContentIdMissing => Action::Log,
+        _ => Action::Fix,
     }
 }
 
@@ -278,20 +312,41 @@ mod tests {
     #[test]
     fn defaults_fix_what_is_fixable_and_report_the_rest() {
         let p = Policy::default();
-        assert_eq!(p.action_for(Rule::ExtbodyUrlWordTooLong, true), Action::Fix);
+        assert_eq!(p.action_for(Rule::ExtbodyUrlUnquoted, true), Action::Fix);
         assert_eq!(
             p.action_for(Rule::RelatedCidDuplicate, false),
             Action::Report
         );
-        assert!(p.actions_used().all(|a| a == Action::Fix));
+        assert!(p
+            .actions_used()
+            .all(|a| a == Action::Fix || a == Action::Log));
+    }
+
+    #[test]
+    fn harmless_rules_are_only_logged_unless_a_key_matches() {
+        let p = Policy::default();
+        for r in [
+            Rule::ExtbodyUrlWordTooLong,
+            Rule::LocationLineTooLong,
+            Rule::RelatedTypeMissing,
+        ] {
+            assert_eq!(p.action_for(r, true), Action::Log, "{}", r.id());
+        }
+        let p = pol(&[("*", Action::Fix)]);
+        assert_eq!(p.action_for(Rule::LocationLineTooLong, true), Action::Fix);
+        let p = pol(&[("related-cid-duplicate", Action::Reject)]);
+        assert_eq!(p.action_for(Rule::RelatedTypeMissing, true), Action::Log);
     }
 
     #[test]
     fn verdict_order() {
         use Action::*;
-        let mut v = vec![Fix, Reject, Ignore, Quarantine, Report, Tempfail];
+        let mut v = vec![Fix, Reject, Ignore, Quarantine, Log, Report, Tempfail];
         v.sort();
-        assert_eq!(v, vec![Ignore, Report, Fix, Quarantine, Tempfail, Reject]);
+        assert_eq!(
+            v,
+            vec![Ignore, Log, Report, Fix, Quarantine, Tempfail, Reject]
+        );
     }
 
     #[test]

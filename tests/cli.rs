@@ -102,6 +102,31 @@ fn check_reads_stdin() {
     assert!(stdout(&o).starts_with("-: 2: "), "{}", stdout(&o));
 }
 
+/// A configuration file in a fresh temporary directory, removed when dropped.
+struct TempConfig(PathBuf);
+
+impl TempConfig {
+    fn new(tag: &str, text: &str) -> TempConfig {
+        let dir = std::env::temp_dir().join(format!("mimeref-cli-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.toml");
+        std::fs::write(&path, text).unwrap();
+        TempConfig(path)
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for TempConfig {
+    fn drop(&mut self) {
+        if let Some(d) = self.0.parent() {
+            std::fs::remove_dir_all(d).ok();
+        }
+    }
+}
+
 #[test]
 fn fix_folds_and_leaves_the_rest_identical() {
     let raw = std::fs::read(fixture("long-url.eml")).unwrap();
@@ -109,7 +134,7 @@ fn fix_folds_and_leaves_the_rest_identical() {
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     let fixed = stdout(&o);
     assert!(fixed.contains("URL=\"ftp://ftp.deepdirs.org/1/2/3/4/5/6/7/8/9\n /10/11/12/13/14/15/16/17/18/20/21/file.h\n tml\""), "{fixed}");
-    let original = String::from_utf8(raw).unwrap();
+    let original = String::from_utf8(raw.clone()).unwrap();
     let head = original
         .find("Content-Type: message/external-body")
         .unwrap();
@@ -119,6 +144,57 @@ fn fix_folds_and_leaves_the_rest_identical() {
     // The fixed message checks clean of the URL rules.
     let o = run_stdin(&["check", "-"], fixed.as_bytes());
     assert!(!stdout(&o).contains("extbody-url"), "{}", stdout(&o));
+    // With fold_url_words = false the URL stays one word: nothing to fix.
+    let cfg = TempConfig::new("fold", "fold_url_words = false\n");
+    let o = run_stdin(&["fix", "--config", cfg.path(), "-"], &raw);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert_eq!(o.stdout, raw);
+    // The daemon's built-in policy only logs the long word: it sends nothing.
+    let empty = TempConfig::new("fold-default", "");
+    let o = run_stdin(&["fix", "--as-milter", "--config", empty.path(), "-"], &raw);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert_eq!(o.stdout, raw);
+}
+
+#[test]
+fn fix_as_milter_writes_what_the_mta_delivers() {
+    let raw = b"From: a@example.org\nSubject: s\nContent-Type: multipart/related; boundary=r; type=\"text/html\"\n\n--r\nContent-Type: text/html\n\n<img src=\"cid:a@b.test\"><img src=\"cid:gone@b.test\">\n--r\nContent-Type: image/gif\nContent-Location: cid:a@b.test\n\nGIF\n--r--\n";
+    let empty = TempConfig::new("as-milter", "");
+    let o = run_stdin(&["fix", "--as-milter", "--config", empty.path(), "-"], raw);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let expected = String::from_utf8_lossy(raw)
+        .replace(
+            "type=\"text/html\"\n\n",
+            "type=\"text/html\"\nX-MIMERef: fix; rules=related-cid-location-only,related-ref-dangling;\n fixed=related-cid-location-only\n\n",
+        )
+        .replace(
+            "Content-Location: cid:a@b.test\n",
+            "Content-Location: cid:a@b.test\nContent-ID: <a@b.test>\n",
+        );
+    assert_eq!(stdout(&o), expected);
+    // A refused message is not written.
+    let reject = TempConfig::new(
+        "as-milter-reject",
+        "[policy.outbound]\n\"related-ref-dangling\" = \"reject\"\n",
+    );
+    let o = run_stdin(
+        &[
+            "fix",
+            "--as-milter",
+            "--direction",
+            "outbound",
+            "--config",
+            reject.path(),
+            "-",
+        ],
+        raw,
+    );
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(o.stdout.is_empty());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("550 5.6.0"),
+        "{o:?}"
+    );
 }
 
 #[test]

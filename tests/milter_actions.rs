@@ -112,7 +112,7 @@ async fn fixes_a_top_level_field_with_change_header() {
     );
     let rep = report(&actions, "X-MIMERef").expect("report header");
     assert!(rep.starts_with(" fix; rules="), "{rep}");
-    assert!(rep.contains("fixed=extbody-url-word-too-long"), "{rep}");
+    assert!(rep.contains("fixed=extbody-url-unquoted"), "{rep}");
 }
 
 #[tokio::test]
@@ -140,7 +140,7 @@ async fn fixes_a_nested_part_with_one_body_replacement() {
         "non-UTF-8 byte lost"
     );
     let rep = report(&actions, "X-MIMERef").unwrap();
-    assert!(rep.contains("fixed=extbody-url-word-too-long"), "{rep}");
+    assert!(rep.contains("fixed=extbody-url-unquoted"), "{rep}");
 }
 
 #[tokio::test]
@@ -157,7 +157,7 @@ async fn report_only_changes_nothing_but_adds_the_report() {
     let rep = report(&actions, "X-MIMERef").unwrap();
     assert!(rep.starts_with(" report; rules="), "{rep}");
     assert!(
-        rep.contains("extbody-url-word-too-long") && !rep.contains("fixed="),
+        rep.contains("extbody-url-unquoted") && !rep.contains("fixed="),
         "{rep}"
     );
 }

@@ -72,7 +72,7 @@ fn assert_inbound(what: &str, r: &(indymilter_test::EomActions, Status)) {
     };
     assert_eq!(
         m.to_str().unwrap(),
-        "550 5.6.0 MIME reference error: extbody-url-word-too-long",
+        "550 5.6.0 MIME reference error: extbody-url-unquoted",
         "{what}"
     );
     assert!(actions.actions.is_empty(), "{what}: {:?}", actions.actions);
@@ -94,7 +94,7 @@ fn assert_outbound(what: &str, r: &(indymilter_test::EomActions, Status)) {
     );
     let rep = report(actions, "X-MIMERef").expect("report header");
     assert!(
-        rep.starts_with(" fix; ") && rep.contains("fixed=extbody-url-word-too-long"),
+        rep.starts_with(" fix; ") && rep.contains("fixed=extbody-url-unquoted"),
         "{what}: {rep}"
     );
 }

@@ -120,7 +120,7 @@ async fn prometheus_endpoint_counts_messages_and_rules() {
         "{body}"
     );
     assert!(
-        body.contains("mimeref_findings_total{rule=\"extbody-url-word-too-long\",action=\"fix\",direction=\"inbound\"} 1"),
+        body.contains("mimeref_findings_total{rule=\"extbody-url-unquoted\",action=\"fix\",direction=\"inbound\"} 1"),
         "{body}"
     );
     assert!(body.contains("mimeref_processing_seconds"), "{body}");

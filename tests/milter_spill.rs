@@ -117,7 +117,7 @@ async fn a_message_past_the_threshold_spills_into_the_directory_and_gets_the_sam
     );
     assert_ne!(body, msg.body);
     let rep = report(&actions, "X-MIMERef").expect("report header");
-    assert!(rep.contains("fixed=extbody-url-word-too-long"), "{rep}");
+    assert!(rep.contains("fixed=extbody-url-unquoted"), "{rep}");
     assert!(!rep.contains("oversize"), "{rep}");
 }
 

@@ -17,7 +17,9 @@ use std::time::Duration;
 use ipnet::IpNet;
 use toml::Spanned;
 
-use crate::engine::{self, HostMatch, Limits, PathRegex, SchemePolicy, Template, UrlRewrite};
+use crate::engine::{
+    self, HostMatch, Limits, PathRegex, SchemePolicy, Severity, Template, UrlRewrite,
+};
 use crate::policy::{self, Action, Direction, Pattern, Policy};
 use raw::RawConfig;
 
@@ -118,6 +120,10 @@ pub struct Config {
     pub outbound_daemons: Vec<String>,
     pub fix_signed: bool,
     pub normalize_url_continuations: bool,
+    /// Write external-body URLs that a fix rewrites as RFC 2017 folded words of at most
+    /// 40 octets (the default); off: one quoted word, folded only where a line would
+    /// pass 998 octets, for readers that keep the folding whitespace inside the URL.
+    pub fold_url_words: bool,
     /// Negotiate "no reply" for connect, header, end of header and body where the MTA
     /// offers it: those stages only accumulate the message, so the MTA need not wait.
     pub no_reply_stages: bool,
@@ -141,6 +147,9 @@ pub struct Config {
     pub report_always: bool,
     /// Delete report headers already present in inbound mail (they could be forged).
     pub remove_forged: bool,
+    /// A finding below this severity whose action is `report` is only logged: it adds no
+    /// report header.
+    pub report_min_severity: Severity,
     pub reject_reply: ReplyTemplate,
     pub tempfail_reply: ReplyTemplate,
     pub quarantine_reason: String,
@@ -334,6 +343,7 @@ impl Config {
             schemes: u.schemes.clone(),
             fix_signed: self.fix_signed,
             normalize_url_continuations: self.normalize_url_continuations,
+            whole_url_words: !self.fold_url_words,
             octets_not_given: 0,
             rewrites: u.rewrites.clone(),
             legacy_to_url: u.legacy_to_url,
@@ -998,6 +1008,22 @@ impl Validator<'_> {
             }
         };
         let report_header = rr.enabled.unwrap_or(true).then_some(header);
+        let report_min_severity = match rr.min_severity {
+            None => Severity::Warning,
+            Some(s) => match Severity::parse(s.get_ref()) {
+                Some(v) => v,
+                None => {
+                    self.err(
+                        s.span(),
+                        format!(
+                            "[report] min_severity {:?}: expected \"info\", \"warning\" or \"error\"",
+                            s.get_ref()
+                        ),
+                    );
+                    Severity::Warning
+                }
+            },
+        };
 
         let rp = raw.reply.unwrap_or_default();
         let reject_reply = self.reply(rp.reject, DEFAULT_REJECT_REPLY, '5', "reject");
@@ -1036,6 +1062,7 @@ impl Validator<'_> {
             outbound_daemons,
             fix_signed: raw.fix_signed.unwrap_or(false),
             normalize_url_continuations: raw.normalize_url_continuations.unwrap_or(false),
+            fold_url_words: raw.fold_url_words.unwrap_or(true),
             no_reply_stages: raw.no_reply_stages.unwrap_or(true),
             limits: Limits {
                 max_depth,
@@ -1052,6 +1079,7 @@ impl Validator<'_> {
             report_header,
             report_always: rr.always.unwrap_or(false),
             remove_forged: rr.remove_forged.unwrap_or(true),
+            report_min_severity,
             reject_reply,
             tempfail_reply,
             quarantine_reason,
@@ -1309,10 +1337,47 @@ mod tests {
     }
 
     #[test]
-    fn sample_config_is_valid() {
+    fn sample_config_is_valid_and_keeps_the_builtin_defaults() {
         let text = include_str!("../../config/mimeref-milter.toml");
-        if let Err(e) = Config::parse(text, "config/mimeref-milter.toml") {
-            panic!("{e}");
+        let sample = match Config::parse(text, "config/mimeref-milter.toml") {
+            Ok(c) => c,
+            Err(e) => panic!("{e}"),
+        };
+        let builtin = Config::builtin();
+        for &r in Rule::ALL {
+            for d in [Direction::Inbound, Direction::Outbound] {
+                assert_eq!(sample.policy(d).action(r), builtin.policy(d).action(r));
+            }
         }
+        assert_eq!(sample.report_min_severity, builtin.report_min_severity);
+        assert_eq!(sample.fold_url_words, builtin.fold_url_words);
+    }
+
+    #[test]
+    fn report_threshold_and_url_form() {
+        let c = Config::builtin();
+        assert_eq!(c.report_min_severity, Severity::Warning);
+        assert!(c.fold_url_words);
+        assert!(!c.engine_options(Direction::Inbound).whole_url_words);
+        let c = Config::parse(
+            "fold_url_words = false\n[report]\nmin_severity = \"info\"\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(c.report_min_severity, Severity::Info);
+        assert!(c.engine_options(Direction::Outbound).whole_url_words);
+        assert_eq!(
+            errs("[report]\nmin_severity = \"notice\"\n"),
+            vec![
+                "t.toml:2: [report] min_severity \"notice\": expected \"info\", \"warning\" or \"error\""
+            ]
+        );
+        assert_eq!(
+            Config::parse("[policy.inbound]\n\"*\" = \"log\"\n", "t")
+                .unwrap()
+                .inbound
+                .action(Rule::RelatedRefDangling),
+            Action::Log
+        );
     }
 }

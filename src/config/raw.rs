@@ -25,6 +25,7 @@ pub struct RawConfig {
     pub outbound_daemons: Option<Vec<S<String>>>,
     pub fix_signed: Option<bool>,
     pub normalize_url_continuations: Option<bool>,
+    pub fold_url_words: Option<bool>,
     pub no_reply_stages: Option<bool>,
     pub limits: Option<RawLimits>,
     pub schemes: Option<RawSchemes>,
@@ -92,6 +93,7 @@ pub struct RawReport {
     pub header: Option<S<String>>,
     pub always: Option<bool>,
     pub remove_forged: Option<bool>,
+    pub min_severity: Option<S<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

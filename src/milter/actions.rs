@@ -43,8 +43,10 @@ pub struct Plan {
     pub dry_run: bool,
     /// The message was larger than the configured limits (not read whole).
     pub oversize: bool,
-    /// Rule ids reported (every finding whose action is not `ignore`), sorted.
+    /// Rule ids found and logged (every finding whose action is not `ignore`), sorted.
     pub rules: Vec<Rule>,
+    /// Rule ids named in the report header (action `report` or stronger), sorted.
+    pub reported: Vec<Rule>,
     /// Rule ids whose action is the verdict: named in replies and quarantine reasons.
     pub decided_by: Vec<Rule>,
     /// Rule ids repaired by the edits sent.
@@ -103,6 +105,7 @@ impl Plan {
             dry_run,
             oversize,
             rules: Vec::new(),
+            reported: Vec::new(),
             decided_by: Vec::new(),
             fixed: Vec::new(),
             header_changes: Vec::new(),
@@ -154,7 +157,20 @@ pub fn plan_received(
     let mut decided: Vec<(Rule, Action)> = analysis
         .findings
         .iter()
-        .map(|f| (f.rule, policy.action_for(f.rule, f.fixable)))
+        .map(|f| {
+            let a = policy.action_for(f.rule, f.fixable);
+            // Below the header's threshold a report is only logged, unless a policy key
+            // names the rule.
+            let a = if a == Action::Report
+                && f.severity < cfg.report_min_severity
+                && !policy.names(f.rule)
+            {
+                Action::Log
+            } else {
+                a
+            };
+            (f.rule, a)
+        })
         .collect();
     if oversize && !decided.iter().any(|(r, _)| *r == Rule::MessageTooLarge) {
         decided.push((Rule::MessageTooLarge, cfg.oversize_action));
@@ -176,6 +192,12 @@ pub fn plan_received(
         decided
             .iter()
             .filter(|(_, a)| *a != Action::Ignore)
+            .map(|(r, _)| *r),
+    );
+    plan.reported = sorted_unique(
+        decided
+            .iter()
+            .filter(|(_, a)| *a >= Action::Report)
             .map(|(r, _)| *r),
     );
     plan.decided_by = sorted_unique(
@@ -291,7 +313,7 @@ pub fn plan_received(
         plan.quarantine = Some(expand(&cfg.quarantine_reason, &plan.decided_by));
     }
     if let Some(name) = &cfg.report_header {
-        if plan.verdict != Action::Ignore || cfg.report_always {
+        if plan.verdict >= Action::Report || cfg.report_always {
             let value = fold_report(name.len(), &report_value(&plan));
             plan.report = Some((name.clone(), value));
         }
@@ -299,12 +321,90 @@ pub fn plan_received(
     plan
 }
 
+/// The message as the MTA delivers it after `plan`: header changes applied in the order
+/// they are sent, the body replaced, the report header added as the last field of the
+/// heading (where Postfix and Sendmail put `add_header`, tests/mta/QUIRKS.md). None when
+/// the plan refuses the message. For `fix --as-milter` and the reader tests.
+pub fn delivered(plan: &Plan, raw: &[u8], cfg: &Config) -> Option<Vec<u8>> {
+    if plan.dry_run {
+        return Some(raw.to_vec());
+    }
+    if plan.verdict.refuses() {
+        return None;
+    }
+    let msg = mime::Message::parse(raw, &cfg.limits);
+    let Some(e) = msg.entities.first() else {
+        return Some(raw.to_vec());
+    };
+    let eol = e.eol();
+    let line_ends = |v: &[u8]| -> Vec<u8> {
+        let mut out = Vec::with_capacity(v.len() + 8);
+        for (i, &b) in v.iter().enumerate() {
+            if b == b'\n' && (i == 0 || v[i - 1] != b'\r') {
+                out.extend_from_slice(eol);
+            } else {
+                out.push(b);
+            }
+        }
+        out
+    };
+    let fields = msg.fields(e);
+    // (name, the whole field as it will be written)
+    let mut heading: Vec<(Vec<u8>, Vec<u8>)> = fields
+        .iter()
+        .map(|f| (raw[f.name.clone()].to_vec(), raw[f.start..f.end].to_vec()))
+        .collect();
+    for c in &plan.header_changes {
+        let Some(at) = heading
+            .iter()
+            .enumerate()
+            .filter(|(_, (n, _))| n.eq_ignore_ascii_case(&c.name))
+            .nth(c.index.saturating_sub(1))
+            .map(|(i, _)| i)
+        else {
+            continue;
+        };
+        match &c.value {
+            None => {
+                heading.remove(at);
+            }
+            Some(v) => {
+                let mut field = heading[at].0.clone();
+                field.push(b':');
+                field.extend_from_slice(&line_ends(v));
+                field.extend_from_slice(eol);
+                heading[at].1 = field;
+            }
+        }
+    }
+    if let Some((name, value)) = &plan.report {
+        let mut field = name.as_bytes().to_vec();
+        field.push(b':');
+        field.extend_from_slice(&line_ends(value.as_bytes()));
+        field.extend_from_slice(eol);
+        heading.push((name.as_bytes().to_vec(), field));
+    }
+    let fields_end = fields.last().map_or(e.header.start, |f| f.end);
+    let body_start = e.body.start.max(fields_end);
+    let mut out = Vec::with_capacity(raw.len() + 512);
+    out.extend_from_slice(&raw[..e.header.start.min(fields.first().map_or(0, |f| f.start))]);
+    for (_, f) in &heading {
+        out.extend_from_slice(f);
+    }
+    out.extend_from_slice(&raw[fields_end..body_start]);
+    match &plan.body {
+        Some(b) => out.extend_from_slice(b),
+        None => out.extend_from_slice(&raw[body_start..]),
+    }
+    Some(out)
+}
+
 /// ` fix; rules=a,b; fixed=a` or ` ok`. The leading space is the field's (LEADING_SPACE).
 fn report_value(plan: &Plan) -> String {
-    if plan.rules.is_empty() {
+    if plan.reported.is_empty() {
         return " ok".into();
     }
-    let mut v = format!(" {}; rules={}", plan.verdict, ids(&plan.rules, ","));
+    let mut v = format!(" {}; rules={}", plan.verdict, ids(&plan.reported, ","));
     if !plan.fixed.is_empty() {
         v.push_str(&format!("; fixed={}", ids(&plan.fixed, ",")));
     }
@@ -660,14 +760,14 @@ mod tests {
                 top_level: false,
             },
             kind: engine::EditKind::Field,
-            rules: vec![Rule::ExtbodyUrlWordTooLong],
+            rules: vec![Rule::ExtbodyUrlUnquoted],
             requires: None,
             change: None,
         };
         Analysis {
             findings: vec![
                 Finding::new(Rule::HeaderLineTooLong, "0", "long").with_edit(0),
-                Finding::new(Rule::ExtbodyUrlWordTooLong, "1", "word").with_edit(1),
+                Finding::new(Rule::ExtbodyUrlUnquoted, "1", "word").with_edit(1),
                 Finding::new(Rule::RelatedCidDuplicate, "1", "dup"),
             ],
             edits: vec![e1, e2],
@@ -720,13 +820,13 @@ mod tests {
         assert!(body.starts_with(b"--b\r\nContent-Type: text/plain; x=2\r\n"));
         assert_eq!(
             p.fixed,
-            vec![Rule::ExtbodyUrlWordTooLong, Rule::HeaderLineTooLong]
+            vec![Rule::ExtbodyUrlUnquoted, Rule::HeaderLineTooLong]
         );
         let (name, value) = p.report.clone().unwrap();
         assert_eq!(name, "X-MIMERef");
         assert_eq!(
             value,
-            " fix; rules=extbody-url-word-too-long,header-line-too-long,\n related-cid-duplicate; fixed=extbody-url-word-too-long,header-line-too-long"
+            " fix; rules=extbody-url-unquoted,header-line-too-long,\n related-cid-duplicate; fixed=extbody-url-unquoted,header-line-too-long"
         );
         assert_eq!(p.edits(), 2);
         let shown = p.to_string();
@@ -778,6 +878,61 @@ mod tests {
                 .count(),
             0
         );
+    }
+
+    /// Gmail-style ids (info: every reference resolves) and a long Content-Location line
+    /// (logged by default): nothing a reader would notice.
+    const HEALTHY: &[u8] = b"From: a@example.org\r\nContent-Type: multipart/related; boundary=r\r\n\r\n--r\r\nContent-Type: text/html\r\n\r\n<img src=\"cid:ii_m3x9\">\r\n--r\r\nContent-Type: image/png\r\nContent-ID: <ii_m3x9>\r\nContent-Location: http://example.com/a/very/long/path/that/goes/on/and/on/and/on/until/the/line/is/long.png\r\n\r\nPNG\r\n--r--\r\n";
+
+    #[test]
+    fn harmless_findings_are_logged_without_a_header_or_a_change() {
+        let a = engine::check(HEALTHY, &engine::Options::default());
+        let got: Vec<Rule> = a.findings.iter().map(|f| f.rule).collect();
+        assert_eq!(
+            got,
+            vec![
+                Rule::RelatedTypeMissing,
+                Rule::LocationLineTooLong,
+                Rule::ContentIdSyntax
+            ]
+        );
+        let p = plan(&cfg(""), Direction::Inbound, &a, HEALTHY, false);
+        assert_eq!(p.verdict, Action::Log);
+        assert_eq!(p.rules.len(), 3, "logged: {:?}", p.rules);
+        assert!(p.report.is_none() && p.body.is_none(), "{p}");
+        assert_eq!(delivered(&p, HEALTHY, &cfg("")).unwrap(), HEALTHY);
+        // A glob key brings back the fixes; min_severity = "info" the header for info.
+        let c = cfg("[report]\nmin_severity = \"info\"\n[policy.inbound]\n\"*\" = \"fix\"\n");
+        let p = plan(&c, Direction::Inbound, &a, HEALTHY, false);
+        assert_eq!(p.verdict, Action::Fix);
+        assert_eq!(
+            p.report.as_ref().unwrap().1,
+            " fix; rules=content-id-syntax,location-line-too-long,\n related-type-missing; fixed=location-line-too-long,related-type-missing"
+        );
+        // A key naming an info rule exactly puts it in the header whatever min_severity.
+        let c = cfg("[policy.inbound]\n\"content-id-syntax\" = \"report\"\n");
+        let p = plan(&c, Direction::Inbound, &a, HEALTHY, false);
+        assert_eq!(p.report.unwrap().1, " report; rules=content-id-syntax");
+    }
+
+    #[test]
+    fn delivered_is_the_message_after_the_actions() {
+        let c = cfg("[policy.inbound]\n\"related-cid-duplicate\" = \"quarantine\"\n");
+        let p = plan(&c, Direction::Inbound, &analysis(), RAW, false);
+        let out = String::from_utf8(delivered(&p, RAW, &c).unwrap()).unwrap();
+        // Both forged report headers gone, Content-Type rewritten with the message's CRLF,
+        // the report header last, the body replaced.
+        assert!(
+            out.starts_with("Subject: hi\r\nContent-Type: multipart/mixed;\r\n boundary=b\r\nX-MIMERef: quarantine; rules="),
+            "{out}"
+        );
+        assert!(
+            out.contains("\r\n\r\n--b\r\nContent-Type: text/plain; x=2\r\n"),
+            "{out}"
+        );
+        let c = cfg("[policy.inbound]\n\"related-cid-duplicate\" = \"reject\"\n");
+        let p = plan(&c, Direction::Inbound, &analysis(), RAW, false);
+        assert!(delivered(&p, RAW, &c).is_none());
     }
 
     #[test]
