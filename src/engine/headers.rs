@@ -59,6 +59,14 @@ fn check_boundaries(cx: &mut Context) {
         let problem = match &e.kind {
             Kind::Multipart {
                 no_parts: true,
+                closed: true,
+                boundary,
+            } => {
+                let b = super::excerpt(boundary);
+                format!("only the close delimiter --{b}-- occurs in its body, no delimiter line --{b} opens a part")
+            }
+            Kind::Multipart {
+                no_parts: true,
                 boundary,
                 ..
             } => {
@@ -227,6 +235,21 @@ mod tests {
         assert_eq!(
             rules(unused, &Options::default()),
             [("0".to_string(), Rule::MimeBoundaryMissing, false)]
+        );
+        // Only the close delimiter: the message says so instead of "no delimiter".
+        let close_only = b"Content-Type: multipart/mixed; boundary=abc\n\nbody\n--abc--\n";
+        let a = check(close_only, &Options::default());
+        let f: Vec<_> = a
+            .findings
+            .iter()
+            .filter(|f| f.rule == Rule::MimeBoundaryMissing)
+            .collect();
+        assert_eq!(f.len(), 1);
+        assert!(
+            f[0].message
+                .contains("only the close delimiter --abc-- occurs"),
+            "{}",
+            f[0].message
         );
         // A look-alike: boundary present and used, even without a close delimiter.
         let fine = b"Content-Type: multipart/mixed; boundary=abc\n\n--abc\n\nbody\n";
