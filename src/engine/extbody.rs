@@ -96,7 +96,11 @@ fn check_entity(cx: &mut Context, idx: usize) {
         _ => (&[], ""),
     };
     for &name in needed {
-        let present = ct.get(name).is_some_and(|v| !v.value.is_empty());
+        // A URL parameter that is there but empty is `extbody-url-invalid` (check_url):
+        // the parameter is not absent, its value is not an absolute URI.
+        let present = ct
+            .get(name)
+            .is_some_and(|v| name == "url" || !v.value.is_empty());
         if !present {
             cx.report(Finding::new(
                 Rule::ExtbodyParamMissing,
@@ -345,7 +349,9 @@ fn check_url(
     // After encoding every octet is ASCII, so this never fails.
     let encoded_str = std::str::from_utf8(&encoded).unwrap_or_default();
     if UriAbsoluteStr::new(encoded_str).is_err() {
-        let why = if encoded_str.contains('#') {
+        let why = if encoded_str.is_empty() {
+            " (it is empty)"
+        } else if encoded_str.contains('#') {
             " (a fragment is not allowed)"
         } else {
             ""
@@ -1106,6 +1112,31 @@ mod tests {
             &opts
         )
         .is_empty());
+    }
+
+    /// `URL=""` is one defect, not two: the parameter is there, its value is not an
+    /// absolute URI.
+    #[test]
+    fn an_empty_url_is_one_finding() {
+        for params in [
+            " access-type=URL; URL=\"\"",
+            " access-type=URL; URL=\" \"",
+            " access-type=URL; URL*0=\"\"",
+        ] {
+            let a = check(ext(params, PH).as_bytes(), &Options::default());
+            let got: Vec<(Rule, &str)> = a
+                .findings
+                .iter()
+                .filter(|f| {
+                    f.rule.id().starts_with("extbody-url-") || f.rule == Rule::ExtbodyParamMissing
+                })
+                .filter(|f| f.rule != Rule::ExtbodyUrlContinuation)
+                .map(|f| (f.rule, f.message.as_str()))
+                .collect();
+            assert_eq!(got.len(), 1, "{params}: {got:?}");
+            assert_eq!(got[0].0, Rule::ExtbodyUrlInvalid, "{params}");
+            assert!(got[0].1.contains("empty"), "{}", got[0].1);
+        }
     }
 
     #[test]
