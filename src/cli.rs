@@ -262,7 +262,15 @@ fn fix(args: FixArgs) -> ExitCode {
     // Offline, every fixable finding is fixed; only the engine options (limits, schemes,
     // signed-mail setting) come from the config.
     let opts = cfg.engine_options(Direction::Inbound);
-    let (fixed, _) = engine::fix(&raw, &opts);
+    let fixed = match engine::fix(&raw, &opts) {
+        Ok((fixed, _)) => fixed,
+        Err(e) => {
+            return fail(format!(
+                "{}: cannot apply the fixes: {e}",
+                display_name(&args.file)
+            ))
+        }
+    };
     let res = match &args.output {
         Some(p) => std::fs::write(p, &fixed).map_err(|e| format!("{}: {e}", p.display())),
         None => std::io::stdout()

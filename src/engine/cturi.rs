@@ -776,7 +776,7 @@ mod tests {
             ..Options::default()
         };
         assert_eq!(denied(&strip), Some(("2".into(), true)));
-        let out = String::from_utf8(fix(raw.as_bytes(), &strip).0).unwrap();
+        let out = String::from_utf8(fix(raw.as_bytes(), &strip).unwrap().0).unwrap();
         assert!(out.starts_with("Subject: s\nContent-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\nhi\n--b\nContent-Type: text/plain; charset=\"us-ascii\"\n"), "{out}");
         assert!(out.ends_with("  javascript:alert\n--b--\n"), "{out}");
         // Top level: reported, never stripped.

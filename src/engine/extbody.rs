@@ -864,7 +864,7 @@ mod tests {
     }
 
     fn fixed(raw: &str, opts: &Options) -> String {
-        String::from_utf8(fix(raw.as_bytes(), opts).0).unwrap()
+        String::from_utf8(fix(raw.as_bytes(), opts).unwrap().0).unwrap()
     }
 
     /// A top-level external-body with `params` after the type and a phantom part.
@@ -1047,7 +1047,7 @@ mod tests {
             normalize_url_continuations: true,
             ..Options::default()
         };
-        let (fixed, a) = crate::engine::fix(raw.as_bytes(), &opts);
+        let (fixed, a) = crate::engine::fix(raw.as_bytes(), &opts).unwrap();
         assert!(a
             .findings
             .iter()
@@ -1055,11 +1055,11 @@ mod tests {
         assert_eq!(fixed, raw.as_bytes());
         // Two URL*0 sections, well formed otherwise: which one counts is a guess.
         let twice = "Content-Type: message/external-body; access-type=URL;\n URL*0=\"http://a/\"; URL*0=\"http://b/\"\n\nContent-ID: <x@y>\n\n";
-        let (fixed, _) = crate::engine::fix(twice.as_bytes(), &opts);
+        let (fixed, _) = crate::engine::fix(twice.as_bytes(), &opts).unwrap();
         assert_eq!(fixed, twice.as_bytes());
         // The plain case still normalises.
         let plain = "Content-Type: message/external-body; access-type=URL;\n URL*0=\"http://a/\"; URL*1=\"b\"\n\nContent-ID: <x@y>\n\n";
-        let (fixed, _) = crate::engine::fix(plain.as_bytes(), &opts);
+        let (fixed, _) = crate::engine::fix(plain.as_bytes(), &opts).unwrap();
         assert!(String::from_utf8_lossy(&fixed).contains("URL=\"http://a/b\""));
     }
 

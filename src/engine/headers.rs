@@ -206,7 +206,7 @@ mod tests {
         );
         let found = rules(raw.as_bytes(), &Options::default());
         assert_eq!(found, [("0".to_string(), Rule::HeaderLineTooLong, true)]);
-        let (fixed, _) = crate::engine::fix(raw.as_bytes(), &Options::default());
+        let (fixed, _) = crate::engine::fix(raw.as_bytes(), &Options::default()).unwrap();
         let text = String::from_utf8(fixed).unwrap();
         assert!(text.lines().all(|l| l.len() <= MAX_LINE), "{text}");
         assert!(text.ends_with("\n\nbody\n"));
