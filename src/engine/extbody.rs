@@ -246,8 +246,12 @@ fn check_url(
         .collect();
     let pieces: Vec<&Param> = ct.pieces("url").collect();
     let plain_url = plains.first().map(|p| fold::extract_url(&p.value));
-    // RFC 2017 §3.1 extraction runs on the RFC 2231 reassembly, as RULES.md says.
-    let cont_url = ct.extended("url").map(|v| fold::extract_url(&v.value));
+    // RFC 2017 §3.1 extraction on the RFC 2231 reassembly, as RULES.md says: the LWSP it
+    // removes is the header's, so it goes from each section as written, before the
+    // %-decoding. An octet decoded from `%20` is part of the URL (and unencoded).
+    let cont_url = ct
+        .extended_with("url", |raw| Cow::Owned(fold::extract_url(raw)))
+        .map(|v| v.value);
     let Some(url) = cont_url.clone().or_else(|| plain_url.clone()) else {
         return; // reported as extbody-param-missing
     };
@@ -256,7 +260,12 @@ fn check_url(
     // Every form the sender gave must name the same URL.
     let mut urls: Vec<Vec<u8>> = plains.iter().map(|p| fold::extract_url(&p.value)).collect();
     urls.extend(cont_url.clone());
-    let conflict = urls.iter().find(|u| **u != urls[0]).cloned();
+    // Compared as a reader would send them: `a%20b` in one form and a decoded `a b` in
+    // the other are the same URL.
+    let conflict = urls
+        .iter()
+        .find(|u| fold::pct_encode_unsafe(u) != fold::pct_encode_unsafe(&urls[0]))
+        .cloned();
     if let Some(other) = &conflict {
         found.push(UrlFinding {
             rule: Rule::ExtbodyUrlConflict,
@@ -1035,6 +1044,56 @@ mod tests {
             )
         );
         assert!(found(&out, &opts).is_empty());
+    }
+
+    /// RFC 2017's LWSP removal applies to the header's whitespace, not to octets
+    /// decoded from %-escapes of a `*`-marked RFC 2231 segment: a decoded space stays in
+    /// the URL, is reported unencoded, and the normalisation writes it back as `%20`.
+    #[test]
+    fn a_decoded_space_in_a_continuation_is_kept_and_reencoded() {
+        let raw = ext(
+            " access-type=URL;\n URL*0*=us-ascii''http://a.example/my%20file;\n URL*1=\".txt\"",
+            PH,
+        );
+        let a = check(raw.as_bytes(), &Options::default());
+        let unenc: Vec<&Finding> = a
+            .findings
+            .iter()
+            .filter(|f| f.rule == Rule::ExtbodyUrlUnencoded)
+            .collect();
+        assert_eq!(unenc.len(), 1, "{:?}", a.findings);
+        assert!(
+            unenc[0].message.contains("http://a.example/my file.txt"),
+            "{}",
+            unenc[0].message
+        );
+        let opts = Options {
+            normalize_url_continuations: true,
+            ..Options::default()
+        };
+        assert_eq!(
+            found(&raw, &opts),
+            [
+                ("0".into(), Rule::ExtbodyUrlContinuation, true),
+                ("0".into(), Rule::ExtbodyUrlUnencoded, true)
+            ]
+        );
+        let out = fixed(&raw, &opts);
+        assert!(
+            out.contains("URL=\"http://a.example/my%20file.txt\""),
+            "{out}"
+        );
+        assert!(found(&out, &opts).is_empty());
+        assert_eq!(fixed(&out, &opts), out, "idempotent");
+        // The same URL in both forms is no conflict.
+        let both = ext(
+            " access-type=URL; URL=\"http://a.example/my%20file\";\n URL*=us-ascii''http://a.example/my%20file",
+            PH,
+        );
+        assert!(!rules(&both).contains(&Rule::ExtbodyUrlConflict));
+        // LWSP written in the header inside a segment is still removed.
+        let folded = ext(" access-type=URL;\n URL*0=\"http://a.example/ x\"", PH);
+        assert!(!rules(&folded).contains(&Rule::ExtbodyUrlUnencoded));
     }
 
     #[test]
