@@ -162,6 +162,19 @@ fn cturi_both_directions() {
     assert_eq!(o.status.code(), Some(2));
 }
 
+/// A non-ASCII parameter goes round the mapping exactly, in RFC 2231 form, never as
+/// raw 8-bit inside a quoted-string.
+#[test]
+fn cturi_round_trip_of_a_non_ascii_parameter() {
+    let ct = "application/pdf; name*=utf-8''caf%C3%A9.pdf";
+    let o = run(&["cturi", "to-uri", ct]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let uri = stdout(&o).trim().to_string();
+    let o = run(&["cturi", "to-content-type", &uri]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert_eq!(stdout(&o), format!("{ct}\n"));
+}
+
 #[test]
 fn version_and_help() {
     let o = run(&["--version"]);
