@@ -193,7 +193,10 @@ fn check(args: CheckArgs) -> ExitCode {
                 continue;
             }
         };
-        let analysis = engine::check(&raw, &opts);
+        // Within [limits] as the daemon would have received it, so that the findings
+        // and the plan are the daemon's.
+        let given = crate::milter::intake::as_received(&raw, &cfg);
+        let analysis = engine::check(given.bytes, &given.options(&opts));
         any |= !analysis.findings.is_empty();
         let res = match args.format {
             Format::Json => write_json(&mut out, &name, &analysis),
@@ -201,7 +204,14 @@ fn check(args: CheckArgs) -> ExitCode {
         };
         let res = res.and_then(|_| {
             if args.actions {
-                let plan = crate::milter::actions::plan(&cfg, direction, &analysis, &raw, false);
+                let plan = crate::milter::actions::plan_received(
+                    &cfg,
+                    direction,
+                    &analysis,
+                    given.bytes,
+                    false,
+                    given.received(),
+                );
                 write!(out, "{plan}")
             } else {
                 Ok(())
@@ -260,10 +270,15 @@ fn fix(args: FixArgs) -> ExitCode {
         Err(e) => return fail(e),
     };
     // Offline, every fixable finding is fixed; only the engine options (limits, schemes,
-    // signed-mail setting) come from the config.
+    // signed-mail setting) come from the config. The limits apply as in the daemon: past
+    // one, only the top-level heading can change and the rest is passed on as it is.
     let opts = cfg.engine_options(Direction::Inbound);
-    let fixed = match engine::fix(&raw, &opts) {
-        Ok((fixed, _)) => fixed,
+    let given = crate::milter::intake::as_received(&raw, &cfg);
+    let fixed = match engine::fix(given.bytes, &given.options(&opts)) {
+        Ok((mut fixed, _)) => {
+            fixed.extend_from_slice(&raw[given.bytes.len()..]);
+            fixed
+        }
         Err(e) => {
             return fail(format!(
                 "{}: cannot apply the fixes: {e}",
