@@ -763,6 +763,13 @@ mod tests {
             "\u{0}<a\u{0}>",
             "<img src=\"&#xFFFFFFFF;&#;&;&amp\">",
             "<select><xmp><img src=q>",
+            "<style>@import",
+            "<style>@import '",
+            "<style>@import \"é",
+            "<style>@importé url(é",
+            "<style>url(",
+            "<style>/*",
+            "<style>/* é */ @import'é'",
         ] {
             let _ = scan(junk, 10);
         }

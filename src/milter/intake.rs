@@ -257,6 +257,27 @@ mod tests {
         assert_eq!(g.octets_not_given, 6);
     }
 
+    proptest::proptest! {
+        /// Any bytes, any limits: a prefix, and incomplete exactly when something is
+        /// left over.
+        #[test]
+        fn any_message_gives_a_prefix(
+            raw in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400),
+            max_message in 0usize..500,
+            max_header in 0usize..500,
+        ) {
+            let g = as_received(&raw, &config(max_message, max_header));
+            proptest::prop_assert!(raw.starts_with(g.bytes));
+            proptest::prop_assert_eq!(
+                g.incomplete,
+                g.octets_not_given > 0
+            );
+            if !g.incomplete {
+                proptest::prop_assert_eq!(g.bytes.len(), raw.len());
+            }
+        }
+    }
+
     #[test]
     fn report_fields_are_counted_past_the_limit() {
         let mut cfg = config(1 << 20, 20);
