@@ -209,7 +209,7 @@ fn check(args: CheckArgs) -> ExitCode {
                     direction,
                     &analysis,
                     given.bytes,
-                    false,
+                    cfg.dry_run,
                     given.received(),
                 );
                 write!(out, "{plan}")

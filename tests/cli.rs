@@ -298,3 +298,14 @@ fn offline_commands_pass_oversize_messages_on_like_the_daemon() {
     assert!(!out.contains("replace_body: yes"), "{out}");
     assert_eq!(fixed, msg, "fix follows the same limit");
 }
+
+/// A configuration in dry-run mode: `--actions` says the daemon sends nothing.
+#[test]
+fn check_actions_follows_dry_run_like_the_daemon() {
+    let msg = nested_fixable(2, 200);
+    let (out, _) = offline("dry", "", &msg);
+    assert!(!out.contains("dry run"), "{out}");
+    let (out, _) = offline("dry-on", "dry_run = true\n", &msg);
+    assert!(out.contains("\ndry run: nothing is sent"), "{out}");
+    assert!(out.contains("\nreply: accept\n"), "{out}");
+}
