@@ -309,3 +309,28 @@ fn check_actions_follows_dry_run_like_the_daemon() {
     assert!(out.contains("\ndry run: nothing is sent"), "{out}");
     assert!(out.contains("\nreply: accept\n"), "{out}");
 }
+
+/// Over the limit, a fix in the top-level heading is still made, as the daemon makes it
+/// with change_header; every octet after the heading is passed on as it is.
+#[test]
+fn offline_fix_of_an_oversize_message_changes_only_the_heading() {
+    let mut msg = b"Subject: big\r\nContent-Type: message/external-body; access-type=URL; URL=http://a.example/x\r\n\r\nContent-Type: text/plain\r\nContent-ID: <x@a.example>\r\n\r\n".to_vec();
+    for _ in 0..100 {
+        msg.extend_from_slice(&[b'y'; 48]);
+        msg.extend_from_slice(b"\r\n");
+    }
+    let (out, fixed) = offline("top", "[limits]\nmax_message_size = 2048\n", &msg);
+    assert!(out.contains("message-too-large"), "{out}");
+    assert!(
+        out.contains("\nchange_header: Content-Type index 1 value "),
+        "{out}"
+    );
+    assert!(out.contains("replace_body: no\n"), "{out}");
+    let sep = |m: &[u8]| m.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let fixed_text = String::from_utf8_lossy(&fixed[..sep(&fixed)]).into_owned();
+    assert!(
+        fixed_text.contains("URL=\"http://a.example/x\""),
+        "{fixed_text}"
+    );
+    assert_eq!(fixed[sep(&fixed)..], msg[sep(&msg)..]);
+}
