@@ -80,7 +80,7 @@ fn main() -> ExitCode {
             let mut findings = 0;
             for _ in 0..n {
                 findings += if fix {
-                    engine::fix(&raw, &opts).1.findings.len()
+                    engine::fix(&raw, &opts).unwrap().1.findings.len()
                 } else {
                     engine::check(&raw, &opts).findings.len()
                 };

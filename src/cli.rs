@@ -201,7 +201,10 @@ fn check(args: CheckArgs) -> ExitCode {
                 continue;
             }
         };
-        let analysis = engine::check(&raw, &opts);
+        // Within [limits] as the daemon would have received it, so that the findings
+        // and the plan are the daemon's.
+        let given = crate::milter::intake::as_received(&raw, &cfg);
+        let analysis = engine::check(given.bytes, &given.options(&opts));
         any |= !analysis.findings.is_empty();
         let res = match args.format {
             Format::Json => write_json(&mut out, &name, &analysis),
@@ -209,7 +212,14 @@ fn check(args: CheckArgs) -> ExitCode {
         };
         let res = res.and_then(|_| {
             if args.actions {
-                let plan = crate::milter::actions::plan(&cfg, direction, &analysis, &raw, false);
+                let plan = crate::milter::actions::plan_received(
+                    &cfg,
+                    direction,
+                    &analysis,
+                    given.bytes,
+                    cfg.dry_run,
+                    given.received(),
+                );
                 write!(out, "{plan}")
             } else {
                 Ok(())
@@ -272,11 +282,25 @@ fn fix(args: FixArgs) -> ExitCode {
         _ => Direction::Inbound,
     };
     let opts = cfg.engine_options(direction);
+    // The limits apply as in the daemon: past one, only the top-level heading can
+    // change and the rest is passed on as it is.
+    let given = crate::milter::intake::as_received(&raw, &cfg);
+    let rest = &raw[given.bytes.len()..];
     let fixed = if args.as_milter {
-        let analysis = engine::check(&raw, &opts);
-        let plan = crate::milter::actions::plan(&cfg, direction, &analysis, &raw, cfg.dry_run);
-        match crate::milter::actions::delivered(&plan, &raw, &cfg) {
-            Some(m) => m,
+        let analysis = engine::check(given.bytes, &given.options(&opts));
+        let plan = crate::milter::actions::plan_received(
+            &cfg,
+            direction,
+            &analysis,
+            given.bytes,
+            cfg.dry_run,
+            given.received(),
+        );
+        match crate::milter::actions::delivered(&plan, given.bytes, &cfg) {
+            Some(mut m) => {
+                m.extend_from_slice(rest);
+                m
+            }
             None => {
                 let reply = plan.reply.map(|r| r.to_string()).unwrap_or_default();
                 eprintln!("mimeref-milter: the daemon would refuse this message: {reply}");
@@ -284,9 +308,20 @@ fn fix(args: FixArgs) -> ExitCode {
             }
         }
     } else {
-        // Every fixable finding is fixed; only the engine options (limits, schemes,
-        // signed-mail setting) come from the config.
-        engine::fix(&raw, &opts).0
+        // Every fixable finding is fixed, whatever the policy; only the engine options
+        // (limits, schemes, signed-mail setting) come from the config.
+        match engine::fix(given.bytes, &given.options(&opts)) {
+            Ok((mut fixed, _)) => {
+                fixed.extend_from_slice(rest);
+                fixed
+            }
+            Err(e) => {
+                return fail(format!(
+                    "{}: cannot apply the fixes: {e}",
+                    display_name(&args.file)
+                ))
+            }
+        }
     };
     let res = match &args.output {
         Some(p) => std::fs::write(p, &fixed).map_err(|e| format!("{}: {e}", p.display())),

@@ -238,6 +238,19 @@ fn cturi_both_directions() {
     assert_eq!(o.status.code(), Some(2));
 }
 
+/// A non-ASCII parameter goes round the mapping exactly, in RFC 2231 form, never as
+/// raw 8-bit inside a quoted-string.
+#[test]
+fn cturi_round_trip_of_a_non_ascii_parameter() {
+    let ct = "application/pdf; name*=utf-8''caf%C3%A9.pdf";
+    let o = run(&["cturi", "to-uri", ct]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let uri = stdout(&o).trim().to_string();
+    let o = run(&["cturi", "to-content-type", &uri]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert_eq!(stdout(&o), format!("{ct}\n"));
+}
+
 #[test]
 fn version_and_help() {
     let o = run(&["--version"]);
@@ -277,4 +290,123 @@ fn check_actions_lists_every_rewrite_and_strip() {
     );
     assert!(out.contains("replace_body: yes"), "{out}");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A multipart whose nested external-body URL is unquoted (fixable only by replacing the
+/// body), after `fields` extra header lines and with `pad` octets of body text.
+fn nested_fixable(fields: usize, pad: usize) -> Vec<u8> {
+    let mut m = String::from("From: a@example.org\r\nTo: b@example.org\r\n");
+    for i in 0..fields {
+        m.push_str(&format!(
+            "Received: from relay{i:03}.example.org by mx.example.org; Mon, 1 Jan 2024\r\n"
+        ));
+    }
+    m.push_str("Subject: limits\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Type: message/external-body; access-type=URL; URL=http://a.example/x\r\n\r\nContent-Type: text/plain\r\nContent-ID: <x@a.example>\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\n");
+    for _ in 0..pad / 50 {
+        m.push_str(&"x".repeat(48));
+        m.push_str("\r\n");
+    }
+    m.push_str("--b--\r\n");
+    m.into_bytes()
+}
+
+/// Runs `check --actions` and `fix` with `config` on `msg`: (check output, fixed bytes).
+fn offline(name: &str, config: &str, msg: &[u8]) -> (String, Vec<u8>) {
+    let dir = std::env::temp_dir().join(format!("mimeref-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("c.toml");
+    std::fs::write(&cfg, config).unwrap();
+    let eml = dir.join("m.eml");
+    std::fs::write(&eml, msg).unwrap();
+    let (c, m) = (cfg.to_str().unwrap(), eml.to_str().unwrap());
+    let o = run(&["check", "--actions", "--config", c, m]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let checked = stdout(&o);
+    let o = run(&["fix", "--config", c, m]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    std::fs::remove_dir_all(&dir).ok();
+    (checked, o.stdout)
+}
+
+/// The number N of "analysed the first N octets" in `out`.
+fn analysed(out: &str) -> usize {
+    let at = out.find("analysed the first ").expect(out) + "analysed the first ".len();
+    out[at..].split(' ').next().unwrap().parse().unwrap()
+}
+
+/// `[limits] max_header_size` applies offline as in the daemon: a larger header section
+/// is message-too-large, the body is never replaced, `fix` changes nothing below it.
+#[test]
+fn offline_commands_honour_max_header_size() {
+    let msg = nested_fixable(30, 200);
+    let (out, fixed) = offline("hdr-ok", "", &msg);
+    assert!(!out.contains("message-too-large"), "{out}");
+    assert!(out.contains("replace_body: yes"), "{out}");
+    assert_ne!(fixed, msg, "the control: without the limit it is fixed");
+
+    let (out, fixed) = offline("hdr", "[limits]\nmax_header_size = 1024\n", &msg);
+    assert!(out.contains(": 0: error: message-too-large: "), "{out}");
+    assert!(analysed(&out) <= 1024, "{out}");
+    assert!(
+        out.contains("verdict: fix (oversize)\n") || out.contains("(oversize)"),
+        "{out}"
+    );
+    assert!(out.contains("replace_body: no\n"), "{out}");
+    assert!(!out.contains("replace_body: yes"), "{out}");
+    assert_eq!(fixed, msg, "fix follows the same limit");
+}
+
+/// Over `max_message_size`, `check --actions` prints what the daemon does (nothing
+/// replaced) and `fix` follows the same limit; the finding never claims to have
+/// analysed more than the limit.
+#[test]
+fn offline_commands_pass_oversize_messages_on_like_the_daemon() {
+    let msg = nested_fixable(2, 5000);
+    let (out, fixed) = offline("size", "[limits]\nmax_message_size = 2048\n", &msg);
+    assert!(out.contains(": 0: error: message-too-large: "), "{out}");
+    let n = analysed(&out);
+    assert!(n <= 2048, "{out}");
+    assert!(
+        out.contains(&format!("message of {} octets", msg.len())),
+        "{out}"
+    );
+    assert!(out.contains("replace_body: no\n"), "{out}");
+    assert!(!out.contains("replace_body: yes"), "{out}");
+    assert_eq!(fixed, msg, "fix follows the same limit");
+}
+
+/// A configuration in dry-run mode: `--actions` says the daemon sends nothing.
+#[test]
+fn check_actions_follows_dry_run_like_the_daemon() {
+    let msg = nested_fixable(2, 200);
+    let (out, _) = offline("dry", "", &msg);
+    assert!(!out.contains("dry run"), "{out}");
+    let (out, _) = offline("dry-on", "dry_run = true\n", &msg);
+    assert!(out.contains("\ndry run: nothing is sent"), "{out}");
+    assert!(out.contains("\nreply: accept\n"), "{out}");
+}
+
+/// Over the limit, a fix in the top-level heading is still made, as the daemon makes it
+/// with change_header; every octet after the heading is passed on as it is.
+#[test]
+fn offline_fix_of_an_oversize_message_changes_only_the_heading() {
+    let mut msg = b"Subject: big\r\nContent-Type: message/external-body; access-type=URL; URL=http://a.example/x\r\n\r\nContent-Type: text/plain\r\nContent-ID: <x@a.example>\r\n\r\n".to_vec();
+    for _ in 0..100 {
+        msg.extend_from_slice(&[b'y'; 48]);
+        msg.extend_from_slice(b"\r\n");
+    }
+    let (out, fixed) = offline("top", "[limits]\nmax_message_size = 2048\n", &msg);
+    assert!(out.contains("message-too-large"), "{out}");
+    assert!(
+        out.contains("\nchange_header: Content-Type index 1 value "),
+        "{out}"
+    );
+    assert!(out.contains("replace_body: no\n"), "{out}");
+    let sep = |m: &[u8]| m.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let fixed_text = String::from_utf8_lossy(&fixed[..sep(&fixed)]).into_owned();
+    assert!(
+        fixed_text.contains("URL=\"http://a.example/x\""),
+        "{fixed_text}"
+    );
+    assert_eq!(fixed[sep(&fixed)..], msg[sep(&msg)..]);
 }

@@ -576,7 +576,8 @@ async fn through_milter(m: &Milter, cfg: &Config, name: &str, raw: &[u8]) -> Sta
                 !incomplete,
                 "{name}: body of an incomplete message replaced"
             );
-            let (fixed, _) = engine::fix(&buffered, &cfg.engine_options(Direction::Inbound));
+            let (fixed, _) =
+                engine::fix(&buffered, &cfg.engine_options(Direction::Inbound)).unwrap();
             let sep = memchr::memmem::find(&fixed, b"\r\n\r\n").unwrap() + 4;
             assert!(body == fixed[sep..], "{name}: replaced body is not the fix");
         }

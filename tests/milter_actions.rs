@@ -132,7 +132,8 @@ async fn fixes_a_nested_part_with_one_body_replacement() {
     // the Latin-1 byte in a part header) is identical.
     let m = eml(&raw);
     let (wire, header_len) = as_received(&m);
-    let (fixed, _) = engine::fix(&wire, &Config::builtin().engine_options(Direction::Inbound));
+    let (fixed, _) =
+        engine::fix(&wire, &Config::builtin().engine_options(Direction::Inbound)).unwrap();
     assert_eq!(body, fixed[header_len..].to_vec());
     assert_ne!(body, m.body);
     assert!(

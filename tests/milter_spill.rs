@@ -109,7 +109,8 @@ async fn a_message_past_the_threshold_spills_into_the_directory_and_gets_the_sam
     assert_eq!(status, Status::Accept);
     let body = replaced_body(&actions).expect("body replaced");
     let (wire, header_len) = as_received(&msg);
-    let (fixed, _) = engine::fix(&wire, &Config::builtin().engine_options(Direction::Inbound));
+    let (fixed, _) =
+        engine::fix(&wire, &Config::builtin().engine_options(Direction::Inbound)).unwrap();
     assert_eq!(body.len(), fixed.len() - header_len);
     assert!(
         body == fixed[header_len..],
@@ -164,7 +165,7 @@ async fn large_messages_in_memory_one_after_another_each_get_their_own_fix() {
         let (actions, status) = send(&mut c, &env, &msg).await;
         assert_eq!(status, Status::Accept, "{size}");
         let (wire, header_len) = as_received(&msg);
-        let (fixed, _) = engine::fix(&wire, &options);
+        let (fixed, _) = engine::fix(&wire, &options).unwrap();
         let body = replaced_body(&actions).expect("body replaced");
         assert!(body == fixed[header_len..], "{size}: not the offline fix");
         let rep = report(&actions, "X-MIMERef").expect("report header");

@@ -18,6 +18,9 @@
 //!   way back undoes exactly one level (§2.3, §2.4). A native Content-Type mapped to a
 //!   `ContentType:` URI has `%`, `&`, `#`, `"`, SP, CTLs and 8-bit octets of its values
 //!   encoded so that §2.4 gives the value back.
+//! - A parameter value that holds 8-bit octets or controls once decoded comes out of
+//!   the URI → Content-Type direction in RFC 2231 extended form (`name*=utf-8''caf%C3%A9`):
+//!   a quoted-string in a header cannot carry them.
 //! - `URI-Body` is carried as written (the §3 example shows `mailto:joe@blow.test`).
 //! - A query that is not a list of `name=value` pairs is kept in the URI body (the §2.2
 //!   note allows schemes whose `?` is not a query), so nothing is lost.
@@ -137,6 +140,25 @@ fn quoted(v: &[u8]) -> String {
     }
     out.push('"');
     out
+}
+
+/// `; name="value"`, or `; name*=utf-8''value` (RFC 2231 §4) when the value holds
+/// octets a quoted-string in a header cannot: 8-bit octets and controls. The charset
+/// is `utf-8` when the octets are UTF-8, else left empty (RFC 2231 allows it).
+fn parameter(name: &str, v: &[u8]) -> String {
+    if v.iter().all(|&b| (32..127).contains(&b)) {
+        return format!("; {name}={}", quoted(v));
+    }
+    let charset = if std::str::from_utf8(v).is_ok() {
+        "utf-8"
+    } else {
+        ""
+    };
+    // RFC 2231 attribute-char: a token octet other than `*`, `'` and `%`.
+    let value = encode_with(v, |b| {
+        b >= 127 || !is_token_byte(b) || matches!(b, b'*' | b'\'' | b'%')
+    });
+    format!("; {name}*={charset}''{value}")
 }
 
 /// The scheme of an absolute URI (RFC 3986 §3.1), if `s` starts with one.
@@ -391,13 +413,10 @@ pub fn to_content_type(uri: &str) -> Result<String, CturiError> {
         let mut out = media_type(&mt).ok_or(CturiError::BadMediaType(mt))?;
         for item in query.map(query_items).unwrap_or_default() {
             let (n, v) = name_value(item).ok_or_else(|| CturiError::BadQueryItem(item.into()))?;
-            out.push_str(&format!("; {n}={}", quoted(&percent_decode(v.as_bytes()))));
+            out.push_str(&parameter(n, &percent_decode(v.as_bytes())));
         }
         if let Some(f) = fragment {
-            out.push_str(&format!(
-                "; URI-Fragment={}",
-                quoted(&percent_decode(f.as_bytes()))
-            ));
+            out.push_str(&parameter("URI-Fragment", &percent_decode(f.as_bytes())));
         }
         return Ok(out);
     }
@@ -421,7 +440,7 @@ pub fn to_content_type(uri: &str) -> Result<String, CturiError> {
         .find(|(n, _)| n.eq_ignore_ascii_case("mime-type"))
     {
         let mut out = media_type(mt).ok_or_else(|| CturiError::BadMediaType(mt.into()))?;
-        out.push_str(&format!("; URI-Body={}", quoted(body.as_bytes())));
+        out.push_str(&parameter("URI-Body", body.as_bytes()));
         for (n, v) in pairs
             .iter()
             .filter(|(n, _)| !n.eq_ignore_ascii_case("mime-type"))
@@ -672,6 +691,31 @@ mod tests {
         }
     }
 
+    /// Non-ASCII (and control) octets never go raw into a header value: they come out in
+    /// RFC 2231 extended form, and the round trip is exact.
+    #[test]
+    fn non_ascii_values_come_out_in_rfc2231_form() {
+        let ct = "application/pdf; name*=utf-8''caf%C3%A9.pdf";
+        let uri = to_uri(ct).unwrap();
+        assert_eq!(uri, "ContentType:application/pdf?name=\"caf%C3%A9.pdf\"");
+        let back = to_content_type(&uri).unwrap();
+        assert_eq!(back, ct);
+        assert!(back.is_ascii());
+        assert_eq!(to_uri(&back).unwrap(), uri);
+        // A control octet, a fragment and a URI-Body: never raw either.
+        let back = to_content_type("ContentType:text/plain?x=\"a%0D%0Ab\"#caf%C3%A9").unwrap();
+        assert_eq!(
+            back,
+            "text/plain; x*=utf-8''a%0D%0Ab; URI-Fragment*=utf-8''caf%C3%A9"
+        );
+        let back = to_content_type("http://x.test/caf\u{e9}?MIME-Type=\"text/plain\"").unwrap();
+        assert!(back.is_ascii(), "{back}");
+        assert_eq!(
+            to_uri(&back).unwrap(),
+            "http://x.test/caf%C3%A9?MIME-Type=\"text/plain\""
+        );
+    }
+
     #[test]
     fn errors_are_clear() {
         assert!(matches!(
@@ -776,7 +820,7 @@ mod tests {
             ..Options::default()
         };
         assert_eq!(denied(&strip), Some(("2".into(), true)));
-        let out = String::from_utf8(fix(raw.as_bytes(), &strip).0).unwrap();
+        let out = String::from_utf8(fix(raw.as_bytes(), &strip).unwrap().0).unwrap();
         assert!(out.starts_with("Subject: s\nContent-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\nhi\n--b\nContent-Type: text/plain; charset=\"us-ascii\"\n"), "{out}");
         assert!(out.ends_with("  javascript:alert\n--b--\n"), "{out}");
         // Top level: reported, never stripped.

@@ -96,7 +96,11 @@ fn check_entity(cx: &mut Context, idx: usize) {
         _ => (&[], ""),
     };
     for &name in needed {
-        let present = ct.get(name).is_some_and(|v| !v.value.is_empty());
+        // A URL parameter that is there but empty is `extbody-url-invalid` (check_url):
+        // the parameter is not absent, its value is not an absolute URI.
+        let present = ct
+            .get(name)
+            .is_some_and(|v| name == "url" || !v.value.is_empty());
         if !present {
             cx.report(Finding::new(
                 Rule::ExtbodyParamMissing,
@@ -242,8 +246,12 @@ fn check_url(
         .collect();
     let pieces: Vec<&Param> = ct.pieces("url").collect();
     let plain_url = plains.first().map(|p| fold::extract_url(&p.value));
-    // RFC 2017 §3.1 extraction runs on the RFC 2231 reassembly, as RULES.md says.
-    let cont_url = ct.extended("url").map(|v| fold::extract_url(&v.value));
+    // RFC 2017 §3.1 extraction on the RFC 2231 reassembly, as RULES.md says: the LWSP it
+    // removes is the header's, so it goes from each section as written, before the
+    // %-decoding. An octet decoded from `%20` is part of the URL (and unencoded).
+    let cont_url = ct
+        .extended_with("url", |raw| Cow::Owned(fold::extract_url(raw)))
+        .map(|v| v.value);
     let Some(url) = cont_url.clone().or_else(|| plain_url.clone()) else {
         return; // reported as extbody-param-missing
     };
@@ -252,7 +260,12 @@ fn check_url(
     // Every form the sender gave must name the same URL.
     let mut urls: Vec<Vec<u8>> = plains.iter().map(|p| fold::extract_url(&p.value)).collect();
     urls.extend(cont_url.clone());
-    let conflict = urls.iter().find(|u| **u != urls[0]).cloned();
+    // Compared as a reader would send them: `a%20b` in one form and a decoded `a b` in
+    // the other are the same URL.
+    let conflict = urls
+        .iter()
+        .find(|u| fold::pct_encode_unsafe(u) != fold::pct_encode_unsafe(&urls[0]))
+        .cloned();
     if let Some(other) = &conflict {
         found.push(UrlFinding {
             rule: Rule::ExtbodyUrlConflict,
@@ -347,7 +360,9 @@ fn check_url(
     // After encoding every octet is ASCII, so this never fails.
     let encoded_str = std::str::from_utf8(&encoded).unwrap_or_default();
     if UriAbsoluteStr::new(encoded_str).is_err() {
-        let why = if encoded_str.contains('#') {
+        let why = if encoded_str.is_empty() {
+            " (it is empty)"
+        } else if encoded_str.contains('#') {
             " (a fragment is not allowed)"
         } else {
             ""
@@ -877,7 +892,7 @@ mod tests {
     }
 
     fn fixed(raw: &str, opts: &Options) -> String {
-        String::from_utf8(fix(raw.as_bytes(), opts).0).unwrap()
+        String::from_utf8(fix(raw.as_bytes(), opts).unwrap().0).unwrap()
     }
 
     /// A top-level external-body with `params` after the type and a phantom part.
@@ -1074,6 +1089,56 @@ mod tests {
         assert!(found(&out, &opts).is_empty());
     }
 
+    /// RFC 2017's LWSP removal applies to the header's whitespace, not to octets
+    /// decoded from %-escapes of a `*`-marked RFC 2231 segment: a decoded space stays in
+    /// the URL, is reported unencoded, and the normalisation writes it back as `%20`.
+    #[test]
+    fn a_decoded_space_in_a_continuation_is_kept_and_reencoded() {
+        let raw = ext(
+            " access-type=URL;\n URL*0*=us-ascii''http://a.example/my%20file;\n URL*1=\".txt\"",
+            PH,
+        );
+        let a = check(raw.as_bytes(), &Options::default());
+        let unenc: Vec<&Finding> = a
+            .findings
+            .iter()
+            .filter(|f| f.rule == Rule::ExtbodyUrlUnencoded)
+            .collect();
+        assert_eq!(unenc.len(), 1, "{:?}", a.findings);
+        assert!(
+            unenc[0].message.contains("http://a.example/my file.txt"),
+            "{}",
+            unenc[0].message
+        );
+        let opts = Options {
+            normalize_url_continuations: true,
+            ..Options::default()
+        };
+        assert_eq!(
+            found(&raw, &opts),
+            [
+                ("0".into(), Rule::ExtbodyUrlContinuation, true),
+                ("0".into(), Rule::ExtbodyUrlUnencoded, true)
+            ]
+        );
+        let out = fixed(&raw, &opts);
+        assert!(
+            out.contains("URL=\"http://a.example/my%20file.txt\""),
+            "{out}"
+        );
+        assert!(found(&out, &opts).is_empty());
+        assert_eq!(fixed(&out, &opts), out, "idempotent");
+        // The same URL in both forms is no conflict.
+        let both = ext(
+            " access-type=URL; URL=\"http://a.example/my%20file\";\n URL*=us-ascii''http://a.example/my%20file",
+            PH,
+        );
+        assert!(!rules(&both).contains(&Rule::ExtbodyUrlConflict));
+        // LWSP written in the header inside a segment is still removed.
+        let folded = ext(" access-type=URL;\n URL*0=\"http://a.example/ x\"", PH);
+        assert!(!rules(&folded).contains(&Rule::ExtbodyUrlUnencoded));
+    }
+
     #[test]
     fn ambiguous_continuations_are_not_normalised() {
         // Found by fuzzing: `URL*` beside `URL*0`, an unterminated quoted-string and
@@ -1084,7 +1149,7 @@ mod tests {
             normalize_url_continuations: true,
             ..Options::default()
         };
-        let (fixed, a) = crate::engine::fix(raw.as_bytes(), &opts);
+        let (fixed, a) = crate::engine::fix(raw.as_bytes(), &opts).unwrap();
         assert!(a
             .findings
             .iter()
@@ -1092,11 +1157,11 @@ mod tests {
         assert_eq!(fixed, raw.as_bytes());
         // Two URL*0 sections, well formed otherwise: which one counts is a guess.
         let twice = "Content-Type: message/external-body; access-type=URL;\n URL*0=\"http://a/\"; URL*0=\"http://b/\"\n\nContent-ID: <x@y>\n\n";
-        let (fixed, _) = crate::engine::fix(twice.as_bytes(), &opts);
+        let (fixed, _) = crate::engine::fix(twice.as_bytes(), &opts).unwrap();
         assert_eq!(fixed, twice.as_bytes());
         // The plain case still normalises.
         let plain = "Content-Type: message/external-body; access-type=URL;\n URL*0=\"http://a/\"; URL*1=\"b\"\n\nContent-ID: <x@y>\n\n";
-        let (fixed, _) = crate::engine::fix(plain.as_bytes(), &opts);
+        let (fixed, _) = crate::engine::fix(plain.as_bytes(), &opts).unwrap();
         assert!(String::from_utf8_lossy(&fixed).contains("URL=\"http://a/b\""));
     }
 
@@ -1149,6 +1214,31 @@ mod tests {
             &opts
         )
         .is_empty());
+    }
+
+    /// `URL=""` is one defect, not two: the parameter is there, its value is not an
+    /// absolute URI.
+    #[test]
+    fn an_empty_url_is_one_finding() {
+        for params in [
+            " access-type=URL; URL=\"\"",
+            " access-type=URL; URL=\" \"",
+            " access-type=URL; URL*0=\"\"",
+        ] {
+            let a = check(ext(params, PH).as_bytes(), &Options::default());
+            let got: Vec<(Rule, &str)> = a
+                .findings
+                .iter()
+                .filter(|f| {
+                    f.rule.id().starts_with("extbody-url-") || f.rule == Rule::ExtbodyParamMissing
+                })
+                .filter(|f| f.rule != Rule::ExtbodyUrlContinuation)
+                .map(|f| (f.rule, f.message.as_str()))
+                .collect();
+            assert_eq!(got.len(), 1, "{params}: {got:?}");
+            assert_eq!(got[0].0, Rule::ExtbodyUrlInvalid, "{params}");
+            assert!(got[0].1.contains("empty"), "{}", got[0].1);
+        }
     }
 
     #[test]

@@ -36,13 +36,21 @@ pub fn check_limits(cx: &mut Context) {
     }
     check_boundaries(cx);
     let given = msg.len as u64;
-    let total = given + cx.opts.octets_not_given;
-    if total > limits.max_message_size as u64 || cx.opts.octets_not_given > 0 {
-        cx.report(Finding::new(
-            Rule::MessageTooLarge,
-            "0",
-            format!("message of {total} octets exceeds the limit of {} octets: analysed the first {given} octets only", limits.max_message_size),
-        ));
+    let not_given = cx.opts.octets_not_given;
+    let total = given + not_given;
+    let max = limits.max_message_size;
+    let message = if not_given == 0 {
+        // The caller handed over every octet: all of them were analysed.
+        format!("message of {total} octets exceeds the limit of {max} octets")
+    } else if total > max as u64 {
+        format!("message of {total} octets exceeds the limit of {max} octets: analysed the first {given} octets only")
+    } else {
+        // Within max_message_size: the header section's own limit stopped the caller,
+        // or keeping the rest failed.
+        format!("message of {total} octets was not read whole (its header section passed the header size limit, or buffering failed): analysed the first {given} octets only")
+    };
+    if total > max as u64 || not_given > 0 {
+        cx.report(Finding::new(Rule::MessageTooLarge, "0", message));
     }
 }
 
@@ -57,6 +65,14 @@ fn check_boundaries(cx: &mut Context) {
             continue;
         }
         let problem = match &e.kind {
+            Kind::Multipart {
+                no_parts: true,
+                closed: true,
+                boundary,
+            } => {
+                let b = super::excerpt(boundary);
+                format!("only the close delimiter --{b}-- occurs in its body, no delimiter line --{b} opens a part")
+            }
             Kind::Multipart {
                 no_parts: true,
                 boundary,
@@ -198,7 +214,7 @@ mod tests {
         );
         let found = rules(raw.as_bytes(), &Options::default());
         assert_eq!(found, [("0".to_string(), Rule::HeaderLineTooLong, true)]);
-        let (fixed, _) = crate::engine::fix(raw.as_bytes(), &Options::default());
+        let (fixed, _) = crate::engine::fix(raw.as_bytes(), &Options::default()).unwrap();
         let text = String::from_utf8(fixed).unwrap();
         assert!(text.lines().all(|l| l.len() <= MAX_LINE), "{text}");
         assert!(text.ends_with("\n\nbody\n"));
@@ -228,6 +244,21 @@ mod tests {
             rules(unused, &Options::default()),
             [("0".to_string(), Rule::MimeBoundaryMissing, false)]
         );
+        // Only the close delimiter: the message says so instead of "no delimiter".
+        let close_only = b"Content-Type: multipart/mixed; boundary=abc\n\nbody\n--abc--\n";
+        let a = check(close_only, &Options::default());
+        let f: Vec<_> = a
+            .findings
+            .iter()
+            .filter(|f| f.rule == Rule::MimeBoundaryMissing)
+            .collect();
+        assert_eq!(f.len(), 1);
+        assert!(
+            f[0].message
+                .contains("only the close delimiter --abc-- occurs"),
+            "{}",
+            f[0].message
+        );
         // A look-alike: boundary present and used, even without a close delimiter.
         let fine = b"Content-Type: multipart/mixed; boundary=abc\n\n--abc\n\nbody\n";
         assert!(rules(fine, &Options::default()).is_empty());
@@ -249,6 +280,28 @@ mod tests {
             .iter()
             .any(|r| r.1 == Rule::MessageTooLarge));
         assert!(rules(b"Subject: x\n\nbody", &Options::default()).is_empty());
+    }
+
+    #[test]
+    fn message_too_large_says_what_was_analysed() {
+        let text = |raw: &[u8], opts: &Options| -> String {
+            let a = check(raw, opts);
+            let f = a.findings.iter().find(|f| f.rule == Rule::MessageTooLarge);
+            f.unwrap().message.clone()
+        };
+        let mut opts = Options::default();
+        opts.limits.max_message_size = 10;
+        // Given whole: no claim of a cut.
+        let m = text(b"Subject: x\n\n0123456789", &opts);
+        assert_eq!(m, "message of 22 octets exceeds the limit of 10 octets");
+        // Cut within max_message_size: the header limit stopped reading.
+        let opts = Options {
+            octets_not_given: 5,
+            ..Options::default()
+        };
+        let m = text(b"Subject: x\n", &opts);
+        assert!(m.contains("header size limit"), "{m}");
+        assert!(m.ends_with("analysed the first 11 octets only"), "{m}");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! Each text/html leaf is transfer-decoded, charset-decoded and tokenised with
 //! `lol_html`, which streams: no DOM is built, so memory stays flat whatever the markup.
 //! URL-valued attributes are collected (see [`URL_ATTRIBUTES`], plus `srcset`,
-//! `archive` and `url(...)` inside `style`); then:
+//! `archive` and `url(...)` inside `style`), and so are the `url(...)` and `@import`
+//! references of `<style>` elements; then:
 //!
 //! - `cid:` references must match the Content-ID of a part in the same or an enclosing
 //!   multipart/related (RFC 2557 §8.3), never one in a nested or sibling one; else
@@ -23,8 +24,8 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
-use lol_html::html_content::Element;
-use lol_html::{element, HtmlRewriter, MemorySettings, Settings};
+use lol_html::html_content::{Element, TextChunk};
+use lol_html::{element, text, HtmlRewriter, MemorySettings, Settings};
 
 use super::cid::{self, IdRef, IdUrl, Match};
 use super::decode::{charset_decode, transfer_decode};
@@ -80,6 +81,17 @@ pub struct Scan {
 /// panics and never builds a tree; a tokeniser error ends the scan with what was found.
 pub fn scan(html: &str, max_refs: usize) -> Scan {
     let out = RefCell::new(Scan::default());
+    // The text of the `<style>` element being read: it comes in chunks, and a reference
+    // may straddle two of them.
+    let sheet = RefCell::new(String::new());
+    let cap = |s: &mut Scan| -> lol_html::HandlerResult {
+        if s.refs.len() >= max_refs {
+            s.refs.truncate(max_refs);
+            s.truncated = true;
+            return Err("reference cap reached".into());
+        }
+        Ok(())
+    };
     let result = {
         let settings = Settings::new()
             .with_strict(false)
@@ -89,12 +101,20 @@ pub fn scan(html: &str, max_refs: usize) -> Scan {
             .append_element_content_handler(element!("*", |el: &mut Element| {
                 let mut s = out.borrow_mut();
                 collect(el, &mut s);
-                if s.refs.len() >= max_refs {
-                    s.refs.truncate(max_refs);
-                    s.truncated = true;
-                    return Err("reference cap reached".into());
+                cap(&mut s)
+            }))
+            .append_element_content_handler(text!("style", |t: &mut TextChunk| {
+                let mut text = sheet.borrow_mut();
+                text.push_str(t.as_str());
+                if !t.last_in_text_node() {
+                    return Ok(());
                 }
-                Ok(())
+                let css = std::mem::take(&mut *text);
+                let mut s = out.borrow_mut();
+                for (place, url) in css_refs(&css) {
+                    push(&mut s, place.to_string(), &url);
+                }
+                cap(&mut s)
             }));
         let mut rewriter = HtmlRewriter::new(settings, |_: &[u8]| {});
         rewriter.write(html.as_bytes()).and_then(|_| rewriter.end())
@@ -168,6 +188,48 @@ fn css_urls(style: &str) -> Vec<String> {
         from = start + len + 1;
     }
     out
+}
+
+/// The references of a `<style>` element's style sheet, with their place: every
+/// `url(…)` (any quoting, `@import url(…)` included) and every `@import "…"` or
+/// `@import '…'`. Comments are skipped. Character references are not decoded: the
+/// element's text is raw text.
+fn css_refs(css: &str) -> Vec<(&'static str, String)> {
+    let css = strip_css_comments(css);
+    let mut out: Vec<(&'static str, String)> =
+        css_urls(&css).into_iter().map(|u| ("style", u)).collect();
+    let lower = css.to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(p) = lower.get(from..).and_then(|t| t.find("@import")) {
+        from += p + "@import".len();
+        let rest = css[from..].trim_start_matches(|c: char| c.is_ascii_whitespace());
+        let Some(q) = rest.chars().next().filter(|&c| c == '"' || c == '\'') else {
+            continue; // url(…), found above, or not an import at all
+        };
+        if let Some(end) = rest[1..].find(q) {
+            out.push(("style@import", rest[1..1 + end].trim().to_string()));
+        }
+    }
+    out
+}
+
+/// `css` without its `/* … */` comments (an unterminated one runs to the end).
+fn strip_css_comments(css: &str) -> std::borrow::Cow<'_, str> {
+    if !css.contains("/*") {
+        return std::borrow::Cow::Borrowed(css);
+    }
+    let mut out = String::with_capacity(css.len());
+    let mut rest = css;
+    while let Some(start) = rest.find("/*") {
+        out.push_str(&rest[..start]);
+        out.push(' ');
+        match rest[start + 2..].find("*/") {
+            Some(end) => rest = &rest[start + 2 + end + 2..],
+            None => rest = "",
+        }
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
 }
 
 /// Decodes the character references that matter in URLs: `&amp;` `&lt;` `&gt;` `&quot;`
@@ -813,6 +875,57 @@ mod tests {
         assert_eq!(s.refs[1].place, "img@src");
     }
 
+    /// `<style>` elements are read like `style` attributes: `url(…)` with any quoting,
+    /// and `@import` of a string or a `url(…)`. Comments are not references.
+    #[test]
+    fn scan_reads_style_elements() {
+        let s = scan(
+            r#"<html><head><style type="text/css">
+            @import "cid:i1@x";
+            @import 'cid:i2@x' screen;
+            @IMPORT url(cid:i3@x);
+            /* url(cid:comment@x) */
+            body { background: url(cid:u1@x) }
+            td { background-image: URL( "cid:u2@x" ); }
+            p { background: url('cid:u3@x') no-repeat }
+            </style></head><body><p style="background: url(cid:attr@x)">x</p></body>"#,
+            100,
+        );
+        let mut urls: Vec<&str> = s.refs.iter().map(|r| r.url.as_str()).collect();
+        urls.sort();
+        assert_eq!(
+            urls,
+            [
+                "cid:attr@x",
+                "cid:i1@x",
+                "cid:i2@x",
+                "cid:i3@x",
+                "cid:u1@x",
+                "cid:u2@x",
+                "cid:u3@x"
+            ]
+        );
+        // Style text split over many chunks is read whole.
+        let long = format!(
+            "<style>{}body {{ background: url(cid:late@x) }}</style>",
+            " ".repeat(100_000)
+        );
+        let s = scan(&long, 10);
+        assert_eq!(s.refs.len(), 1);
+        assert_eq!(s.refs[0].url, "cid:late@x");
+    }
+
+    #[test]
+    fn dangling_cid_in_a_style_element_is_reported() {
+        let raw = "Content-Type: multipart/related; boundary=r; type=\"text/html\"\n\n--r\nContent-Type: text/html\n\n<style>body { background: url(\"cid:gone@b.test\") }</style><img src=\"cid:a@b.test\">\n--r\nContent-Type: image/gif\nContent-ID: <a@b.test>\n\nGIF\n--r--\n";
+        assert_eq!(
+            findings(raw.as_bytes()),
+            vec![("1".to_string(), "related-ref-dangling")]
+        );
+        let m = &messages(raw.as_bytes())[0];
+        assert!(m.contains("gone@b.test"), "{m}");
+    }
+
     #[test]
     fn scan_is_capped_and_survives_garbage() {
         let many = "<img src=a>".repeat(50);
@@ -829,6 +942,13 @@ mod tests {
             "\u{0}<a\u{0}>",
             "<img src=\"&#xFFFFFFFF;&#;&;&amp\">",
             "<select><xmp><img src=q>",
+            "<style>@import",
+            "<style>@import '",
+            "<style>@import \"é",
+            "<style>@importé url(é",
+            "<style>url(",
+            "<style>/*",
+            "<style>/* é */ @import'é'",
         ] {
             let _ = scan(junk, 10);
         }
@@ -893,7 +1013,7 @@ mod tests {
             findings(raw.as_bytes()),
             vec![("1".to_string(), "related-cid-location-only")]
         );
-        let (fixed, a) = crate::engine::fix(raw.as_bytes(), &Options::default());
+        let (fixed, a) = crate::engine::fix(raw.as_bytes(), &Options::default()).unwrap();
         assert!(a.findings[0].fixable);
         assert_eq!(
             String::from_utf8(fixed).unwrap(),

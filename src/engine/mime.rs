@@ -40,7 +40,8 @@ pub enum Kind {
         boundary: Vec<u8>,
         /// The close delimiter was found.
         closed: bool,
-        /// No delimiter at all was found (the whole body is preamble).
+        /// No delimiter line opens a part (the whole body is preamble; a close
+        /// delimiter may still have been found, see `closed`).
         no_parts: bool,
     },
     /// message/rfc822 (or global/news): the child is the encapsulated message.

@@ -33,7 +33,7 @@ pub mod signed;
 
 use std::collections::{HashMap, HashSet};
 
-pub use edit::{apply, Edit, EditKind, EditSet, FieldLoc, UrlChange};
+pub use edit::{apply, ApplyError, Edit, EditKind, EditSet, FieldLoc, UrlChange};
 pub use rewrite::{HostMatch, PathRegex, Template, UrlRewrite};
 pub use rules::{Rule, Severity};
 
@@ -279,12 +279,19 @@ fn part_order(path: &str) -> Vec<u64> {
 
 /// Applies every fixable finding's edit. Returns the fixed bytes and the analysis of the
 /// input. A message with nothing fixable comes back byte-identical.
-pub fn fix(raw: &[u8], opts: &Options) -> (Vec<u8>, Analysis) {
+///
+/// An edit that cannot be applied (outside the message, or overlapping another) is an
+/// error: the input is never handed back as if it had been fixed while the analysis
+/// says "fixable".
+pub fn fix(raw: &[u8], opts: &Options) -> Result<(Vec<u8>, Analysis), ApplyError> {
     let analysis = check(raw, opts);
-    let edits = analysis.edits_for(|f| f.fixable);
-    // Edits are built one per field over disjoint field ranges, so they cannot overlap.
-    let out = apply(raw, edits).unwrap_or_else(|_| raw.to_vec());
-    (out, analysis)
+    let out = apply_fixes(raw, &analysis)?;
+    Ok((out, analysis))
+}
+
+/// The edits of every fixable finding of `analysis` (an analysis of `raw`), applied.
+pub fn apply_fixes(raw: &[u8], analysis: &Analysis) -> Result<Vec<u8>, ApplyError> {
+    apply(raw, analysis.edits_for(|f| f.fixable))
 }
 
 /// Findings of one rule listed per part before the rest are only counted: a heading of a
@@ -352,5 +359,47 @@ impl Context<'_, '_> {
             return;
         }
         self.findings.push(f);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An analysis whose one fixable finding points at an edit outside the message.
+    fn unappliable() -> Analysis {
+        let edit = Edit {
+            range: 5..50,
+            replacement: b" x".to_vec(),
+            field: FieldLoc {
+                part: "0".into(),
+                name: "Content-Type".into(),
+                occurrence: 1,
+                top_level: true,
+            },
+            kind: EditKind::Field,
+            rules: vec![Rule::RelatedTypeMissing],
+            requires: None,
+            change: None,
+        };
+        Analysis {
+            findings: vec![Finding::new(Rule::RelatedTypeMissing, "0", "m").with_edit(0)],
+            edits: vec![edit],
+        }
+    }
+
+    /// Edits that cannot be applied are an error, never the input handed back as if it
+    /// had been fixed.
+    #[test]
+    fn a_failed_apply_is_an_error_not_the_input_unchanged() {
+        let raw = b"Subject: x\n\nbody\n";
+        assert!(matches!(
+            apply_fixes(raw, &unappliable()),
+            Err(ApplyError::OutOfBounds { .. })
+        ));
+        // The ordinary case: nothing fixable comes back byte-identical.
+        let (out, a) = fix(raw, &Options::default()).unwrap();
+        assert_eq!(out, raw);
+        assert!(a.findings.is_empty());
     }
 }

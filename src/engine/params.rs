@@ -160,6 +160,18 @@ impl ContentType {
     /// The RFC 2231 value of `name`, reassembled (sections sorted, only `*`-marked
     /// sections %-decoded, once). `None` when there is no RFC 2231 piece.
     pub fn extended(&self, name: &str) -> Option<ParamValue> {
+        self.extended_with(name, |raw| std::borrow::Cow::Borrowed(raw))
+    }
+
+    /// [`extended`](Self::extended) with `prepare` applied to each section's octets as
+    /// written (after the charset and language of a first `*` section), before the
+    /// %-decoding: e.g. RFC 2017's removal of the header's LWSP, which must not touch
+    /// octets that only %-decoding produces.
+    pub fn extended_with(
+        &self,
+        name: &str,
+        prepare: impl Fn(&[u8]) -> std::borrow::Cow<'_, [u8]>,
+    ) -> Option<ParamValue> {
         let mut pieces: Vec<&Param> = self.pieces(name).collect();
         if pieces.is_empty() {
             return None;
@@ -168,7 +180,7 @@ impl ContentType {
         if single {
             let (charset, language, rest) = split_charset(&pieces[0].value);
             return Some(ParamValue {
-                value: percent_decode(rest),
+                value: percent_decode(&prepare(rest)),
                 charset,
                 language,
                 form: ParamForm::Extended,
@@ -190,10 +202,11 @@ impl ContentType {
                 language = l;
                 raw = rest;
             }
+            let raw = prepare(raw);
             if piece.extended {
-                value.extend_from_slice(&percent_decode(raw));
+                value.extend_from_slice(&percent_decode(&raw));
             } else {
-                value.extend_from_slice(raw);
+                value.extend_from_slice(&raw);
             }
         }
         Some(ParamValue {

@@ -437,7 +437,7 @@ mod tests {
     }
 
     fn fixed(raw: &str) -> String {
-        String::from_utf8(fix(raw.as_bytes(), &Options::default()).0).unwrap()
+        String::from_utf8(fix(raw.as_bytes(), &Options::default()).unwrap().0).unwrap()
     }
 
     const REL: &str = "Content-Type: multipart/related; boundary=b\n\n--b\nContent-Type: text/html\nContent-ID: <root@x>\n\n<img src=cid:img@x>\n--b\nContent-Type: image/gif\nContent-ID: <img@x>\n\nGIF\n--b--\n";

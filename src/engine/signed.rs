@@ -34,6 +34,9 @@ pub fn withhold_signed_fixes(
     if covers.is_empty() || edits.is_empty() {
         return extra;
     }
+    // The edit each finding had before any signature withheld it: a fix covered by two
+    // signatures is named by both.
+    let offered: Vec<Option<usize>> = findings.iter().map(|f| f.edit).collect();
     for cover in &covers {
         let hit: Vec<usize> = (0..edits.len())
             .filter(|&i| cover.ranges.iter().any(|r| overlaps(r, &edits[i].range)))
@@ -42,8 +45,8 @@ pub fn withhold_signed_fixes(
             continue;
         }
         let mut rules: Vec<&str> = Vec::new();
-        for f in findings.iter_mut() {
-            if f.edit.is_some_and(|i| hit.contains(&i)) {
+        for (f, edit) in findings.iter_mut().zip(&offered) {
+            if edit.is_some_and(|i| hit.contains(&i)) {
                 if !rules.contains(&f.rule.id()) {
                     rules.push(f.rule.id());
                 }
@@ -169,5 +172,36 @@ mod tests {
         );
         assert_eq!(names, ["from", "to", "content-type"]);
         assert!(dkim_header_list(b" v=1; d=x").is_empty());
+    }
+
+    /// Every signature that covers a fix names the rules of that fix, also when an
+    /// earlier signature already withheld it.
+    #[test]
+    fn each_signature_names_the_rules_it_protects() {
+        let raw = b"DKIM-Signature: v=1; d=x.test; h=From:Content-Type; bh=a; b=b\r\n\
+ARC-Message-Signature: i=1; d=x.test; h=From:Content-Type; bh=a; b=b\r\n\
+Content-Type: message/external-body; access-type=URL; URL=http://x.test/a\r\n\
+\r\n\
+Content-Type: text/plain\r\n\r\n";
+        for fix_signed in [false, true] {
+            let opts = Options {
+                fix_signed,
+                ..Options::default()
+            };
+            let a = crate::engine::check(raw, &opts);
+            let signed: Vec<&str> = a
+                .findings
+                .iter()
+                .filter(|f| f.rule == Rule::SignedContent)
+                .map(|f| f.message.as_str())
+                .collect();
+            assert_eq!(signed.len(), 2, "{signed:?}");
+            for m in signed {
+                assert!(
+                    m.contains("the fixes for extbody-url-unquoted would change"),
+                    "{m}"
+                );
+            }
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! Everything the milter does to a message, decided and sent in one place at end of
-//! message. [`plan`] is pure (the CLI's `check --actions` prints it); [`execute`] sends a
+//! message. [`plan_received`] is pure (the CLI's `check --actions` prints it, for the
+//! bytes `intake::as_received` says the daemon would have kept); [`execute`] sends a
 //! plan to the MTA, or nothing at all in dry-run mode.
 
 use std::fmt;
@@ -132,7 +133,7 @@ pub struct Received {
     pub report_fields: Option<usize>,
 }
 
-/// The plan for a message read whole (the CLI's view).
+/// The plan for a message read whole, within every limit.
 pub fn plan(cfg: &Config, dir: Direction, analysis: &Analysis, raw: &[u8], dry_run: bool) -> Plan {
     plan_received(cfg, dir, analysis, raw, dry_run, Received::default())
 }

@@ -4,6 +4,7 @@
 
 pub mod actions;
 pub mod callbacks;
+pub mod intake;
 pub mod metrics;
 pub mod session;
 

@@ -25,6 +25,7 @@ use indymilter::{ContextActions, Macros, ProtoOpts, SetErrorReply, Status};
 use tracing::{debug, info, warn};
 
 use super::actions::{self, Plan, Received};
+use super::intake::{self, Intake};
 use super::EngineOptions;
 use crate::config::Config;
 use crate::engine;
@@ -149,7 +150,8 @@ struct Message {
     len: usize,
     /// Spilling failed once for this message: keep the rest in memory.
     no_spill: bool,
-    header_octets: usize,
+    /// What the limits let through (shared with the offline commands).
+    intake: Intake,
     /// Every octet the MTA sent, buffered or not.
     octets: u64,
     /// Buffering stopped at a limit; later octets were only counted.
@@ -386,7 +388,7 @@ impl Session {
             spill: None,
             len: 0,
             no_spill: false,
-            header_octets: 0,
+            intake: Intake::new(&self.config),
             octets: 0,
             incomplete: false,
             report_fields: 0,
@@ -408,8 +410,6 @@ impl Session {
     }
 
     pub fn header(&mut self, name: &[u8], value: &[u8]) {
-        let max_msg = self.config.limits.max_message_size;
-        let max_hdr = self.config.max_header_size;
         let report = self
             .config
             .report_header
@@ -422,35 +422,36 @@ impl Session {
         if m.incomplete {
             return;
         }
-        if m.header_octets + len > max_hdr || m.len + len > max_msg {
-            // A field is never cut in half: the heading stays a valid prefix, so the
-            // indices of the fields before the cut are still right.
+        if !m.intake.field(len) {
             m.incomplete = true;
             return;
         }
-        m.header_octets += len;
         m.append_field(name, value, spill_at, dir);
     }
 
     pub fn eoh(&mut self) {
         let (m, spill_at, dir) = self.receiving();
         m.octets += 2;
-        if !m.incomplete {
+        if m.incomplete {
+            return;
+        }
+        if m.intake.end_of_header() {
             m.append(b"\r\n", spill_at, dir);
+        } else {
+            m.incomplete = true;
         }
     }
 
     /// A body chunk, kept without copying where it can be (see `Message::chunks`).
     pub fn body(&mut self, chunk: Bytes) {
-        let max_msg = self.config.limits.max_message_size;
         let (m, spill_at, dir) = self.receiving();
         m.octets += chunk.len() as u64;
         if m.incomplete {
             return;
         }
-        let room = max_msg.saturating_sub(m.len);
-        if chunk.len() > room {
-            m.append_chunk(chunk.slice(..room), spill_at, dir);
+        let keep = m.intake.body(chunk.len());
+        if keep < chunk.len() {
+            m.append_chunk(chunk.slice(..keep), spill_at, dir);
             m.incomplete = true;
         } else {
             m.append_chunk(chunk, spill_at, dir);
@@ -538,18 +539,8 @@ impl Session {
         let work = move || {
             let raw = read_back(kept, chunks, spill, len, &pool)
                 .map_err(|e| format!("joining or reading back the message: {e}"))?;
-            let base = options.get(dir);
-            let partial;
-            let opts = if not_given > 0 {
-                partial = engine::Options {
-                    octets_not_given: not_given,
-                    ..base.clone()
-                };
-                &partial
-            } else {
-                base
-            };
-            let analysis = engine::check(&raw, opts);
+            let opts = intake::options_for(options.get(dir), not_given);
+            let analysis = engine::check(&raw, &opts);
             let plan = actions::plan_received(
                 &cfg2,
                 dir,
@@ -917,6 +908,75 @@ mod tests {
         assert!(pool.take(INLINE_MAX + (POOL_BUFFERS + 2) * 1000).is_none());
         let v = pool.take(INLINE_MAX).unwrap();
         assert!(v.is_empty() && v.capacity() >= INLINE_MAX + (POOL_BUFFERS + 1) * 1000);
+    }
+
+    /// The daemon and the offline commands (`intake::as_received` on the message file)
+    /// keep the same octets and decide "incomplete" alike, whichever limit stops them.
+    #[test]
+    fn the_session_keeps_what_the_offline_commands_analyse() {
+        let fields: &[(&[u8], &[u8])] = &[
+            (b"From", b" a@example.org"),
+            (b"Subject", b" one\n two"),
+            (b"X-Pad", b" 0123456789012345678901234567890123456789"),
+        ];
+        let body = b"line one\r\nline two\r\nline three\r\n";
+        // The file: folds as CRLF, which the MTA sends as LF.
+        let mut file = Vec::new();
+        for (n, v) in fields {
+            file.extend_from_slice(n);
+            file.push(b':');
+            file.extend_from_slice(&v.iter().fold(Vec::new(), |mut o, &b| {
+                if b == b'\n' {
+                    o.push(b'\r');
+                }
+                o.push(b);
+                o
+            }));
+            file.extend_from_slice(b"\r\n");
+        }
+        file.extend_from_slice(b"\r\n");
+        file.extend_from_slice(body);
+        let wire = file.len() - 1;
+        for (max_msg, max_hdr) in [
+            (1 << 20, 1 << 20),
+            (wire, wire),
+            (wire - 1, wire - 1),
+            (wire - body.len() - 2, 1 << 10),
+            (wire - body.len() - 1, 1 << 10),
+            (wire - 5, 1 << 10),
+            (1 << 20, wire - body.len() - 2),
+            (1 << 20, wire - body.len() - 3),
+            (1 << 20, 20),
+        ] {
+            let mut cfg = Config::builtin();
+            cfg.limits.max_message_size = max_msg;
+            cfg.max_header_size = max_hdr;
+            let mut s = Session::new(Arc::new(cfg.clone()), Arc::new(AtomicUsize::new(0)));
+            s.pool = Arc::new(Pool::default());
+            s.mail();
+            for (n, v) in fields {
+                s.header(n, v);
+            }
+            s.eoh();
+            for chunk in body.chunks(7) {
+                s.body(Bytes::copy_from_slice(chunk));
+            }
+            let m = s.message.as_ref().unwrap();
+            let (incomplete, not_given) = (m.incomplete, m.octets - m.len as u64);
+            let kept = buffered(&mut s);
+            let g = intake::as_received(&file, &cfg);
+            let case = format!("max_message_size {max_msg}, max_header_size {max_hdr}");
+            assert_eq!(g.incomplete, incomplete, "{case}");
+            // The one fold is a CR longer in the file.
+            let fold_cr = usize::from(g.bytes.len() > 40);
+            assert_eq!(g.bytes.len(), kept.len() + fold_cr, "{case}");
+            // Counted in the file's octets: the fold's CR, when not kept, is one more.
+            assert_eq!(
+                g.octets_not_given as usize,
+                not_given as usize + (1 - fold_cr) * usize::from(incomplete),
+                "{case}"
+            );
+        }
     }
 
     #[test]

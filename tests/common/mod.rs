@@ -24,7 +24,7 @@ pub fn to_crlf(s: &[u8]) -> Vec<u8> {
 ///
 /// Returns the fixed bytes and the analysis.
 pub fn fix_and_verify(name: &str, raw: &[u8], opts: &Options) -> (Vec<u8>, Analysis) {
-    let (fixed, analysis) = engine::fix(raw, opts);
+    let (fixed, analysis) = engine::fix(raw, opts).unwrap();
     let applied: Vec<Range<usize>> = analysis
         .edits_for(|f| f.fixable)
         .iter()
@@ -37,7 +37,7 @@ pub fn fix_and_verify(name: &str, raw: &[u8], opts: &Options) -> (Vec<u8>, Analy
         );
     } else {
         assert_outside_identical(name, raw, &fixed, &analysis);
-        let (again, second) = engine::fix(&fixed, opts);
+        let (again, second) = engine::fix(&fixed, opts).unwrap();
         let left: Vec<String> = second
             .findings
             .iter()
