@@ -1,4 +1,4 @@
-//! Soak: the real daemon behind a real, private Postfix, fed the shared corpus plus
+//! Soak: the real daemon behind a real, private Postfix, fed the corpus (tests/corpus) plus
 //! generated messages of mixed sizes in a loop by several SMTP clients for a bounded
 //! time. Not part of the default run (`#[ignore]`): `scripts/soak [SECONDS]` runs it.
 //!
@@ -8,7 +8,7 @@
 #[path = "mta/mod.rs"]
 mod mta;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,13 +19,13 @@ use mta::{Postfix, PostfixConfig};
 const CLIENTS: usize = 4;
 
 fn corpus() -> Vec<Vec<u8>> {
-    let shared = std::env::var("MIMEREF_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"));
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut out = Vec::new();
-    // Every file of the shared corpus but its notes; the fixtures' inputs (.eml).
-    let mut dirs = vec![(shared.join("corpus"), false), (fixtures, true)];
+    // Every file of the corpus but its notes; the fixtures' inputs (.eml).
+    let mut dirs = vec![
+        (root.join("tests/corpus"), false),
+        (root.join("tests/fixtures"), true),
+    ];
     while let Some((d, eml_only)) = dirs.pop() {
         let Ok(rd) = std::fs::read_dir(&d) else {
             continue;
