@@ -176,7 +176,11 @@ pub fn quote_url_param(
 
 /// The RFC 2017 cut without quotes, for a field whose whole value is one URL (the
 /// `location-line-too-long` fix of RFC 2557 §4.4.2): removes every LWSP octet of
-/// `value`, then joins the ≤40-octet words of [`url_words`] with `<eol> `.
+/// `value`, then joins the ≤40-octet words of [`url_words`] with `<eol> HTAB`.
+///
+/// HTAB, not SP: both are folding whitespace (RFC 5322 §2.2.3), but Thunderbird keeps a
+/// space at the fold inside the URL and then matches no part, and WebKit's MHTML reader
+/// continues a field only on HTAB; Chromium drops either (docs/INTEROP.md).
 ///
 /// The result carries no leading SP: the caller writes `Content-Location:` + SP + result.
 /// The caller also strips comments first if the value may hold any (RFC 2557 §5 ignores
@@ -188,7 +192,7 @@ pub fn fold_plain(value: &[u8], eol: &[u8]) -> Vec<u8> {
     for (i, w) in words.iter().enumerate() {
         if i > 0 {
             out.extend_from_slice(eol);
-            out.push(b' ');
+            out.push(b'\t');
         }
         out.extend_from_slice(w);
     }
@@ -356,7 +360,7 @@ mod tests {
         let folded = fold_plain(format!("  {loc}\r\n ").as_bytes(), b"\r\n");
         let lines: Vec<&[u8]> = folded.split(|&b| b == b'\n').collect();
         assert_eq!(lines.len(), 3);
-        assert!(lines[1].starts_with(b" "));
+        assert!(lines[1].starts_with(b"\t"));
         assert_eq!(extract_url(&folded), loc.as_bytes());
         assert_eq!(fold_plain(b"", b"\n"), b"");
     }
