@@ -331,6 +331,16 @@ fn check_url(
             || ct.trailing.is_some()
     };
     let normalize = cx.opts.normalize_url_continuations && !pieces.is_empty() && !ambiguous;
+    // A space inside a line of the quoted URL, not after a line break: RFC 2017 drops it
+    // as folding, every reader tried (Python's email, GMime, MIME-tools, Ruby mail,
+    // mailparser, NeoMutt) keeps it as part of the URL. A rewrite would pick one
+    // reading; none is made (docs/INTEROP.md), the findings stay.
+    let inline_space = plains.first().is_some_and(|p| {
+        let raw = &value[p.span.clone()];
+        // The value as written (the parsed one is unfolded): from its opening quote.
+        let from = raw.iter().position(|&b| b == b'"').unwrap_or(raw.len());
+        p.quoted && has_inline_space(&raw[from..])
+    });
     if !pieces.is_empty() {
         let names: Vec<String> = pieces.iter().map(|p| piece_name(value, p)).collect();
         found.push(UrlFinding {
@@ -447,7 +457,10 @@ fn check_url(
     let field = &msg.fields(e)[fi];
     let name_len = field.value.start - field.start;
     let over_long = on_long_line(value, &targets, name_len);
-    let wanted = normalize || plain_needs_rewrite || over_long || rewritten.is_some();
+    let wanted = normalize
+        || over_long
+        || rewritten.is_some()
+        || (plain_needs_rewrite && !inline_space);
     let write_url: &[u8] = rewritten.as_ref().map_or(&encoded, |u| u.as_bytes());
     let mut edit = None;
     let pieces_targeted = targets.iter().any(|t| t.section.is_some() || t.extended);
@@ -664,6 +677,26 @@ fn scheme_of(url: &[u8]) -> Option<String> {
         && s.iter()
             .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'));
     ok.then(|| String::from_utf8_lossy(s).to_ascii_lowercase())
+}
+
+/// Whether `value` has a run of SP/HTAB between two other octets of one line (not the
+/// whitespace that starts a continuation line).
+fn has_inline_space(value: &[u8]) -> bool {
+    let wsp = |b: u8| matches!(b, b' ' | b'\t');
+    let eol = |b: u8| matches!(b, b'\r' | b'\n');
+    let mut i = 1;
+    while i < value.len() {
+        if wsp(value[i]) && !wsp(value[i - 1]) && !eol(value[i - 1]) {
+            let end = value[i..].iter().position(|&b| !wsp(b)).map(|n| i + n);
+            match end {
+                Some(j) if !eol(value[j]) => return true,
+                Some(j) => i = j,
+                None => return false,
+            }
+        }
+        i += 1;
+    }
+    false
 }
 
 /// The attribute of a parameter as written (`URL*0*`), for messages.
@@ -987,6 +1020,33 @@ mod tests {
         // The RFC 2017 form of the same repair folds.
         let folded = fixed(&raw, &Options::default());
         assert!(folded.contains("/quarterly/\n finance/"), "{folded}");
+    }
+
+    #[test]
+    fn a_space_inside_a_line_of_the_url_is_not_rewritten() {
+        // RFC 2017 drops it, readers keep it: no rewrite picks one reading.
+        let raw = ext(
+            " access-type=URL;\n URL=\"http://a.example/a b/caf\u{e9}.pdf\"",
+            PH,
+        );
+        assert_eq!(
+            found(&raw, &Options::default()),
+            [("0".into(), Rule::ExtbodyUrlUnencoded, false)]
+        );
+        assert!(has_inline_space(b"a b"));
+        assert!(!has_inline_space(b"a/b\r\n c"));
+        assert!(!has_inline_space(b"a/b \r\n c"));
+        assert!(!has_inline_space(b" ab "));
+        // The same URL folded at a line break is rewritten as before.
+        let folded = ext(
+            " access-type=URL;\n URL=\"http://a.example/a\n b/caf\u{e9}.pdf\"",
+            PH,
+        );
+        let out = fixed(&folded, &Options::default());
+        assert!(
+            out.contains("URL=\"http://a.example/ab/caf%C3%A9.pdf\""),
+            "{out}"
+        );
     }
 
     #[test]
