@@ -1,7 +1,7 @@
 #!/bin/bash
 # Dependencies of the real-program interop readers in tests/interop/readers/
 # (chromium, neomutt; see tests/interop/readers/README-gui.md):
-#   Debian packages chromium, neomutt, tmux, xvfb, imagemagick, xdotool, fonts,
+#   Debian packages chromium, neomutt, tmux, python3, xvfb, imagemagick, xdotool, fonts,
 #   nodejs + npm, and playwright-core/pngjs from the npm registry (npm ci in
 #   tests/interop/readers/chromium.d; it drives the system Chromium, it never
 #   downloads a browser).
@@ -33,6 +33,7 @@ mimeref_gui_readers_deps() {
         [fonts-liberation]=/usr/share/fonts/truetype/liberation/LiberationSerif-Regular.ttf
         [nodejs]=/usr/bin/node
         [npm]=/usr/bin/npm
+        [python3]=/usr/bin/python3
     )
     local -a missing=()
     local p
