@@ -1,7 +1,7 @@
 #!/bin/bash
 # Dependencies of the real-program interop readers in tests/interop/readers/
 # (chromium, neomutt; see tests/interop/readers/README-gui.md):
-#   Debian packages chromium, neomutt, tmux, python3, xvfb, imagemagick, xdotool, fonts,
+#   Debian packages chromium, thunderbird, neomutt, tmux, python3, xvfb, imagemagick, xdotool, fonts,
 #   nodejs + npm, and playwright-core/pngjs from the npm registry (npm ci in
 #   tests/interop/readers/chromium.d; it drives the system Chromium, it never
 #   downloads a browser).
@@ -23,6 +23,7 @@ mimeref_gui_readers_deps() {
     # package -> a file that proves it is usable
     local -A want=(
         [chromium]=/usr/bin/chromium
+        [thunderbird]=/usr/bin/thunderbird
         [neomutt]=/usr/bin/neomutt
         [tmux]=/usr/bin/tmux
         [xvfb]=/usr/bin/Xvfb
