@@ -1,6 +1,6 @@
 #!/bin/bash
 # Dependencies of the real-program interop readers in tests/interop/readers/
-# (chromium, neomutt; see tests/interop/readers/README-gui.md):
+# (chromium, neomutt, thunderbird; see tests/interop/readers/README-gui.md):
 #   Debian packages chromium, thunderbird, neomutt, tmux, python3, xvfb, imagemagick, xdotool, fonts,
 #   nodejs + npm, and playwright-core/pngjs from the npm registry (npm ci in
 #   tests/interop/readers/chromium.d; it drives the system Chromium, it never

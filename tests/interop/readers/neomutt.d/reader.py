@@ -32,7 +32,7 @@ import time
 NAME = "neomutt"
 WIDTH, HEIGHT = 200, 50          # the pager's window
 WIDE, TALL = 1000, 300           # the attachment menu's (long Content-Type prompts)
-DEADLINE = 9.0                   # seconds for the whole screen session
+DEADLINE = 20.0                  # seconds for the whole screen session (typically 1-3)
 MAX_PAGES = 40
 MAX_PARTS = 200
 
