@@ -115,6 +115,44 @@ function inspectFrame() {
   return out;
 }
 
+// Which part of the message each archive resource came from: digests of the decoded
+// part bodies (parts.py) against the bytes Chromium holds for the resource.
+function partDigests() {
+  const map = new Map();
+  try {
+    const r = require('child_process').spawnSync('python3', [path.join(__dirname, 'parts.py'), mht], { encoding: 'utf8', timeout: 20000 });
+    for (const p of JSON.parse(r.stdout || '[]')) {
+      for (const d of p.sha256) map.set(d, (map.has(d) ? map.get(d) + '|' : '') + p.part);
+    }
+  } catch (_) { /* no mapping: refs keep their descriptions */ }
+  return map;
+}
+
+async function resourceParts(page, digests) {
+  const byUrl = new Map();
+  if (digests.size === 0) return byUrl;
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send('Page.enable');
+  const tree = await cdp.send('Page.getResourceTree');
+  const walk = async (ft) => {
+    for (const r of ft.resources) {
+      try {
+        const c = await cdp.send('Page.getResourceContent', { frameId: ft.frame.id, url: r.url });
+        const bufs = c.base64Encoded ? [Buffer.from(c.content, 'base64')]
+          : [Buffer.from(c.content, 'utf8'), Buffer.from(c.content.replace(/\r\n/g, '\n'), 'utf8')];
+        for (const buf of bufs) {
+          const d = crypto.createHash('sha256').update(buf).digest('hex');
+          if (digests.has(d)) { byUrl.set(r.url, digests.get(d)); break; }
+        }
+      } catch (_) { /* not available */ }
+    }
+    for (const k of ft.childFrames || []) await walk(k);
+  };
+  await walk(tree.frameTree);
+  await cdp.detach();
+  return byUrl;
+}
+
 async function main() {
   const started = Date.now();
   const userDataDir = path.join(tmp, 'profile');
@@ -173,6 +211,11 @@ async function main() {
     try { await page.waitForLoadState('networkidle', { timeout: 3000 }); } catch (_) { /* best effort */ }
     const ctype = resp ? (resp.headers()['content-type'] || null) : null;
 
+    let partOf = new Map();
+    try { partOf = await resourceParts(page, partDigests()); } catch (e) {
+      result.defects.push(scrub(`resource to part mapping failed: ${e.message.split('\n')[0]}`));
+    }
+    const loaded = [];
     const frames = page.frames();
     const shownFrames = [];
     for (let i = 0; i < frames.length; i++) {
@@ -206,7 +249,16 @@ async function main() {
           const n = net.get(r.url);
           to = n && n.ok ? `${r.kind === 'script' ? 'script' : 'background'} loaded ${r.url}` : null;
         }
-        result.refs.push({ from: r.kind === 'background' ? `${from} ${r.el} background` : `${from} ${r.kind}`, ref: r.ref, to: to === null ? null : scrub(to) });
+        const fromTxt = r.kind === 'background' ? `${from} ${r.el} background` : `${from} ${r.kind}`;
+        // A resource that came from a part of the message is named by that part
+        // (IMAP section number); what it was is listed in `shown`.
+        if (to !== null && r.kind !== 'frame' && partOf.has(r.url)) {
+          loaded.push(`${fromTxt} ${r.ref} -> part ${partOf.get(r.url)}: ${to}`);
+          to = partOf.get(r.url);
+        } else if (to !== null) {
+          loaded.push(`${fromTxt} ${r.ref} -> ${to}`);
+        }
+        result.refs.push({ from: fromTxt, ref: r.ref, to: to === null ? null : scrub(to) });
       }
       if (i === 0) {
         result.related.push({ part: '0', type: null, root: scrub(`${info.contentType} ${info.baseURI}`) });
@@ -214,7 +266,7 @@ async function main() {
       const tags = Object.keys(info.tags).sort().map((k) => `${k}=${info.tags[k]}`).join(' ');
       shownFrames.push(`${i === 0 ? 'page' : 'frame ' + scrub(fr.url())}: title=${JSON.stringify(info.title)} text=${JSON.stringify(info.text.slice(0, 2000))} tags: ${tags}`);
     }
-    result.shown = scrub(`served as ${ctype}; ${shownFrames.join('\n')}`);
+    result.shown = scrub(`served as ${ctype}; ${shownFrames.join('\n')}` + (loaded.length ? `\nloaded: ${loaded.join('; ')}` : ''));
 
     const shot = screenshotPath();
     try {
