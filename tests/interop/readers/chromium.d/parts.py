@@ -3,7 +3,7 @@
 reader can tell which part a resource Chromium loaded from the archive came from.
 Paths are IMAP section numbers (0 the top-level entity, its children 1, 2, then 2.1).
 Prints JSON: [{"part": "2", "sha256": [hex, ...]}] (several digests per part: the
-bytes, and for text the bytes with CRLF turned into LF)."""
+bytes, and for text the bytes with CRLF turned into LF, also without trailing line ends)."""
 import email
 import email.policy
 import hashlib
@@ -23,6 +23,8 @@ def walk(part, path, out):
     ds = {hashlib.sha256(body).hexdigest()}
     if part.get_content_maintype() == "text":
         ds.add(hashlib.sha256(body.replace(b"\r\n", b"\n")).hexdigest())
+        # Chromium keeps the line end before the boundary: compare without it
+        ds.add(hashlib.sha256(body.replace(b"\r\n", b"\n").rstrip(b"\n")).hexdigest())
         cs = part.get_content_charset() or "us-ascii"
         try:
             t = body.decode(cs).encode("utf-8")

@@ -139,7 +139,8 @@ async function resourceParts(page, digests) {
       try {
         const c = await cdp.send('Page.getResourceContent', { frameId: ft.frame.id, url: r.url });
         const bufs = c.base64Encoded ? [Buffer.from(c.content, 'base64')]
-          : [Buffer.from(c.content, 'utf8'), Buffer.from(c.content.replace(/\r\n/g, '\n'), 'utf8')];
+          : [Buffer.from(c.content, 'utf8'), Buffer.from(c.content.replace(/\r\n/g, '\n'), 'utf8'),
+            Buffer.from(c.content.replace(/\r\n/g, '\n').replace(/\n+$/, ''), 'utf8')];
         for (const buf of bufs) {
           const d = crypto.createHash('sha256').update(buf).digest('hex');
           if (digests.has(d)) { byUrl.set(r.url, digests.get(d)); break; }
