@@ -119,13 +119,28 @@ function inspectFrame() {
 // part bodies (parts.py) against the bytes Chromium holds for the resource.
 function partDigests() {
   const map = new Map();
+  map.parts = [];
   try {
     const r = require('child_process').spawnSync('python3', [path.join(__dirname, 'parts.py'), mht], { encoding: 'utf8', timeout: 20000 });
-    for (const p of JSON.parse(r.stdout || '[]')) {
+    map.parts = JSON.parse(r.stdout || '[]');
+    for (const p of map.parts) {
       for (const d of p.sha256) map.set(d, (map.has(d) ? map.get(d) + '|' : '') + p.part);
     }
   } catch (_) { /* no mapping: refs keep their descriptions */ }
   return map;
+}
+
+// A resource Chromium took from the archive but did not keep (an image that did not
+// decode): the part with that Content-ID (cid:) or Content-Location, if only one.
+function partByHeader(parts, url) {
+  let c = [];
+  if (/^cid:/i.test(url)) {
+    let id = url.slice(4);
+    try { id = decodeURIComponent(id); } catch (_) { /* as is */ }
+    c = parts.filter((p) => p.content_id === url.slice(4) || p.content_id === id);
+  }
+  if (c.length === 0) c = parts.filter((p) => p.content_location === url);
+  return c.length ? c.map((p) => p.part).join('|') : null;
 }
 
 async function resourceParts(page, digests) {
@@ -145,7 +160,11 @@ async function resourceParts(page, digests) {
           const d = crypto.createHash('sha256').update(buf).digest('hex');
           if (digests.has(d)) { byUrl.set(r.url, digests.get(d)); break; }
         }
-      } catch (_) { /* not available */ }
+      } catch (_) {
+        // listed but not kept: it came from the archive all the same
+        const p = partByHeader(digests.parts, r.url);
+        if (p !== null) byUrl.set(r.url, p);
+      }
     }
     for (const k of ft.childFrames || []) await walk(k);
   };
@@ -252,9 +271,10 @@ async function main() {
         }
         const fromTxt = r.kind === 'background' ? `${from} ${r.el} background` : `${from} ${r.kind}`;
         // A resource that came from a part of the message is named by that part
-        // (IMAP section number); what it was is listed in `shown`.
-        if (to !== null && r.kind !== 'frame' && partOf.has(r.url)) {
-          loaded.push(`${fromTxt} ${r.ref} -> part ${partOf.get(r.url)}: ${to}`);
+        // (IMAP section number), even when it did not decode (the reference
+        // worked); what it was is listed in `shown`.
+        if (r.kind !== 'frame' && partOf.has(r.url)) {
+          loaded.push(`${fromTxt} ${r.ref} -> part ${partOf.get(r.url)}: ${to === null ? 'not decoded/applied' : to}`);
           to = partOf.get(r.url);
         } else if (to !== null) {
           loaded.push(`${fromTxt} ${r.ref} -> ${to}`);

@@ -343,6 +343,7 @@ def main():
 
         # What it showed.
         imgs, links, top_multipart = source_refs(raw)
+        loaded = []
         msgurl_re = re.compile(r"^mailbox://.*?[?&]part=([0-9.]+)")
         dom_imgs = [r for r in info["refs"] if r["kind"] == "img"]
         dom_links = [r for r in info["refs"] if r["kind"] == "link"]
@@ -352,8 +353,13 @@ def main():
                 ref = src[i] if same else r["ref"]
                 to = None
                 m = msgurl_re.match(r["url"] or "")
-                if r["loaded"]:
-                    to = imap_path(m.group(1), top_multipart) if m else "%s %s" % (r["size"], r["url"])
+                # a reference Thunderbird resolved to a part names that part, even
+                # when the part did not decode; `shown` says what loaded
+                if m:
+                    to = imap_path(m.group(1), top_multipart)
+                elif r["loaded"]:
+                    to = "%s %s" % (r["size"], r["url"])
+                loaded.append("%s %s -> %s: %s" % (kind, ref, to, r["size"] if r["loaded"] else "not loaded"))
                 out["refs"].append({"from": "message pane " + kind, "ref": ref, "to": to})
             if not same and dom:
                 out["defects"].append("%s refs: %d in the pane, %d in the source; refs as rewritten" % (kind, len(dom), len(src)))
@@ -383,6 +389,8 @@ def main():
             " | ".join(info["hdr"]),
             ", ".join("%s (%s)" % (a["name"], a["contentType"]) for a in info["atts"]) or "none",
             text, " ".join("%s=%d" % kv for kv in sorted(tags.items())))).replace(tmp, "TMP")
+        if loaded:
+            out["shown"] += "\nloaded: " + "; ".join(loaded)
     except (TimeoutError, RuntimeError, ConnectionError, OSError, subprocess.SubprocessError) as e:
         out["ok"] = False
         out["error"] = str(e).replace(tmp, "TMP")
