@@ -321,6 +321,16 @@ def main():
                                   "^" + re.escape(info["title"]) + "$"], env=env,
                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                  text=True, timeout=10).stdout.split()
+            if not wid:
+                # title not found (odd subject): the visible window of the size we set
+                for w in subprocess.run(["xdotool", "search", "--onlyvisible", "--name", "."],
+                                        env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                        text=True, timeout=10).stdout.split():
+                    g = subprocess.run(["xdotool", "getwindowgeometry", w], env=env,
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                       text=True, timeout=10).stdout
+                    if "Geometry: %dx%d" % (WIN_W, WIN_H) in g:
+                        wid = [w]
             target = wid[-1] if wid else "root"
             if wid:
                 # No window manager: give the message window the input focus, or the
