@@ -221,10 +221,10 @@ impl Default for Policy {
 /// healthy mail or read worse in some of them:
 /// - `extbody-url-word-too-long`, `location-line-too-long`: a long word or line below
 ///   998 octets is read fine; the folded forms are read with whitespace inside the URI
-///   by Python's email package and GMime (and with line breaks by MIME-tools and Ruby
-///   mail for Content-Location).
-/// - `related-type-missing`, `related-type-mismatch`: no reader tried uses `type`;
-///   inserting it changes the message (nested: the whole body) for no reader.
+///   by the six mail libraries tried (and, for URLs, NeoMutt).
+/// - `related-type-missing`, `related-type-mismatch`: no renderer tried (Chromium,
+///   Thunderbird, NeoMutt) uses `type`; inserting it changes the message (nested: the
+///   whole body) for no reader who looks at the mail.
 /// - `extbody-inner-content-id-missing`: no reader tried looks at the phantom heading's
 ///   Content-ID.
 pub fn builtin(rule: Rule) -> Action {

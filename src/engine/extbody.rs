@@ -457,10 +457,8 @@ fn check_url(
     let field = &msg.fields(e)[fi];
     let name_len = field.value.start - field.start;
     let over_long = on_long_line(value, &targets, name_len);
-    let wanted = normalize
-        || over_long
-        || rewritten.is_some()
-        || (plain_needs_rewrite && !inline_space);
+    let wanted =
+        normalize || over_long || rewritten.is_some() || (plain_needs_rewrite && !inline_space);
     let write_url: &[u8] = rewritten.as_ref().map_or(&encoded, |u| u.as_bytes());
     let mut edit = None;
     let pieces_targeted = targets.iter().any(|t| t.section.is_some() || t.extended);

@@ -145,8 +145,8 @@ pub fn fold_url_param(
 
 /// The URL parameter as [`fold_url_param`] writes it when `fold_words`; otherwise as one
 /// quoted word (`name="url"`, on a line of its own when the current one is already
-/// long), which every reader tried returns unchanged, while Python's email package and
-/// GMime keep the folding whitespace of the RFC 2017 form inside the URL. The RFC 2017
+/// long), which every reader tried returns unchanged, while the six mail libraries tried
+/// and NeoMutt keep the folding whitespace of the RFC 2017 form inside the URL. The RFC 2017
 /// fold is still used when the one-word line would pass 998 octets (RFC 5322 §2.1.1).
 pub fn quote_url_param(
     name: &[u8],
