@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
 use crate::config::{Config, LogFormat};
+use crate::endpoint::Status;
 use crate::milter::{callbacks, Shared};
 
 /// `serve` arguments, as the command line gives them.
@@ -156,10 +157,15 @@ pub fn serve(args: ServeArgs) -> ExitCode {
 
 async fn serve_async(cfg: Config, spec: SocketSpec) -> Result<(), String> {
     let listener = bind(&spec, &cfg).await?;
+    let status = Arc::new(Status::default());
     if let Some(addr) = cfg.metrics_listen {
-        crate::milter::metrics::install(addr)
+        let http = tokio::net::TcpListener::bind(addr)
+            .await
             .map_err(|e| format!("metrics endpoint {addr}: {e}"))?;
-        info!("metrics on http://{addr}/metrics");
+        let handle =
+            crate::milter::metrics::install().map_err(|e| format!("metrics recorder: {e}"))?;
+        tokio::spawn(crate::endpoint::serve(http, Some(handle), status.clone()));
+        info!("metrics on http://{addr}/metrics, health on /healthz and /readyz");
     }
     let (reload_tx, reload_rx) = mpsc::channel(4);
     let mut hup = signal(tokio::signal::unix::SignalKind::hangup())?;
@@ -183,7 +189,7 @@ async fn serve_async(cfg: Config, spec: SocketSpec) -> Result<(), String> {
             .as_ref()
             .map_or("built-in".to_string(), |f| f.display().to_string())
     );
-    run(listener, cfg, reload_rx, shutdown)
+    run_with(listener, cfg, reload_rx, shutdown, status)
         .await
         .map_err(|e| format!("milter failed: {e}"))
 }
@@ -379,8 +385,19 @@ impl<L: Listener> Listener for Gate<L> {
 pub async fn run(
     listener: impl Listener,
     config: Config,
+    reload: mpsc::Receiver<()>,
+    shutdown: impl Future,
+) -> io::Result<()> {
+    run_with(listener, config, reload, shutdown, Arc::default()).await
+}
+
+/// [`run`], keeping `status` (what the HTTP endpoint reports) up to date.
+pub async fn run_with(
+    listener: impl Listener,
+    config: Config,
     mut reload: mpsc::Receiver<()>,
     shutdown: impl Future,
+    status: Arc<Status>,
 ) -> io::Result<()> {
     let milter_config = indymilter::Config {
         max_connections: config.max_connections,
@@ -392,9 +409,12 @@ pub async fn run(
 
     let reloader = {
         let shared = shared.clone();
+        let status = status.clone();
         tokio::spawn(async move {
             while reload.recv().await.is_some() {
-                reload_config(&shared);
+                let ok = reload_config(&shared);
+                crate::milter::metrics::reload(ok);
+                status.set_reload_failed(!ok);
             }
         })
     };
@@ -408,6 +428,7 @@ pub async fn run(
         let shared = shared.clone();
         async move {
             shutdown.await;
+            status.set_draining();
             shared.start_closing();
             gate_state.close();
             let deadline = shared.config().shutdown_timeout;
@@ -433,7 +454,8 @@ pub async fn run(
     result
 }
 
-fn reload_config(shared: &Shared) {
+/// Whether the new configuration was loaded.
+fn reload_config(shared: &Shared) -> bool {
     let old = shared.config();
     match Config::load(old.origin.as_deref()) {
         Ok(mut new) => {
@@ -465,11 +487,13 @@ fn reload_config(shared: &Shared) {
                     .map_or("built-in".to_string(), |f| f.display().to_string())
             );
             shared.replace_config(new);
+            true
         }
         Err(e) => {
             for line in e.to_string().lines() {
                 error!("reload failed, keeping the running configuration: {line}");
             }
+            false
         }
     }
 }
