@@ -334,9 +334,20 @@ impl tokio::io::AsyncWrite for QuickAck {
 /// Stops accepting as soon as shutdown begins (the listening socket is closed, so the
 /// MTA gets "connection refused" and uses another milter or its default action), while
 /// open connections finish their messages.
+///
+/// Also enforces `max_connections`: a connection over the limit is accepted and closed
+/// at once, so that the MTA applies its default action straight away. Left unaccepted
+/// (what indymilter's own limit does) it would wait in the kernel's backlog until the
+/// MTA's connect timeout, 30 s with Postfix, holding up the SMTP session meanwhile.
 struct Gate<L> {
     inner: Option<L>,
     state: Arc<GateState>,
+    status: Arc<Status>,
+    max_connections: usize,
+    /// Refusals not logged yet, and when the last log line about them was written: at
+    /// most one line a second, however many connections arrive.
+    refused_unlogged: u64,
+    refused_logged_at: Option<std::time::Instant>,
 }
 
 #[derive(Default)]
@@ -358,8 +369,28 @@ impl GateState {
     }
 }
 
+impl<L> Gate<L> {
+    fn refuse(&mut self, open: usize) {
+        crate::milter::metrics::connection_refused();
+        self.refused_unlogged += 1;
+        let now = std::time::Instant::now();
+        if self
+            .refused_logged_at
+            .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1))
+        {
+            return;
+        }
+        let n = std::mem::take(&mut self.refused_unlogged);
+        warn!(
+            "refused {n} milter connection(s): {open} open, max_connections = {}; the MTA applies its default action",
+            self.max_connections
+        );
+        self.refused_logged_at = Some(now);
+    }
+}
+
 impl<L: Listener> Listener for Gate<L> {
-    type Io = L::Io;
+    type Io = Counted<L::Io>;
 
     fn poll_accept(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Self::Io>> {
         if let Ok(mut g) = self.state.waker.lock() {
@@ -368,10 +399,96 @@ impl<L: Listener> Listener for Gate<L> {
         if self.state.closed.load(Ordering::SeqCst) {
             self.inner = None;
         }
-        match self.inner.as_mut() {
-            Some(l) => l.poll_accept(cx),
-            None => Poll::Pending,
+        // A flood of connections over the limit must not keep this task from others.
+        for _ in 0..64 {
+            let Some(l) = self.inner.as_mut() else {
+                return Poll::Pending;
+            };
+            let io = match l.poll_accept(cx) {
+                Poll::Ready(Ok(io)) => io,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            };
+            let open = self.status.open_connections().load(Ordering::SeqCst);
+            if open >= self.max_connections {
+                // Dropping it closes it: the MTA reads end of file (or a reset).
+                drop(io);
+                self.refuse(open);
+                continue;
+            }
+            return Poll::Ready(Ok(Counted::new(io, self.status.clone())));
         }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// A milter connection, counted as open in [`Status`] until dropped.
+pub struct Counted<T> {
+    io: T,
+    status: Arc<Status>,
+}
+
+impl<T> Counted<T> {
+    fn new(io: T, status: Arc<Status>) -> Counted<T> {
+        status.open_connections().fetch_add(1, Ordering::SeqCst);
+        crate::milter::metrics::connections_open(1.0);
+        Counted { io, status }
+    }
+}
+
+impl<T> Drop for Counted<T> {
+    fn drop(&mut self) {
+        self.status
+            .open_connections()
+            .fetch_sub(1, Ordering::SeqCst);
+        crate::milter::metrics::connections_open(-1.0);
+    }
+}
+
+impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Counted<T> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Counted<T> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        std::pin::Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 
@@ -399,11 +516,15 @@ pub async fn run_with(
     shutdown: impl Future,
     status: Arc<Status>,
 ) -> io::Result<()> {
+    // The limit is the Gate's, which refuses at once rather than leaving connections
+    // in the backlog; indymilter's own semaphore only needs to stay out of the way.
     let milter_config = indymilter::Config {
-        max_connections: config.max_connections,
+        max_connections: tokio::sync::Semaphore::MAX_PERMITS,
         connection_timeout: config.connection_timeout,
         ..Default::default()
     };
+    let max_connections = config.max_connections;
+    status.set_max_connections(max_connections);
     let shared = Arc::new(Shared::new(config));
     let callbacks = callbacks::build(shared.clone());
 
@@ -423,6 +544,10 @@ pub async fn run_with(
     let gate = Gate {
         inner: Some(listener),
         state: gate_state.clone(),
+        status: status.clone(),
+        max_connections,
+        refused_unlogged: 0,
+        refused_logged_at: None,
     };
     let drained = {
         let shared = shared.clone();

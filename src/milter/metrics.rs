@@ -56,6 +56,12 @@ pub fn install() -> Result<PrometheusHandle, String> {
         eom: Default::default(),
         oversize: Default::default(),
     });
+    // Series that alerts and dashboards rate() over exist from the start, at 0: a
+    // series that appears with its first increment hides that increment from rate().
+    counter!("mimeref_connections_refused_total").increment(0);
+    for result in ["ok", "failed"] {
+        counter!("mimeref_reloads_total", "result" => result).increment(0);
+    }
     let _ = INSTALLED.set(handle.clone());
     Ok(handle)
 }
@@ -116,4 +122,14 @@ pub fn event(name: &'static str) {
 pub fn reload(ok: bool) {
     let result = if ok { "ok" } else { "failed" };
     counter!("mimeref_reloads_total", "result" => result).increment(1);
+}
+
+/// A milter connection closed at once because `max_connections` were open.
+pub fn connection_refused() {
+    counter!("mimeref_connections_refused_total").increment(1);
+}
+
+/// Milter connections opened (+1) or closed (-1).
+pub fn connections_open(delta: f64) {
+    metrics::gauge!("mimeref_connections_open").increment(delta);
 }
