@@ -525,6 +525,7 @@ pub async fn run_with(
     };
     let max_connections = config.max_connections;
     status.set_max_connections(max_connections);
+    crate::milter::metrics::max_connections(max_connections);
     let shared = Arc::new(Shared::new(config));
     let callbacks = callbacks::build(shared.clone());
 

@@ -63,12 +63,18 @@ async fn healthz_and_readyz_follow_the_daemon() {
         body.contains("mimeref_messages_total{direction=\"inbound\""),
         "{body}"
     );
+    // Only this test reloads in this binary: one failed, then one that loaded, which
+    // puts the alerting gauge right again.
     assert!(
-        body.contains("mimeref_reloads_total{result=\"failed\"}"),
+        body.contains("mimeref_reloads_total{result=\"failed\"} 1\n"),
         "{body}"
     );
     assert!(
-        body.contains("mimeref_reloads_total{result=\"ok\"}"),
+        body.contains("mimeref_reloads_total{result=\"ok\"} 1\n"),
+        "{body}"
+    );
+    assert!(
+        body.contains("mimeref_config_last_reload_successful 1\n"),
         "{body}"
     );
     assert_eq!(http_get(http, "/nothing").await.0, 404);

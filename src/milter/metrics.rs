@@ -62,6 +62,8 @@ pub fn install() -> Result<PrometheusHandle, String> {
     for result in ["ok", "failed"] {
         counter!("mimeref_reloads_total", "result" => result).increment(0);
     }
+    // The configuration at start-up loaded, or the daemon would not be running.
+    metrics::gauge!("mimeref_config_last_reload_successful").set(1.0);
     let _ = INSTALLED.set(handle.clone());
     Ok(handle)
 }
@@ -122,6 +124,14 @@ pub fn event(name: &'static str) {
 pub fn reload(ok: bool) {
     let result = if ok { "ok" } else { "failed" };
     counter!("mimeref_reloads_total", "result" => result).increment(1);
+    // What an alert can hold on to until a later reload succeeds: the counter alone
+    // cannot tell whether a failure was since put right.
+    metrics::gauge!("mimeref_config_last_reload_successful").set(if ok { 1.0 } else { 0.0 });
+}
+
+/// The `max_connections` in force, to alert before it is reached.
+pub fn max_connections(n: usize) {
+    metrics::gauge!("mimeref_max_connections").set(n as f64);
 }
 
 /// A milter connection closed at once because `max_connections` were open.
