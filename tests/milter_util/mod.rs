@@ -1,4 +1,4 @@
-//! Shared by the tests/milter_*.rs files: runs the real `daemon::run()` on 127.0.0.1:0
+//! Shared by the tests/milter_*.rs files: runs the real `daemon::run_with()` on 127.0.0.1:0
 //! with a config file of its own and talks to it with indymilter-test the way Postfix
 //! does (values with their leading space, folds as "\n", body with CRLF).
 #![allow(dead_code)]
