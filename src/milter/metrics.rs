@@ -62,6 +62,9 @@ pub fn install() -> Result<PrometheusHandle, String> {
     for result in ["ok", "failed"] {
         counter!("mimeref_reloads_total", "result" => result).increment(0);
     }
+    // Before the first connection (install runs before the daemon takes any), so that
+    // the dashboard shows 0 rather than no data.
+    metrics::gauge!("mimeref_connections_open").set(0.0);
     // The configuration at start-up loaded, or the daemon would not be running.
     metrics::gauge!("mimeref_config_last_reload_successful").set(1.0);
     let _ = INSTALLED.set(handle.clone());
