@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
 use crate::config::{Config, LogFormat};
+use crate::endpoint::Status;
 use crate::milter::{callbacks, Shared};
 
 /// `serve` arguments, as the command line gives them.
@@ -156,10 +157,15 @@ pub fn serve(args: ServeArgs) -> ExitCode {
 
 async fn serve_async(cfg: Config, spec: SocketSpec) -> Result<(), String> {
     let listener = bind(&spec, &cfg).await?;
+    let status = Arc::new(Status::default());
     if let Some(addr) = cfg.metrics_listen {
-        crate::milter::metrics::install(addr)
+        let http = tokio::net::TcpListener::bind(addr)
+            .await
             .map_err(|e| format!("metrics endpoint {addr}: {e}"))?;
-        info!("metrics on http://{addr}/metrics");
+        let handle =
+            crate::milter::metrics::install().map_err(|e| format!("metrics recorder: {e}"))?;
+        tokio::spawn(crate::endpoint::serve(http, Some(handle), status.clone()));
+        info!("metrics on http://{addr}/metrics, health on /healthz and /readyz");
     }
     let (reload_tx, reload_rx) = mpsc::channel(4);
     let mut hup = signal(tokio::signal::unix::SignalKind::hangup())?;
@@ -183,7 +189,7 @@ async fn serve_async(cfg: Config, spec: SocketSpec) -> Result<(), String> {
             .as_ref()
             .map_or("built-in".to_string(), |f| f.display().to_string())
     );
-    run(listener, cfg, reload_rx, shutdown)
+    run_with(listener, cfg, reload_rx, shutdown, status)
         .await
         .map_err(|e| format!("milter failed: {e}"))
 }
@@ -328,9 +334,20 @@ impl tokio::io::AsyncWrite for QuickAck {
 /// Stops accepting as soon as shutdown begins (the listening socket is closed, so the
 /// MTA gets "connection refused" and uses another milter or its default action), while
 /// open connections finish their messages.
+///
+/// Also enforces `max_connections`: a connection over the limit is accepted and closed
+/// at once, so that the MTA applies its default action straight away. Left unaccepted
+/// (what indymilter's own limit does) it would wait in the kernel's backlog until the
+/// MTA's connect timeout, 30 s with Postfix, holding up the SMTP session meanwhile.
 struct Gate<L> {
     inner: Option<L>,
     state: Arc<GateState>,
+    status: Arc<Status>,
+    max_connections: usize,
+    /// Refusals not logged yet, and when the last log line about them was written: at
+    /// most one line a second, however many connections arrive.
+    refused_unlogged: u64,
+    refused_logged_at: Option<std::time::Instant>,
 }
 
 #[derive(Default)]
@@ -352,8 +369,28 @@ impl GateState {
     }
 }
 
+impl<L> Gate<L> {
+    fn refuse(&mut self, open: usize) {
+        crate::milter::metrics::connection_refused();
+        self.refused_unlogged += 1;
+        let now = std::time::Instant::now();
+        if self
+            .refused_logged_at
+            .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1))
+        {
+            return;
+        }
+        let n = std::mem::take(&mut self.refused_unlogged);
+        warn!(
+            "refused {n} milter connection(s): {open} open, max_connections = {}; the MTA applies its default action",
+            self.max_connections
+        );
+        self.refused_logged_at = Some(now);
+    }
+}
+
 impl<L: Listener> Listener for Gate<L> {
-    type Io = L::Io;
+    type Io = Counted<L::Io>;
 
     fn poll_accept(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Self::Io>> {
         if let Ok(mut g) = self.state.waker.lock() {
@@ -362,10 +399,96 @@ impl<L: Listener> Listener for Gate<L> {
         if self.state.closed.load(Ordering::SeqCst) {
             self.inner = None;
         }
-        match self.inner.as_mut() {
-            Some(l) => l.poll_accept(cx),
-            None => Poll::Pending,
+        // A flood of connections over the limit must not keep this task from others.
+        for _ in 0..64 {
+            let Some(l) = self.inner.as_mut() else {
+                return Poll::Pending;
+            };
+            let io = match l.poll_accept(cx) {
+                Poll::Ready(Ok(io)) => io,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            };
+            let open = self.status.open_connections().load(Ordering::SeqCst);
+            if open >= self.max_connections {
+                // Dropping it closes it: the MTA reads end of file (or a reset).
+                drop(io);
+                self.refuse(open);
+                continue;
+            }
+            return Poll::Ready(Ok(Counted::new(io, self.status.clone())));
         }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// A milter connection, counted as open in [`Status`] until dropped.
+pub struct Counted<T> {
+    io: T,
+    status: Arc<Status>,
+}
+
+impl<T> Counted<T> {
+    fn new(io: T, status: Arc<Status>) -> Counted<T> {
+        status.open_connections().fetch_add(1, Ordering::SeqCst);
+        crate::milter::metrics::connections_open(1.0);
+        Counted { io, status }
+    }
+}
+
+impl<T> Drop for Counted<T> {
+    fn drop(&mut self) {
+        self.status
+            .open_connections()
+            .fetch_sub(1, Ordering::SeqCst);
+        crate::milter::metrics::connections_open(-1.0);
+    }
+}
+
+impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Counted<T> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Counted<T> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        std::pin::Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 
@@ -379,22 +502,41 @@ impl<L: Listener> Listener for Gate<L> {
 pub async fn run(
     listener: impl Listener,
     config: Config,
-    mut reload: mpsc::Receiver<()>,
+    reload: mpsc::Receiver<()>,
     shutdown: impl Future,
 ) -> io::Result<()> {
+    run_with(listener, config, reload, shutdown, Arc::default()).await
+}
+
+/// [`run`], keeping `status` (what the HTTP endpoint reports) up to date.
+pub async fn run_with(
+    listener: impl Listener,
+    config: Config,
+    mut reload: mpsc::Receiver<()>,
+    shutdown: impl Future,
+    status: Arc<Status>,
+) -> io::Result<()> {
+    // The limit is the Gate's, which refuses at once rather than leaving connections
+    // in the backlog; indymilter's own semaphore only needs to stay out of the way.
     let milter_config = indymilter::Config {
-        max_connections: config.max_connections,
+        max_connections: tokio::sync::Semaphore::MAX_PERMITS,
         connection_timeout: config.connection_timeout,
         ..Default::default()
     };
+    let max_connections = config.max_connections;
+    status.set_max_connections(max_connections);
+    crate::milter::metrics::max_connections(max_connections);
     let shared = Arc::new(Shared::new(config));
     let callbacks = callbacks::build(shared.clone());
 
     let reloader = {
         let shared = shared.clone();
+        let status = status.clone();
         tokio::spawn(async move {
             while reload.recv().await.is_some() {
-                reload_config(&shared);
+                let ok = reload_config(&shared);
+                crate::milter::metrics::reload(ok);
+                status.set_reload_failed(!ok);
             }
         })
     };
@@ -403,11 +545,16 @@ pub async fn run(
     let gate = Gate {
         inner: Some(listener),
         state: gate_state.clone(),
+        status: status.clone(),
+        max_connections,
+        refused_unlogged: 0,
+        refused_logged_at: None,
     };
     let drained = {
         let shared = shared.clone();
         async move {
             shutdown.await;
+            status.set_draining();
             shared.start_closing();
             gate_state.close();
             let deadline = shared.config().shutdown_timeout;
@@ -433,7 +580,8 @@ pub async fn run(
     result
 }
 
-fn reload_config(shared: &Shared) {
+/// Whether the new configuration was loaded.
+fn reload_config(shared: &Shared) -> bool {
     let old = shared.config();
     match Config::load(old.origin.as_deref()) {
         Ok(mut new) => {
@@ -465,11 +613,13 @@ fn reload_config(shared: &Shared) {
                     .map_or("built-in".to_string(), |f| f.display().to_string())
             );
             shared.replace_config(new);
+            true
         }
         Err(e) => {
             for line in e.to_string().lines() {
                 error!("reload failed, keeping the running configuration: {line}");
             }
+            false
         }
     }
 }

@@ -11,7 +11,6 @@ use indymilter_test::{Status, TestConnection};
 use milter_util::*;
 use mimeref_milter::config::Config;
 use mimeref_milter::daemon::{bind, SocketSpec};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn dir(name: &str) -> PathBuf {
     let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -78,15 +77,8 @@ async fn unix_socket_replaces_only_a_stale_socket_and_serves() {
 
 #[tokio::test]
 async fn prometheus_endpoint_counts_messages_and_rules() {
-    // Port 0 is not possible with the exporter's listener: pick a free port first.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}").parse().unwrap();
-    mimeref_milter::milter::metrics::install(addr).unwrap();
-    let m = Milter::start("metrics", "").await;
+    let m = Milter::start_http("metrics", "").await;
+    let addr = m.http.unwrap();
     let mut c = m.conn().await;
     connect(&mut c, "192.0.2.1", None).await;
     let (_, st) = send(
@@ -99,22 +91,8 @@ async fn prometheus_endpoint_counts_messages_and_rules() {
     c.close().await.unwrap();
     m.stop().await;
 
-    let mut body = String::new();
-    for _ in 0..50 {
-        if let Ok(mut s) = tokio::net::TcpStream::connect(addr).await {
-            s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
-                .await
-                .unwrap();
-            body.clear();
-            let mut buf = Vec::new();
-            s.read_to_end(&mut buf).await.unwrap();
-            body = String::from_utf8_lossy(&buf).into_owned();
-            if body.contains("mimeref_messages_total") {
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (code, body) = http_get(addr, "/metrics").await;
+    assert_eq!(code, 200);
     assert!(
         body.contains("mimeref_messages_total{direction=\"inbound\",verdict=\"fix\"} 1"),
         "{body}"

@@ -845,7 +845,7 @@ impl Validator<'_> {
             }
         });
         let max_connections =
-            self.int(raw.max_connections, "max_connections", 1, 100_000, 100) as usize;
+            self.int(raw.max_connections, "max_connections", 1, 100_000, 2000) as usize;
         let connection_timeout = self.int(
             raw.connection_timeout,
             "connection_timeout",

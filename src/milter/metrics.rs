@@ -1,18 +1,25 @@
 //! Prometheus metrics through the `metrics` facade: without an installed recorder (no
 //! `metrics_listen`) every call here is a no-op.
 
-use std::net::SocketAddr;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use metrics::{counter, histogram, Counter, Histogram};
+use metrics_exporter_prometheus::PrometheusHandle;
 
 use super::session::Outcome;
 use crate::policy::Action;
 
-/// Starts the HTTP endpoint. Must run inside the Tokio runtime.
-pub fn install(addr: SocketAddr) -> Result<(), String> {
-    metrics_exporter_prometheus::PrometheusBuilder::new()
-        .with_http_listener(addr)
+/// Installs the Prometheus recorder (once per process; later calls return the same
+/// handle) and its upkeep thread. The handle renders what `/metrics` serves
+/// (src/endpoint.rs).
+pub fn install() -> Result<PrometheusHandle, String> {
+    static INSTALLED: OnceLock<PrometheusHandle> = OnceLock::new();
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(h) = INSTALLED.get() {
+        return Ok(h.clone());
+    }
+    let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
         .set_buckets_for_metric(
             metrics_exporter_prometheus::Matcher::Full("mimeref_processing_seconds".into()),
             &[
@@ -29,8 +36,19 @@ pub fn install(addr: SocketAddr) -> Result<(), String> {
             ],
         )
         .map_err(|e| e.to_string())?
-        .install()
+        .install_recorder()
         .map_err(|e| e.to_string())?;
+    // What the exporter's own listener did every 5 s: drain histogram samples, so that
+    // memory stays bounded between scrapes. A thread rather than a task: the recorder
+    // outlives any one runtime (tests run several).
+    let upkeep = handle.clone();
+    std::thread::Builder::new()
+        .name("metrics-upkeep".into())
+        .spawn(move || loop {
+            std::thread::sleep(std::time::Duration::from_secs(5));
+            upkeep.run_upkeep();
+        })
+        .map_err(|e| format!("metrics upkeep thread: {e}"))?;
     let _ = HANDLES.set(Handles {
         messages: Default::default(),
         bytes: Default::default(),
@@ -38,7 +56,19 @@ pub fn install(addr: SocketAddr) -> Result<(), String> {
         eom: Default::default(),
         oversize: Default::default(),
     });
-    Ok(())
+    // Series that alerts and dashboards rate() over exist from the start, at 0: a
+    // series that appears with its first increment hides that increment from rate().
+    counter!("mimeref_connections_refused_total").increment(0);
+    for result in ["ok", "failed"] {
+        counter!("mimeref_reloads_total", "result" => result).increment(0);
+    }
+    // Before the first connection (install runs before the daemon takes any), so that
+    // the dashboard shows 0 rather than no data.
+    metrics::gauge!("mimeref_connections_open").set(0.0);
+    // The configuration at start-up loaded, or the daemon would not be running.
+    metrics::gauge!("mimeref_config_last_reload_successful").set(1.0);
+    let _ = INSTALLED.set(handle.clone());
+    Ok(handle)
 }
 
 /// The handles of the per-message series, made on first use of each label set:
@@ -91,4 +121,28 @@ pub fn record(o: &Outcome) {
 /// Connection-level events (refused negotiations, errors).
 pub fn event(name: &'static str) {
     counter!("mimeref_events_total", "event" => name).increment(1);
+}
+
+/// One SIGHUP reload: `ok` when the new configuration was loaded.
+pub fn reload(ok: bool) {
+    let result = if ok { "ok" } else { "failed" };
+    counter!("mimeref_reloads_total", "result" => result).increment(1);
+    // What an alert can hold on to until a later reload succeeds: the counter alone
+    // cannot tell whether a failure was since put right.
+    metrics::gauge!("mimeref_config_last_reload_successful").set(if ok { 1.0 } else { 0.0 });
+}
+
+/// The `max_connections` in force, to alert before it is reached.
+pub fn max_connections(n: usize) {
+    metrics::gauge!("mimeref_max_connections").set(n as f64);
+}
+
+/// A milter connection closed at once because `max_connections` were open.
+pub fn connection_refused() {
+    counter!("mimeref_connections_refused_total").increment(1);
+}
+
+/// Milter connections opened (+1) or closed (-1).
+pub fn connections_open(delta: f64) {
+    metrics::gauge!("mimeref_connections_open").increment(delta);
 }

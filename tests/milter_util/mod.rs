@@ -1,4 +1,4 @@
-//! Shared by the tests/milter_*.rs files: runs the real `daemon::run()` on 127.0.0.1:0
+//! Shared by the tests/milter_*.rs files: runs the real `daemon::run_with()` on 127.0.0.1:0
 //! with a config file of its own and talks to it with indymilter-test the way Postfix
 //! does (values with their leading space, folds as "\n", body with CRLF).
 #![allow(dead_code)]
@@ -15,6 +15,8 @@ use tokio::task::JoinHandle;
 
 pub struct Milter {
     pub addr: SocketAddr,
+    /// The HTTP endpoint (metrics, health), when started with [`Milter::start_http`].
+    pub http: Option<SocketAddr>,
     pub config_path: PathBuf,
     reload: mpsc::Sender<()>,
     shutdown: Option<oneshot::Sender<()>>,
@@ -24,6 +26,17 @@ pub struct Milter {
 impl Milter {
     /// `name` must be unique per test (it names the config file).
     pub async fn start(name: &str, config: &str) -> Milter {
+        Milter::start_inner(name, config, false).await
+    }
+
+    /// With the HTTP endpoint of `metrics_listen` on a port of its own (the metrics
+    /// recorder is process-wide, so `/metrics` shows what every test in this binary
+    /// recorded).
+    pub async fn start_http(name: &str, config: &str) -> Milter {
+        Milter::start_inner(name, config, true).await
+    }
+
+    async fn start_inner(name: &str, config: &str, http: bool) -> Milter {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("milter-tests");
         std::fs::create_dir_all(&dir).unwrap();
         let config_path = dir.join(format!("{name}.toml"));
@@ -33,16 +46,28 @@ impl Milter {
         let addr = listener.local_addr().unwrap();
         let (reload, reload_rx) = mpsc::channel(1);
         let (tx, rx) = oneshot::channel::<()>();
-        let handle = tokio::spawn(mimeref_milter::daemon::run(
+        let status = std::sync::Arc::new(mimeref_milter::endpoint::Status::default());
+        let http = if http {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let a = l.local_addr().unwrap();
+            let h = mimeref_milter::milter::metrics::install().unwrap();
+            tokio::spawn(mimeref_milter::endpoint::serve(l, Some(h), status.clone()));
+            Some(a)
+        } else {
+            None
+        };
+        let handle = tokio::spawn(mimeref_milter::daemon::run_with(
             listener,
             cfg,
             reload_rx,
             async {
                 let _ = rx.await;
             },
+            status,
         ));
         Milter {
             addr,
+            http,
             config_path,
             reload,
             shutdown: Some(tx),
@@ -95,6 +120,30 @@ impl Milter {
             .unwrap()
             .unwrap();
     }
+}
+
+/// `GET path` on the daemon's HTTP endpoint: the status code and the body.
+pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf))
+        .await
+        .expect("HTTP response within 10 s")
+        .unwrap();
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let code = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {text:?}"));
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or(String::new(), |(_, b)| b.to_string());
+    (code, body)
 }
 
 /// A message split the way an MTA hands it to a milter.

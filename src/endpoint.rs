@@ -1,0 +1,145 @@
+//! The HTTP endpoint on `metrics_listen`: `/metrics` (Prometheus), `/healthz` (the
+//! process answers) and `/readyz` (new milter connections are being taken).
+//!
+//! Ours rather than the Prometheus exporter's listener, which answers every path with
+//! the metrics; `/metrics` sends what that listener sent (same body, `text/plain`).
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::net::TcpListener;
+use tracing::warn;
+
+/// What `/readyz` reports, kept up to date by [`crate::daemon::run_with`].
+#[derive(Debug, Default)]
+pub struct Status {
+    draining: AtomicBool,
+    reload_failed: AtomicBool,
+    open: AtomicUsize,
+    max_connections: AtomicUsize,
+}
+
+impl Status {
+    /// Shutdown has begun: the listener is closed and no new connection is taken.
+    pub fn set_draining(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    /// The outcome of the last reload. A failed one keeps the running configuration,
+    /// which still serves, so it is reported but does not make the instance unready.
+    pub fn set_reload_failed(&self, failed: bool) {
+        self.reload_failed.store(failed, Ordering::SeqCst);
+    }
+
+    pub fn set_max_connections(&self, n: usize) {
+        self.max_connections.store(n, Ordering::SeqCst);
+    }
+
+    pub fn open_connections(&self) -> &AtomicUsize {
+        &self.open
+    }
+
+    /// 200 or 503, and one line saying why.
+    pub fn readiness(&self) -> (StatusCode, String) {
+        if self.is_draining() {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not ready: shutting down\n".into(),
+            );
+        }
+        let open = self.open.load(Ordering::SeqCst);
+        let max = self.max_connections.load(Ordering::SeqCst);
+        if max > 0 && open >= max {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("not ready: {open} connections open, max_connections = {max}\n"),
+            );
+        }
+        let note = if self.reload_failed.load(Ordering::SeqCst) {
+            " (last reload failed; the previous configuration is running)"
+        } else {
+            ""
+        };
+        (StatusCode::OK, format!("ready{note}\n"))
+    }
+}
+
+/// Serves the endpoint on `listener` for as long as the runtime runs. Without `metrics`
+/// (no recorder installed) `/metrics` answers 404.
+pub async fn serve(listener: TcpListener, metrics: Option<PrometheusHandle>, status: Arc<Status>) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                // Out of file descriptors, typically: retrying at once would spin.
+                warn!("metrics endpoint: accept: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let metrics = metrics.clone();
+        let status = status.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let metrics = metrics.clone();
+                let status = status.clone();
+                async move { Ok::<_, Infallible>(respond(&req, metrics, &status).await) }
+            });
+            // A client that never finishes its request does not keep a task for ever.
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(10))
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+async fn respond(
+    req: &Request<Incoming>,
+    metrics: Option<PrometheusHandle>,
+    status: &Status,
+) -> Response<Full<Bytes>> {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "GET or HEAD only\n".into());
+    }
+    match req.uri().path() {
+        "/healthz" => text(StatusCode::OK, "ok\n".into()),
+        "/readyz" => {
+            let (code, body) = status.readiness();
+            text(code, body)
+        }
+        "/metrics" => match metrics {
+            // Rendering walks every series: off the runtime's worker threads.
+            Some(h) => match tokio::task::spawn_blocking(move || h.render()).await {
+                Ok(body) => text(StatusCode::OK, body),
+                Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, String::new()),
+            },
+            None => text(StatusCode::NOT_FOUND, "no metrics recorder\n".into()),
+        },
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "/metrics, /healthz or /readyz\n".into(),
+        ),
+    }
+}
+
+fn text(code: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = code;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    r
+}
