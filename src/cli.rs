@@ -212,15 +212,7 @@ fn check(args: CheckArgs) -> ExitCode {
         };
         let res = res.and_then(|_| {
             if args.actions {
-                let plan = crate::milter::actions::plan_received(
-                    &cfg,
-                    direction,
-                    &analysis,
-                    given.bytes,
-                    cfg.dry_run,
-                    given.received(),
-                );
-                write!(out, "{plan}")
+                write!(out, "{}", daemon_plan(&cfg, direction, &analysis, &given))
             } else {
                 Ok(())
             }
@@ -236,6 +228,23 @@ fn check(args: CheckArgs) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// The plan the daemon would carry out for a message it received as `given`.
+fn daemon_plan(
+    cfg: &Config,
+    direction: Direction,
+    analysis: &Analysis,
+    given: &crate::milter::intake::Given,
+) -> crate::milter::actions::Plan {
+    crate::milter::actions::plan_received(
+        cfg,
+        direction,
+        analysis,
+        given.bytes,
+        cfg.dry_run,
+        given.received(),
+    )
 }
 
 fn write_text(out: &mut impl Write, name: &str, a: &Analysis) -> std::io::Result<()> {
@@ -288,14 +297,7 @@ fn fix(args: FixArgs) -> ExitCode {
     let rest = &raw[given.bytes.len()..];
     let fixed = if args.as_milter {
         let analysis = engine::check(given.bytes, &given.options(&opts));
-        let plan = crate::milter::actions::plan_received(
-            &cfg,
-            direction,
-            &analysis,
-            given.bytes,
-            cfg.dry_run,
-            given.received(),
-        );
+        let plan = daemon_plan(&cfg, direction, &analysis, &given);
         match crate::milter::actions::delivered(&plan, given.bytes, &cfg) {
             Some(mut m) => {
                 m.extend_from_slice(rest);

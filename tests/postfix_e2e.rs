@@ -186,12 +186,18 @@ fn config(tables: &str) -> String {
 /// The message `mimeref-milter fix` writes offline with the same config:
 /// what the daemon must deliver, report header aside.
 fn offline_fix(cfg: &str, msg: &[u8]) -> Vec<u8> {
+    offline(&[], cfg, msg)
+}
+
+/// `mimeref-milter fix ARGS --config CFG MSG`, which must succeed.
+fn offline(args: &[&str], cfg: &str, msg: &[u8]) -> Vec<u8> {
     let dir = mta::TempDir::new("offline");
     let (c, m) = (dir.path().join("c.toml"), dir.path().join("m.eml"));
     std::fs::write(&c, cfg).unwrap();
     std::fs::write(&m, msg).unwrap();
     let out = Command::new(mta::daemon_bin())
         .arg("fix")
+        .args(args)
         .arg("--config")
         .arg(&c)
         .arg(&m)
@@ -199,7 +205,7 @@ fn offline_fix(cfg: &str, msg: &[u8]) -> Vec<u8> {
         .expect("run mimeref-milter fix");
     assert!(
         out.status.success(),
-        "fix failed: {}",
+        "fix {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     out.stdout
@@ -656,22 +662,7 @@ fn rewrite_and_strip_inside_a_nested_multipart() {
 
 /// `fix --as-milter` offline: the message the daemon should make Postfix deliver.
 fn as_milter(cfg: &str, msg: &[u8]) -> Vec<u8> {
-    let dir = mta::TempDir::new("as-milter");
-    let (c, m) = (dir.path().join("c.toml"), dir.path().join("m.eml"));
-    std::fs::write(&c, cfg).unwrap();
-    std::fs::write(&m, msg).unwrap();
-    let out = Command::new(mta::daemon_bin())
-        .args(["fix", "--as-milter", "--direction", "inbound", "--config"])
-        .arg(&c)
-        .arg(&m)
-        .output()
-        .expect("run mimeref-milter fix --as-milter");
-    assert!(
-        out.status.success(),
-        "fix --as-milter failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    offline(&["--as-milter", "--direction", "inbound"], cfg, msg)
 }
 
 /// A Chrome "Save as MHTML" stylesheet referenced as `cid:` but carrying only
