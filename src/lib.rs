@@ -2,6 +2,8 @@
 //!
 //! [`engine`] is the pure analysis library; everything else is glue around it.
 
+#![forbid(unsafe_code)]
+
 pub mod cli;
 pub mod config;
 pub mod daemon;

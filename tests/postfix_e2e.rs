@@ -596,7 +596,7 @@ Content-Location: http://example.org/a/very/long/path/that/goes/on/and/on/beyond
     assert!(text.contains("\nContent-Location: http://example.org/short.html\nContent-Type: text/html\nContent-Location: http://example.org/a/very/long/path/that\n\t/goes/"), "{text}");
 }
 
-/// Issue 5: a URL rewrite and a strip inside a nested multipart go through Postfix as one
+/// A URL rewrite and a strip inside a nested multipart go through Postfix as one
 /// body replacement; the delivered message is the offline fix, byte for byte, and the
 /// report header and the log name both changes.
 #[test]

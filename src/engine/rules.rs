@@ -83,7 +83,7 @@ rules! {
     ExtbodyBadEncoding = "extbody-bad-encoding", Error, false;
     ExtbodyInnerContentIdMissing = "extbody-inner-content-id-missing", Warning, false;
     ExtbodyPhantomBodyNotEmpty = "extbody-phantom-body-not-empty", Info, false;
-    // URL policy (issue 5): the admin's rewrite rules
+    // URL policy: the admin's rewrite rules
     ExtbodyUrlRewritten = "extbody-url-rewritten", Info, true;
     ExtbodyUrlRewriteFailed = "extbody-url-rewrite-failed", Warning, false;
     // multipart/related and MHTML (RFC 2387, RFC 2557)
