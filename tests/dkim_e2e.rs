@@ -320,6 +320,11 @@ fn opendkim_before_mimeref_withholds_the_fix_and_the_signature_holds() {
     let text = String::from_utf8_lossy(&got.message).into_owned();
     let log = d.log();
     assert_eq!(got.header("DKIM-Signature").len(), 1, "{text}");
+    // OpenDKIM inserts at index 0, which lands before Postfix's Received: field.
+    assert!(
+        text.starts_with("DKIM-Signature: v=1;") && text.contains("\nReceived: from "),
+        "{text}"
+    );
     assert!(
         log.contains("signed-content info: a DKIM-Signature covers what the fixes for related-cid-location-only would change: fixes withheld"),
         "{log}"
