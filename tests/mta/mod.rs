@@ -101,6 +101,26 @@ pub fn require_miltertest() -> bool {
     require("miltertest", missing)
 }
 
+/// OpenDKIM (signer, key generator) and python3-dkim (signing and verifying
+/// without DNS), for tests/dkim_e2e.rs. Only the install is checked here; the
+/// Postfix those tests also need has its own check.
+pub fn require_opendkim() -> bool {
+    let missing = ["/usr/sbin/opendkim", "/usr/sbin/opendkim-genkey"]
+        .iter()
+        .find(|p| !Path::new(p).exists())
+        .map(|p| format!("OpenDKIM is not installed ({p} missing)"))
+        .or_else(|| {
+            let ok = Command::new("/usr/bin/python3")
+                .args(["-c", "import dkim"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            (!ok).then(|| "python3-dkim is not installed (import dkim failed)".to_string())
+        });
+    require("opendkim", missing)
+}
+
 /// A directory removed with everything in it on drop.
 pub struct TempDir(PathBuf);
 

@@ -1,0 +1,466 @@
+//! DKIM behind a real, private Postfix (see tests/mta/mod.rs): OpenDKIM signing after
+//! and before mimeref-milter in `smtpd_milters`, and inbound mail signed elsewhere.
+//! Signatures are checked with python3-dkim against the key generated for the test,
+//! without DNS. Needs root, postfix, opendkim, opendkim-tools and python3-dkim:
+//! `sudo scripts/install-test-deps`.
+#[path = "mta/mod.rs"]
+mod mta;
+
+use std::fs;
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mta::{drop_fields, fixture, with_message_id, Daemon, Postfix, PostfixConfig, TempDir};
+
+const DOMAIN: &str = "sender.example";
+const SELECTOR: &str = "mimeref";
+
+/// A signing key made by opendkim-genkey, and its public key record.
+struct Key {
+    /// Holds the key files.
+    _dir: TempDir,
+    private: PathBuf,
+    /// The TXT record's text (`v=DKIM1; ... p=...`), the quoted strings of the
+    /// generated zone snippet joined.
+    record: String,
+}
+
+impl Key {
+    fn generate() -> Key {
+        let dir = TempDir::new("dkim-key");
+        let (ok, out, err) = mta::run_bounded(
+            Command::new("/usr/sbin/opendkim-genkey")
+                .arg("-D")
+                .arg(dir.path())
+                .arg("-d")
+                .arg(DOMAIN)
+                .arg("-s")
+                .arg(SELECTOR),
+            mta::WAIT,
+        );
+        assert!(ok, "opendkim-genkey failed: {out}{err}");
+        let private = dir.path().join(format!("{SELECTOR}.private"));
+        let zone = fs::read_to_string(dir.path().join(format!("{SELECTOR}.txt"))).unwrap();
+        let record: String = zone.split('"').skip(1).step_by(2).collect();
+        assert!(record.contains("p=MII"), "no public key in {zone}");
+        Key {
+            _dir: dir,
+            private,
+            record,
+        }
+    }
+}
+
+/// Verifies the first DKIM-Signature of a message (file 1) with the key record in
+/// file 2 as the only answer to the DNS query for `<selector>._domainkey.<domain>`.
+const VERIFY_PY: &str = r#"
+import sys, dkim
+msg = open(sys.argv[1], 'rb').read()
+rec = open(sys.argv[2], 'rb').read()
+want = sys.argv[3].encode()
+def dns(name, timeout=5):
+    return rec if name.rstrip(b'.') == want else None
+# The delivered copy has LF line ends; DKIM is defined over CRLF.
+msg = msg.replace(b'\r\n', b'\n').replace(b'\n', b'\r\n')
+sys.exit(0 if dkim.verify(msg, dnsfunc=dns) else 1)
+"#;
+
+/// Prints the DKIM-Signature field (CRLF ends) for the message on stdin:
+/// relaxed/simple, signing the fields named in argv[4] (colon-separated).
+const SIGN_PY: &str = r#"
+import sys, dkim
+msg = sys.stdin.buffer.read().replace(b'\n', b'\r\n')
+key = open(sys.argv[1], 'rb').read()
+heads = [h.encode() for h in sys.argv[4].split(':')]
+sig = dkim.sign(msg, sys.argv[2].encode(), sys.argv[3].encode(), key,
+                canonicalize=(b'relaxed', b'simple'), include_headers=heads)
+sys.stdout.buffer.write(sig)
+"#;
+
+impl Key {
+    /// True when python3-dkim finds the message's DKIM-Signature valid.
+    fn verifies(&self, msg: &[u8]) -> bool {
+        let dir = TempDir::new("dkim-verify");
+        let (m, r) = (dir.path().join("m.eml"), dir.path().join("key.txt"));
+        fs::write(&m, msg).unwrap();
+        fs::write(&r, &self.record).unwrap();
+        let (ok, out, err) = mta::run_bounded(
+            Command::new("/usr/bin/python3")
+                .arg("-c")
+                .arg(VERIFY_PY)
+                .arg(&m)
+                .arg(&r)
+                .arg(format!("{SELECTOR}._domainkey.{DOMAIN}")),
+            mta::WAIT,
+        );
+        // A crash (import error, bad arguments) is not a failed verification.
+        assert!(
+            ok || !err.contains("Traceback"),
+            "dkim verify crashed: {out}{err}"
+        );
+        ok
+    }
+
+    /// The message with a DKIM-Signature over `headers` prepended (LF line ends).
+    fn sign(&self, msg: &[u8], headers: &str) -> Vec<u8> {
+        let mut child = Command::new("/usr/bin/python3")
+            .arg("-c")
+            .arg(SIGN_PY)
+            .arg(&self.private)
+            .arg(SELECTOR)
+            .arg(DOMAIN)
+            .arg(headers)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run python3");
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(msg).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "dkim sign failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut signed = mta::to_lf(&out.stdout);
+        assert!(signed.starts_with(b"DKIM-Signature:"), "{signed:?}");
+        signed.extend_from_slice(msg);
+        signed
+    }
+}
+
+/// `opendkim -f` with its own config, signing for DOMAIN, on a loopback port,
+/// killed on drop.
+struct OpenDkim {
+    /// Holds its config and log.
+    _dir: TempDir,
+    port: u16,
+    child: Child,
+}
+
+impl OpenDkim {
+    fn start(key: &Key) -> OpenDkim {
+        let dir = TempDir::new("opendkim");
+        let port = mta::free_port();
+        let conf = dir.path().join("opendkim.conf");
+        fs::write(
+            &conf,
+            format!(
+                "Mode s
+Domain {DOMAIN}
+Selector {SELECTOR}
+KeyFile {key}
+Socket inet:{port}@127.0.0.1
+Canonicalization relaxed/simple
+# Postfix connects from loopback: sign mail from there.
+InternalHosts 127.0.0.1
+Syslog no
+PidFile {pid}
+# The key lives under the world-writable temp directory, which OpenDKIM would
+# otherwise refuse.
+RequireSafeKeys no
+",
+                key = key.private.display(),
+                pid = dir.path().join("opendkim.pid").display(),
+            ),
+        )
+        .unwrap();
+        let log = dir.path().join("opendkim.log");
+        let f = fs::File::create(&log).unwrap();
+        let mut child = Command::new("/usr/sbin/opendkim")
+            .arg("-f")
+            .arg("-x")
+            .arg(&conf)
+            .stdin(Stdio::null())
+            .stdout(f.try_clone().unwrap())
+            .stderr(f)
+            .spawn()
+            .expect("start opendkim");
+        let end = Instant::now() + mta::WAIT;
+        loop {
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            if let Ok(Some(st)) = child.try_wait() {
+                panic!(
+                    "opendkim exited at start ({st}): {}",
+                    fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
+            assert!(Instant::now() < end, "opendkim not listening on {port}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        OpenDkim {
+            _dir: dir,
+            port,
+            child,
+        }
+    }
+
+    fn postfix_spec(&self) -> String {
+        format!("inet:127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for OpenDkim {
+    fn drop(&mut self) {
+        mta::terminate_child(&mut self.child, Duration::from_secs(10));
+    }
+}
+
+/// Both needed here, and neither alone: fails loudly like the other MTA tests.
+fn require() -> bool {
+    mta::require_postfix() && mta::require_opendkim()
+}
+
+/// The message with one body byte changed (the first lowercase letter after the
+/// heading upper-cased), so a check that cannot fail is caught.
+fn flip_body_byte(msg: &[u8]) -> Vec<u8> {
+    let start = msg.windows(2).position(|w| w == b"\n\n").expect("a body") + 2;
+    let mut out = msg.to_vec();
+    let i = start
+        + out[start..]
+            .iter()
+            .position(u8::is_ascii_lowercase)
+            .expect("a letter in the body");
+    out[i] = out[i].to_ascii_uppercase();
+    out
+}
+
+/// Postfix's trace field and the signature removed: what the milters saw, edits aside.
+fn without_trace_and_signature(msg: &[u8]) -> Vec<u8> {
+    drop_fields(&drop_fields(msg, "Received"), "DKIM-Signature")
+}
+
+/// The Blink MHTML fixture, from an address at the signing domain: its stylesheet
+/// part gets a Content-ID through a body replacement.
+fn mhtml(id: &str) -> Vec<u8> {
+    let m = String::from_utf8(fixture("html/chrome-cid-location.eml")).unwrap();
+    let m = m.replacen(
+        "From: <Saved by Blink>",
+        &format!("From: alice@{DOMAIN}"),
+        1,
+    );
+    with_message_id(m.as_bytes(), id)
+}
+
+/// What `mimeref-milter fix --as-milter` makes of the message: the daemon's edits.
+fn offline_as_milter(direction: &str, msg: &[u8]) -> Vec<u8> {
+    let dir = TempDir::new("offline");
+    let (c, m) = (dir.path().join("c.toml"), dir.path().join("m.eml"));
+    fs::write(&c, "").unwrap();
+    fs::write(&m, msg).unwrap();
+    let out = Command::new(mta::daemon_bin())
+        .args(["fix", "--as-milter", "--direction", direction, "--config"])
+        .arg(&c)
+        .arg(&m)
+        .output()
+        .expect("run mimeref-milter fix");
+    assert!(
+        out.status.success(),
+        "fix --as-milter failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+#[test]
+fn opendkim_after_mimeref_signs_the_fixed_message() {
+    if !require() {
+        return;
+    }
+    let key = Key::generate();
+    let od = OpenDkim::start(&key);
+    let d = Daemon::start("", &[]);
+    let pf = Postfix::start(&PostfixConfig::with_milter(&format!(
+        "{}, {}",
+        d.postfix_spec(),
+        od.postfix_spec()
+    )));
+    let input = mhtml("dkim-after-1@sender.example");
+    let r = pf.send(&input);
+    assert_eq!(r.code, 250, "{r}\n{}", d.log());
+    let got = pf.wait_delivered("dkim-after-1@");
+    let text = String::from_utf8_lossy(&got.message).into_owned();
+
+    let report = got.header("X-MIMERef");
+    assert_eq!(report.len(), 1, "{text}");
+    assert!(report[0].starts_with("fix;"), "{text}\n{}", d.log());
+    let want = offline_as_milter("outbound", &input);
+    assert_ne!(want, input, "the fixture needs a fix");
+    let body = drop_fields(&without_trace_and_signature(&got.message), "X-MIMERef");
+    let want = drop_fields(&want, "X-MIMERef");
+    assert_eq!(body, want, "{}", mta::show_diff(&want, &body));
+
+    let sig = got.header("DKIM-Signature");
+    assert_eq!(sig.len(), 1, "{text}");
+    assert!(sig[0].contains(&format!("d={DOMAIN}")), "{sig:?}");
+    assert!(
+        key.verifies(&got.message),
+        "signature does not verify:\n{text}"
+    );
+    assert!(
+        !key.verifies(&flip_body_byte(&got.message)),
+        "a changed body still verifies"
+    );
+}
+
+/// The signer first: Postfix hands the second milter the message with the first
+/// one's DKIM-Signature already in it, so the daemon sees the signature, withholds
+/// the body edit (`signed-content`) and the signature still verifies.
+#[test]
+fn opendkim_before_mimeref_withholds_the_fix_and_the_signature_holds() {
+    if !require() {
+        return;
+    }
+    let (d, key, got, input) = signer_first("", "dkim-before-1@sender.example");
+    let text = String::from_utf8_lossy(&got.message).into_owned();
+    let log = d.log();
+    assert_eq!(got.header("DKIM-Signature").len(), 1, "{text}");
+    // OpenDKIM inserts at index 0, which lands before Postfix's Received: field.
+    assert!(
+        text.starts_with("DKIM-Signature: v=1;") && text.contains("\nReceived: from "),
+        "{text}"
+    );
+    assert!(
+        log.contains("signed-content info: a DKIM-Signature covers what the fixes for related-cid-location-only would change: fixes withheld"),
+        "{log}"
+    );
+    assert!(
+        log.contains("verdict=report") && log.contains("edits=0"),
+        "{log}"
+    );
+    // The finding is still reported, the signature finding (info) only logged.
+    assert_eq!(
+        got.header("X-MIMERef"),
+        ["report; rules=related-cid-location-only"],
+        "{text}"
+    );
+    let body = drop_fields(&without_trace_and_signature(&got.message), "X-MIMERef");
+    assert_eq!(body, input, "{}", mta::show_diff(&input, &body));
+    assert!(
+        key.verifies(&got.message),
+        "signature does not verify:\n{text}"
+    );
+    assert!(
+        !key.verifies(&flip_body_byte(&got.message)),
+        "a changed body still verifies"
+    );
+}
+
+/// Why `fix_signed = true` belongs only before the signer: after it, the fix is
+/// made and breaks the signature the message already carries.
+#[test]
+fn opendkim_before_mimeref_with_fix_signed_breaks_the_signature() {
+    if !require() {
+        return;
+    }
+    let (d, key, got, input) = signer_first("fix_signed = true\n", "dkim-before-2@sender.example");
+    let text = String::from_utf8_lossy(&got.message).into_owned();
+    let log = d.log();
+    assert!(
+        log.contains("fixes applied anyway (fix_signed), breaking it"),
+        "{log}"
+    );
+    assert!(got.header("X-MIMERef")[0].starts_with("fix;"), "{text}");
+    let want = drop_fields(&offline_as_milter("outbound", &input), "X-MIMERef");
+    let body = drop_fields(&without_trace_and_signature(&got.message), "X-MIMERef");
+    assert_eq!(body, want, "{}", mta::show_diff(&want, &body));
+    assert_eq!(got.header("DKIM-Signature").len(), 1, "{text}");
+    assert!(
+        !key.verifies(&got.message),
+        "a fixed body still verifies:\n{text}"
+    );
+}
+
+/// `smtpd_milters = <opendkim>, <mimeref-milter>` with the daemon's config `cfg`;
+/// sends the MHTML fixture and returns what was delivered.
+fn signer_first(cfg: &str, id: &str) -> (Daemon, Key, mta::Delivered, Vec<u8>) {
+    let key = Key::generate();
+    let od = OpenDkim::start(&key);
+    let d = Daemon::start(cfg, &[]);
+    let pf = Postfix::start(&PostfixConfig::with_milter(&format!(
+        "{}, {}",
+        od.postfix_spec(),
+        d.postfix_spec()
+    )));
+    let input = mhtml(id);
+    let r = pf.send(&input);
+    assert_eq!(r.code, 250, "{r}\n{}", d.log());
+    let got = pf.wait_delivered(id);
+    (d, key, got, input)
+}
+
+/// A top-level Content-Type with the URL unquoted: fixed by change_header when unsigned.
+const EXTBODY: &[u8] = b"From: carol@sender.example
+To: bob@receiver.example
+Subject: signed external-body
+Date: Mon, 23 Nov 2026 10:00:00 +0000
+Message-ID: <dkim-in-1@sender.example>
+MIME-Version: 1.0
+Content-Type: message/external-body; access-type=URL; URL=http://files.example.org/report.pdf
+
+Content-Type: application/pdf
+Content-ID: <report@files.example.org>
+
+";
+
+/// Mail signed elsewhere, arriving with `h=` covering the Content-Type the daemon
+/// would fix: delivered as it came (report header and Postfix's trace aside), the
+/// withheld fix logged as `signed-content`, and the signature still verifies.
+#[test]
+fn inbound_signed_content_type_is_left_alone_and_verifies() {
+    if !require() {
+        return;
+    }
+    let key = Key::generate();
+    let input = key.sign(
+        EXTBODY,
+        "from:to:subject:date:message-id:mime-version:content-type",
+    );
+    assert_ne!(
+        drop_fields(&offline_as_milter("inbound", EXTBODY), "X-MIMERef"),
+        EXTBODY,
+        "unsigned, the fixture gets a fix"
+    );
+    assert!(key.verifies(&input), "freshly signed input does not verify");
+    assert!(
+        !key.verifies(&flip_body_byte(&input)),
+        "a changed body still verifies"
+    );
+    // No trusted networks: the loopback client is inbound.
+    let d = Daemon::start("trusted_networks = []\n", &[]);
+    let pf = Postfix::start(&PostfixConfig::with_milter(&d.postfix_spec()));
+    let r = pf.send(&input);
+    assert_eq!(r.code, 250, "{r}\n{}", d.log());
+    let got = pf.wait_delivered("dkim-in-1@");
+    let text = String::from_utf8_lossy(&got.message).into_owned();
+    let log = d.log();
+    assert!(log.contains("direction inbound"), "{log}");
+    assert!(
+        log.contains("signed-content info: a DKIM-Signature covers what the fixes for extbody-url-unquoted would change: fixes withheld"),
+        "{log}"
+    );
+    assert!(
+        log.contains("verdict=report") && log.contains("signed-content") && log.contains("edits=0"),
+        "{log}"
+    );
+    assert_eq!(
+        got.header("X-MIMERef"),
+        ["report; rules=extbody-url-unquoted"],
+        "{text}"
+    );
+    let body = drop_fields(&got.without_trace(), "X-MIMERef");
+    assert_eq!(body, input, "{}", mta::show_diff(&input, &body));
+    assert!(
+        key.verifies(&got.message),
+        "signature does not verify:\n{text}"
+    );
+    assert!(
+        !key.verifies(&flip_body_byte(&got.message)),
+        "a changed body still verifies"
+    );
+}
