@@ -91,6 +91,13 @@ pub fn require_sendmail() -> bool {
     require("sendmail", missing)
 }
 
+/// HAProxy, for the tests of several daemons behind one milter address.
+pub fn require_haproxy() -> bool {
+    let missing = (!Path::new(SBIN).join("haproxy").exists())
+        .then(|| "HAProxy is not installed (/usr/sbin/haproxy missing)".to_string());
+    require("haproxy", missing)
+}
+
 pub fn require_miltertest() -> bool {
     let missing = (!Path::new("/usr/bin/miltertest").exists())
         .then(|| "miltertest is not installed (/usr/bin/miltertest missing)".to_string());
@@ -428,6 +435,12 @@ impl Smtp {
                 return r;
             }
         }
+        self.data(message)
+    }
+
+    /// DATA and the message, after MAIL and RCPT; the reply to the end of data, or
+    /// the refusal of DATA.
+    pub fn data(&mut self, message: &[u8]) -> Reply {
         let r = self.cmd("DATA");
         if r.code != 354 {
             return r;
@@ -764,12 +777,15 @@ postlog   unix-dgram n - n - 1 postlogd
         };
         let mut paths: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
         paths.sort();
-        for p in paths {
-            // smtp-sink writes while the transaction runs; a file is whole
-            // once its size stops changing and it ends with the blank line.
-            let Ok(a) = fs::read(&p) else { continue };
-            thread::sleep(Duration::from_millis(50));
-            let Ok(b) = fs::read(&p) else { continue };
+        // smtp-sink writes while the transaction runs; a file is whole once its
+        // size stops changing and it ends with the blank line. One pause for all
+        // files keeps this quick with hundreds of them.
+        let first: Vec<Option<Vec<u8>>> = paths.iter().map(|p| fs::read(p).ok()).collect();
+        thread::sleep(Duration::from_millis(50));
+        for (p, a) in paths.iter().zip(first) {
+            let (Some(a), Ok(b)) = (a, fs::read(p)) else {
+                continue;
+            };
             if a != b || !b.ends_with(b"\n\n") {
                 continue;
             }
@@ -1288,6 +1304,30 @@ impl Daemon {
 
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(|c| c.id())
+    }
+
+    /// Sends SIGTERM without waiting: the daemon drains while the test goes on.
+    pub fn signal_term(&self) {
+        if let Some(pid) = self.pid() {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(pid.to_string())
+                .status();
+        }
+    }
+
+    /// SIGKILL, as a crash would end it: messages in flight get no reply.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            stop_child(&mut c);
+        }
+    }
+
+    /// The exit status once the process has ended (reaped then), None while it runs.
+    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        let st = self.child.as_mut()?.try_wait().ok()??;
+        self.child = None;
+        Some(st)
     }
 
     /// Everything the daemon logged, over all its starts.
