@@ -128,6 +128,24 @@ pub fn require_opendkim() -> bool {
     require("opendkim", missing)
 }
 
+/// rspamd (Debian package: the daemon and its `_rspamd` user), for tests/rspamd_e2e.rs.
+pub fn require_rspamd() -> bool {
+    let missing = if !Path::new("/usr/bin/rspamd").exists() {
+        Some("rspamd is not installed (/usr/bin/rspamd missing)".to_string())
+    } else if !Command::new("id")
+        .arg("_rspamd")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        Some("rspamd is not installed (no _rspamd user)".to_string())
+    } else {
+        None
+    };
+    require("rspamd", missing)
+}
+
 /// A directory removed with everything in it on drop.
 pub struct TempDir(PathBuf);
 
@@ -179,7 +197,7 @@ pub fn chmod(p: &Path, mode: u32) {
     fs::set_permissions(p, fs::Permissions::from_mode(mode)).expect("chmod");
 }
 
-fn chown(p: &Path, user: &str) {
+pub fn chown(p: &Path, user: &str) {
     let st = Command::new("chown")
         .arg(user)
         .arg(p)
