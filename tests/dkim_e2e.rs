@@ -1,8 +1,9 @@
 //! DKIM behind a real, private Postfix (see tests/mta/mod.rs): OpenDKIM signing after
-//! and before mimeref-milter in `smtpd_milters`, and inbound mail signed elsewhere.
+//! and before mimeref-milter in `smtpd_milters`, and inbound mail signed elsewhere;
+//! the two orders again behind a private Sendmail (`INPUT_MAIL_FILTER`).
 //! Signatures are checked with python3-dkim against the key generated for the test,
-//! without DNS. Needs root, postfix, opendkim, opendkim-tools and python3-dkim:
-//! `sudo scripts/install-test-deps`.
+//! without DNS. Needs root, postfix, the unpacked Sendmail, opendkim, opendkim-tools
+//! and python3-dkim: `sudo scripts/install-test-deps`.
 #[path = "mta/mod.rs"]
 mod mta;
 
@@ -12,7 +13,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mta::{drop_fields, fixture, with_message_id, Daemon, Postfix, PostfixConfig, TempDir};
+use mta::{
+    drop_fields, fixture, with_message_id, Daemon, Postfix, PostfixConfig, Sendmail, TempDir,
+};
 
 const DOMAIN: &str = "sender.example";
 const SELECTOR: &str = "mimeref";
@@ -202,6 +205,10 @@ RequireSafeKeys no
 
     fn postfix_spec(&self) -> String {
         format!("inet:127.0.0.1:{}", self.port)
+    }
+
+    fn sendmail_spec(&self) -> String {
+        mta::libmilter_spec(self.port)
     }
 }
 
@@ -461,6 +468,140 @@ fn inbound_signed_content_type_is_left_alone_and_verifies() {
     );
     assert!(
         !key.verifies(&flip_body_byte(&got.message)),
+        "a changed body still verifies"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// The same two orders behind Sendmail (see tests/mta/mod.rs), the filters listed
+// with INPUT_MAIL_FILTER in the order they are called.
+
+fn require_sendmail() -> bool {
+    mta::require_sendmail() && mta::require_opendkim()
+}
+
+/// Sends the MHTML fixture through a private Sendmail calling `filters` in order,
+/// returns the queued message.
+fn sendmail_queued(filters: &[(&str, &str)], d: &Daemon, id: &str) -> (mta::Queued, Vec<u8>) {
+    let sm = Sendmail::with_milters(filters);
+    let input = mhtml(id);
+    let r = sm.send(&input);
+    assert_eq!(r.code, 250, "{r}\n{}", d.log());
+    let q = sm.queued();
+    assert_eq!(q.len(), 1, "{q:?}");
+    (q.into_iter().next().unwrap(), input)
+}
+
+/// The queued message as Sendmail would send it on: its conditional fields
+/// (`H?P?Return-Path`, a macro template, not yet expanded) left out, its
+/// `Received:` kept.
+fn outgoing(q: &mta::Queued) -> Vec<u8> {
+    let mut m: Vec<u8> = q
+        .fields
+        .iter()
+        .filter(|(flags, _)| flags.is_empty())
+        .flat_map(|(_, f)| f.clone())
+        .collect();
+    m.push(b'\n');
+    m.extend_from_slice(&q.body);
+    m
+}
+
+#[test]
+fn sendmail_opendkim_after_mimeref_signs_the_fixed_message() {
+    if !require_sendmail() {
+        return;
+    }
+    let key = Key::generate();
+    let od = OpenDkim::start(&key);
+    let d = Daemon::start("", &[]);
+    let (q, input) = sendmail_queued(
+        &[
+            ("mimeref", &d.sendmail_spec()),
+            ("opendkim", &od.sendmail_spec()),
+        ],
+        &d,
+        "sm-dkim-after-1@sender.example",
+    );
+    let msg = outgoing(&q);
+    let text = String::from_utf8_lossy(&msg).into_owned();
+    let log = d.log();
+
+    let report = q.header("X-MIMERef");
+    assert_eq!(report.len(), 1, "{text}");
+    assert!(report[0].starts_with("fix;"), "{text}\n{log}");
+    // `sendmail -bs` has no client address: the daemon takes the message as inbound.
+    assert!(log.contains("direction=inbound verdict=fix"), "{log}");
+    let want = offline_as_milter("inbound", &input);
+    assert_ne!(want, input, "the fixture needs a fix");
+    let body = drop_fields(
+        &drop_fields(&q.without_trace(), "DKIM-Signature"),
+        "X-MIMERef",
+    );
+    let want = drop_fields(&want, "X-MIMERef");
+    assert_eq!(body, want, "{}", mta::show_diff(&want, &body));
+
+    let sig = q.header("DKIM-Signature");
+    assert_eq!(sig.len(), 1, "{text}");
+    assert!(sig[0].contains(&format!("d={DOMAIN}")), "{sig:?}");
+    assert!(key.verifies(&msg), "signature does not verify:\n{text}");
+    assert!(
+        !key.verifies(&flip_body_byte(&msg)),
+        "a changed body still verifies"
+    );
+}
+
+/// The signer first: like Postfix, Sendmail hands the second filter the header
+/// with the first one's DKIM-Signature already in it, so the daemon sees the
+/// signature, withholds the body edit (`signed-content`) and the signature
+/// still verifies.
+#[test]
+fn sendmail_opendkim_before_mimeref_withholds_the_fix_and_the_signature_holds() {
+    if !require_sendmail() {
+        return;
+    }
+    let key = Key::generate();
+    let od = OpenDkim::start(&key);
+    let d = Daemon::start("", &[]);
+    let (q, input) = sendmail_queued(
+        &[
+            ("opendkim", &od.sendmail_spec()),
+            ("mimeref", &d.sendmail_spec()),
+        ],
+        &d,
+        "sm-dkim-before-1@sender.example",
+    );
+    let msg = outgoing(&q);
+    let text = String::from_utf8_lossy(&msg).into_owned();
+    let log = d.log();
+    assert_eq!(q.header("DKIM-Signature").len(), 1, "{text}");
+    // OpenDKIM inserts at index 0, before Sendmail's Received: field.
+    assert!(
+        text.starts_with("DKIM-Signature: v=1;")
+            && text.contains("\nReceived: from client.example"),
+        "{text}"
+    );
+    assert!(
+        log.contains("signed-content info: a DKIM-Signature covers what the fixes for related-cid-location-only would change: fixes withheld"),
+        "{log}"
+    );
+    assert!(
+        log.contains("verdict=report") && log.contains("edits=0"),
+        "{log}"
+    );
+    assert_eq!(
+        q.header("X-MIMERef"),
+        ["report; rules=related-cid-location-only"],
+        "{text}"
+    );
+    let body = drop_fields(
+        &drop_fields(&q.without_trace(), "DKIM-Signature"),
+        "X-MIMERef",
+    );
+    assert_eq!(body, input, "{}", mta::show_diff(&input, &body));
+    assert!(key.verifies(&msg), "signature does not verify:\n{text}");
+    assert!(
+        !key.verifies(&flip_body_byte(&msg)),
         "a changed body still verifies"
     );
 }

@@ -995,6 +995,13 @@ pub struct Sendmail {
 impl Sendmail {
     /// `milter`: libmilter socket syntax (`inet:PORT@127.0.0.1`), or None.
     pub fn new(milter: Option<&str>) -> Sendmail {
+        let named: Vec<(&str, &str)> = milter.map(|s| ("mimeref", s)).into_iter().collect();
+        Sendmail::with_milters(&named)
+    }
+
+    /// Several filters as (name, socket), called in this order: each
+    /// `INPUT_MAIL_FILTER` appends to `confINPUT_MAIL_FILTERS`.
+    pub fn with_milters(milters: &[(&str, &str)]) -> Sendmail {
         let root = TempDir::new("sendmail");
         let base = root.path().to_path_buf();
         let queue = base.join("queue");
@@ -1003,15 +1010,14 @@ impl Sendmail {
         chmod(&queue, 0o700);
         let sm = sendmail_root();
         let cfdir = sm.join("usr/share/sendmail/cf");
-        let filter = milter
-            .map(|s| {
+        let filter: String = milters
+            .iter()
+            .map(|(name, s)| {
                 // F=T: tempfail when the milter is unreachable; bounded
                 // timeouts so a hung milter fails a test instead of hanging it.
-                format!(
-                    "INPUT_MAIL_FILTER(`mimeref', `S={s}, F=T, T=C:10s;S:10s;R:20s;E:30s')dnl\n"
-                )
+                format!("INPUT_MAIL_FILTER(`{name}', `S={s}, F=T, T=C:10s;S:10s;R:20s;E:30s')dnl\n")
             })
-            .unwrap_or_default();
+            .collect();
         let mc = format!(
             "divert(-1)
 divert(0)dnl
