@@ -4,6 +4,7 @@
 
 pub mod raw;
 mod recover;
+mod socket;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -22,6 +23,7 @@ use crate::engine::{
 };
 use crate::policy::{self, Action, Direction, Pattern, Policy};
 use raw::RawConfig;
+pub use socket::SocketSpec;
 
 /// Where the daemon looks when no `--config` was given.
 pub const DEFAULT_PATH: &str = "/etc/mimeref-milter/mimeref-milter.toml";
@@ -104,7 +106,7 @@ pub struct Config {
     pub origin: Option<PathBuf>,
     /// The file actually read (None: built-in defaults), for messages.
     pub file: Option<PathBuf>,
-    pub socket: String,
+    pub socket: SocketSpec,
     pub socket_mode: Option<u32>,
     pub socket_group: Option<String>,
     pub dry_run: bool,
@@ -751,14 +753,23 @@ impl Validator<'_> {
     }
 
     fn config(&mut self, raw: RawConfig) -> Config {
+        let default_socket = || {
+            SocketSpec::parse(DEFAULT_SOCKET).unwrap_or(SocketSpec::Inet {
+                host: "127.0.0.1".into(),
+                port: 7357,
+            })
+        };
+        // As written, for the cross-field check below (also when it does not parse).
+        let socket_unix = raw
+            .socket
+            .as_ref()
+            .is_some_and(|s| s.get_ref().starts_with("unix:") || s.get_ref().starts_with("local:"));
         let socket = match raw.socket {
-            None => DEFAULT_SOCKET.to_string(),
-            Some(s) => {
-                if let Err(e) = crate::daemon::SocketSpec::parse(s.get_ref()) {
-                    self.err(s.span(), format!("socket: {e}"));
-                }
-                s.into_inner()
-            }
+            None => default_socket(),
+            Some(s) => SocketSpec::parse(s.get_ref()).unwrap_or_else(|e| {
+                self.err(s.span(), format!("socket: {e}"));
+                default_socket()
+            }),
         };
         let mode_span = raw
             .socket_mode
@@ -786,10 +797,7 @@ impl Validator<'_> {
                 Some(s.into_inner())
             }
         });
-        if (socket_mode.is_some() || socket_group.is_some())
-            && !socket.starts_with("unix:")
-            && !socket.starts_with("local:")
-        {
+        if (socket_mode.is_some() || socket_group.is_some()) && !socket_unix {
             // Cross-field: harmless but a sign of a misunderstanding, so say it.
             self.err(
                 mode_span.unwrap_or(0..0),
@@ -1104,7 +1112,7 @@ mod tests {
     #[test]
     fn builtin_defaults() {
         let c = Config::builtin();
-        assert_eq!(c.socket, DEFAULT_SOCKET);
+        assert_eq!(c.socket.to_string(), DEFAULT_SOCKET);
         assert_eq!(c.limits.max_message_size, 64 * 1024 * 1024);
         assert_eq!(c.report_header.as_deref(), Some("X-MIMERef"));
         assert_eq!(c.oversize_action, Action::Report);
