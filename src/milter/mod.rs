@@ -3,6 +3,7 @@
 //! `metrics`.
 
 pub mod actions;
+pub mod buffer;
 pub mod callbacks;
 pub mod intake;
 pub mod metrics;
