@@ -14,6 +14,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::config::Config;
 use crate::engine::{self, Analysis};
+use crate::policy::intake::Given;
+use crate::policy::plan::{self, Plan};
 use crate::policy::Direction;
 
 #[derive(Parser, Debug)]
@@ -184,7 +186,7 @@ fn check(args: CheckArgs) -> ExitCode {
     let direction = match args.direction {
         Some(DirectionArg::Inbound) => Direction::Inbound,
         Some(DirectionArg::Outbound) => Direction::Outbound,
-        None => cfg.direction(&macros, args.client_addr),
+        None => cfg.directions.direction(&macros, args.client_addr),
     };
     let opts = cfg.engine_options(direction);
     let mut any = false;
@@ -203,7 +205,7 @@ fn check(args: CheckArgs) -> ExitCode {
         };
         // Within [limits] as the daemon would have received it, so that the findings
         // and the plan are the daemon's.
-        let given = crate::milter::intake::as_received(&raw, &cfg);
+        let given = cfg.as_received(&raw);
         let analysis = engine::check(given.bytes, &given.options(&opts));
         any |= !analysis.findings.is_empty();
         let res = match args.format {
@@ -231,18 +233,12 @@ fn check(args: CheckArgs) -> ExitCode {
 }
 
 /// The plan the daemon would carry out for a message it received as `given`.
-fn daemon_plan(
-    cfg: &Config,
-    direction: Direction,
-    analysis: &Analysis,
-    given: &crate::milter::intake::Given,
-) -> crate::milter::actions::Plan {
-    crate::milter::actions::plan_received(
-        cfg,
+fn daemon_plan(cfg: &Config, direction: Direction, analysis: &Analysis, given: &Given) -> Plan {
+    cfg.planner().plan_received(
         direction,
         analysis,
         given.bytes,
-        cfg.dry_run,
+        cfg.service.dry_run,
         given.received(),
     )
 }
@@ -293,12 +289,12 @@ fn fix(args: FixArgs) -> ExitCode {
     let opts = cfg.engine_options(direction);
     // The limits apply as in the daemon: past one, only the top-level heading can
     // change and the rest is passed on as it is.
-    let given = crate::milter::intake::as_received(&raw, &cfg);
+    let given = cfg.as_received(&raw);
     let rest = &raw[given.bytes.len()..];
     let fixed = if args.as_milter {
         let analysis = engine::check(given.bytes, &given.options(&opts));
         let plan = daemon_plan(&cfg, direction, &analysis, &given);
-        match crate::milter::actions::delivered(&plan, given.bytes, &cfg) {
+        match plan::delivered(&plan, given.bytes, &cfg.limits.engine()) {
             Some(mut m) => {
                 m.extend_from_slice(rest);
                 m

@@ -49,13 +49,12 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         }
     };
     if args.dry_run {
-        cfg.dry_run = true;
-        cfg.dry_run_forced = true;
+        cfg.force_dry_run();
     }
     // The command line's socket is used but not kept in the configuration: a reload
     // compares the file's values.
     let spec = match &args.socket {
-        None => cfg.socket.clone(),
+        None => cfg.listen.socket.clone(),
         Some(text) => match SocketSpec::parse(text) {
             Ok(s) => s,
             Err(e) => {
@@ -99,7 +98,7 @@ pub fn serve(args: ServeArgs) -> ExitCode {
 async fn serve_async(cfg: Config, spec: SocketSpec) -> Result<(), String> {
     let listener = bind(&spec, &cfg).await?;
     let status = Arc::new(Status::default());
-    if let Some(addr) = cfg.metrics_listen {
+    if let Some(addr) = cfg.listen.metrics_listen {
         let http = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| format!("metrics endpoint {addr}: {e}"))?;
@@ -125,7 +124,7 @@ async fn serve_async(cfg: Config, spec: SocketSpec) -> Result<(), String> {
     };
     info!(
         "listening on {spec}{} (config: {})",
-        if cfg.dry_run { ", dry run" } else { "" },
+        if cfg.service.dry_run { ", dry run" } else { "" },
         cfg.file
             .as_ref()
             .map_or("built-in".to_string(), |f| f.display().to_string())
@@ -162,11 +161,11 @@ pub async fn bind(spec: &SocketSpec, cfg: &Config) -> Result<AnyListener, String
             }
             let l = tokio::net::UnixListener::bind(path)
                 .map_err(|e| format!("cannot listen on {spec}: {e}"))?;
-            if let Some(mode) = cfg.socket_mode {
+            if let Some(mode) = cfg.listen.socket_mode {
                 std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
                     .map_err(|e| format!("socket_mode on {}: {e}", path.display()))?;
             }
-            if let Some(group) = &cfg.socket_group {
+            if let Some(group) = &cfg.listen.socket_group {
                 let gid = group_id(group)
                     .ok_or_else(|| format!("socket_group {group:?}: no such group"))?;
                 std::os::unix::fs::chown(path, None, Some(gid))
@@ -461,10 +460,10 @@ pub async fn run_with(
     // in the backlog; indymilter's own semaphore only needs to stay out of the way.
     let milter_config = indymilter::Config {
         max_connections: tokio::sync::Semaphore::MAX_PERMITS,
-        connection_timeout: config.connection_timeout,
+        connection_timeout: config.listen.connection_timeout,
         ..Default::default()
     };
-    let max_connections = config.max_connections;
+    let max_connections = config.listen.max_connections;
     status.set_max_connections(max_connections);
     crate::milter::metrics::max_connections(max_connections);
     let shared = Arc::new(Shared::new(config));
@@ -498,7 +497,7 @@ pub async fn run_with(
             status.set_draining();
             shared.start_closing();
             gate_state.close();
-            let deadline = shared.config().shutdown_timeout;
+            let deadline = shared.config().service.shutdown_timeout;
             let waiting = shared.in_flight();
             if waiting > 0 {
                 info!(
@@ -526,27 +525,13 @@ fn reload_config(shared: &Shared) -> bool {
     let old = shared.config();
     match Config::load(old.origin.as_deref()) {
         Ok(mut new) => {
-            if old.dry_run_forced {
-                new.dry_run = true;
-                new.dry_run_forced = true;
-            }
-            let stuck = old.restart_only_differences(&new);
+            let stuck = new.keep_restart_only(&old);
             if !stuck.is_empty() {
                 warn!(
                     "reload: {} changed; that needs a restart, the running value stays",
                     stuck.join(", ")
                 );
             }
-            // Keys that need a restart keep their running value, so that what is logged
-            // and negotiated matches what is actually in force.
-            new.socket = old.socket.clone();
-            new.socket_mode = old.socket_mode;
-            new.socket_group = old.socket_group.clone();
-            new.metrics_listen = old.metrics_listen;
-            new.max_connections = old.max_connections;
-            new.connection_timeout = old.connection_timeout;
-            new.log_level = old.log_level.clone();
-            new.log_format = old.log_format;
             info!(
                 "reload: configuration {} loaded; new connections use it",
                 new.file
@@ -568,13 +553,14 @@ fn reload_config(shared: &Shared) -> bool {
 /// Plain text (journald adds time stamps) or JSON; RUST_LOG overrides the config level.
 fn init_logging(cfg: &Config) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(format!("warn,mimeref_milter={}", cfg.log_level)));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        EnvFilter::new(format!("warn,mimeref_milter={}", cfg.process.log_level))
+    });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(io::stderr)
         .with_target(false);
-    let res = match cfg.log_format {
+    let res = match cfg.process.log_format {
         LogFormat::Text => builder.without_time().with_ansi(false).try_init(),
         LogFormat::Json => builder.json().try_init(),
     };

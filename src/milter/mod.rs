@@ -1,11 +1,15 @@
 //! The milter: `callbacks` (translate each protocol stage), `session` (accumulate one
-//! message within the limits), `actions` (decide and send everything at end of message),
-//! `metrics`.
+//! message within the limits and plan at end of message), `buffer` (the message's
+//! octets: in memory, spilled to a file, read back), `actions` (send the plan to the
+//! MTA), `metrics`.
+//!
+//! Layers: engine → policy → config → milter → daemon → cli. The milter uses the
+//! engine, the policy (planner, intake) and the configuration; nothing here knows the
+//! daemon's sockets or the command line.
 
 pub mod actions;
 pub mod buffer;
 pub mod callbacks;
-pub mod intake;
 pub mod metrics;
 pub mod session;
 

@@ -18,12 +18,13 @@ use bytes::Bytes;
 use indymilter::{ContextActions, Macros, ProtoOpts, SetErrorReply, Status};
 use tracing::{debug, info, warn};
 
-use super::actions::{self, Plan, Received};
+use super::actions;
 use super::buffer::{self, Buffer, Pool};
-use super::intake::{self, Intake};
 use super::EngineOptions;
 use crate::config::Config;
 use crate::engine;
+use crate::policy::intake::{self, Intake};
+use crate::policy::plan::{self, Plan, Received};
 
 /// Counts messages between MAIL and end of message, so that shutdown can wait for them.
 #[derive(Debug)]
@@ -113,7 +114,7 @@ impl Session {
     pub fn mail(&mut self) {
         self.message = Some(Message {
             buf: Buffer::new(self.pool.clone()),
-            intake: Intake::new(&self.config),
+            intake: self.config.intake(),
             octets: 0,
             report_fields: 0,
             started: Instant::now(),
@@ -136,7 +137,8 @@ impl Session {
     pub fn header(&mut self, name: &[u8], value: &[u8]) {
         let report = self
             .config
-            .report_header
+            .report
+            .header
             .as_ref()
             .is_some_and(|r| r.as_bytes().eq_ignore_ascii_case(name));
         let (m, spill_at, dir) = self.receiving();
@@ -186,7 +188,11 @@ impl Session {
     fn receiving(&mut self) -> (&mut Message, usize, &std::path::Path) {
         self.message();
         match self.message.as_mut() {
-            Some(m) => (m, self.config.spill_threshold, &self.config.spill_directory),
+            Some(m) => (
+                m,
+                self.config.limits.spill_threshold,
+                &self.config.limits.spill_directory,
+            ),
             None => unreachable!("message started above"),
         }
     }
@@ -213,7 +219,7 @@ impl Session {
         let cfg = self.config.clone();
         let queue_id = queue_id(macros);
         let lookup = |name| macros.get(name).map(CStr::to_string_lossy);
-        let dir = cfg.direction_with(lookup, self.client_addr);
+        let dir = cfg.directions.direction_with(lookup, self.client_addr);
         debug!(
             "{queue_id}: direction {dir} (auth={}, client={:?}, daemon={})",
             lookup(c"{auth_authen}")
@@ -235,7 +241,7 @@ impl Session {
         };
         let report_fields = m.report_fields;
         let started = m.started;
-        let dry_run = cfg.dry_run;
+        let dry_run = cfg.service.dry_run;
         let cfg2 = cfg.clone();
         // A spilled message waits for a read-back slot: that is what bounds memory.
         let _permit = if m.buf.is_spilled() {
@@ -261,8 +267,7 @@ impl Session {
                 .map_err(|e| format!("joining or reading back the message: {e}"))?;
             let opts = intake::options_for(options.get(dir), not_given);
             let analysis = engine::check(&raw, &opts);
-            let plan = actions::plan_received(
-                &cfg2,
+            let plan = cfg2.planner().plan_received(
                 dir,
                 &analysis,
                 &raw,
@@ -307,7 +312,7 @@ impl Session {
         for (part, c) in &plan.changes {
             info!(
                 "{queue_id}: changed {}{dry}",
-                actions::change_text(part, c, engine::rewrite::DISPLAY_MAX)
+                plan::change_text(part, c, engine::rewrite::DISPLAY_MAX)
             );
         }
         for f in &findings {
@@ -382,9 +387,9 @@ mod tests {
     fn spilling(limit: usize, spill_at: usize, dir: std::path::PathBuf) -> Session {
         let mut cfg = Config::builtin();
         cfg.limits.max_message_size = limit;
-        cfg.max_header_size = limit;
-        cfg.spill_threshold = spill_at;
-        cfg.spill_directory = dir;
+        cfg.limits.max_header_size = limit;
+        cfg.limits.spill_threshold = spill_at;
+        cfg.limits.spill_directory = dir;
         let mut s = Session::new(Arc::new(cfg), Arc::new(AtomicUsize::new(0)));
         // Tests run in parallel: each its own pool.
         s.pool = Arc::new(Pool::default());
@@ -646,7 +651,7 @@ mod tests {
         ] {
             let mut cfg = Config::builtin();
             cfg.limits.max_message_size = max_msg;
-            cfg.max_header_size = max_hdr;
+            cfg.limits.max_header_size = max_hdr;
             let mut s = Session::new(Arc::new(cfg.clone()), Arc::new(AtomicUsize::new(0)));
             s.pool = Arc::new(Pool::default());
             s.mail();
@@ -660,7 +665,7 @@ mod tests {
             let m = s.message.as_ref().unwrap();
             let (incomplete, not_given) = (m.buf.incomplete, m.octets - m.buf.len as u64);
             let kept = buffered(&mut s);
-            let g = intake::as_received(&file, &cfg);
+            let g = cfg.as_received(&file);
             let case = format!("max_message_size {max_msg}, max_header_size {max_hdr}");
             assert_eq!(g.incomplete, incomplete, "{case}");
             // The one fold is a CR longer in the file.
