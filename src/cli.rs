@@ -1,6 +1,10 @@
 //! Command line: `serve` (the default), `config-check`, and the offline tools `check`,
 //! `fix` and `cturi`. One place turns errors into messages and exit codes.
 //!
+//! The last layer: engine → policy → config → milter → daemon → cli. `serve` converts
+//! its arguments into the daemon's [`ServeOptions`]; the offline tools use the engine,
+//! the configuration and the policy's intake and planner, never the milter.
+//!
 //! Exit codes of `check`: 0 no findings, 1 findings, 2 error. `fix`: 0 wrote a message,
 //! 1 (`--as-milter`) the daemon would refuse it, 2 error. Everything else: 0 success, 1 failure (e.g. config errors), 2 usage.
 
@@ -13,6 +17,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::config::Config;
+use crate::daemon::{self, ServeOptions};
 use crate::engine::{self, Analysis};
 use crate::policy::intake::Given;
 use crate::policy::plan::{self, Plan};
@@ -62,6 +67,16 @@ pub struct ServeArgs {
     /// Analyse, log and report what would be done; change nothing, reject nothing.
     #[arg(long)]
     pub dry_run: bool,
+}
+
+impl From<ServeArgs> for ServeOptions {
+    fn from(a: ServeArgs) -> ServeOptions {
+        ServeOptions {
+            config: a.config,
+            socket: a.socket,
+            dry_run: a.dry_run,
+        }
+    }
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,12 +146,29 @@ pub enum CturiCommand {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        None => crate::daemon::serve(cli.serve),
-        Some(Command::Serve(args)) => crate::daemon::serve(args),
-        Some(Command::ConfigCheck { config }) => crate::daemon::config_check(config.as_deref()),
+        None => daemon::serve(cli.serve.into()),
+        Some(Command::Serve(args)) => daemon::serve(args.into()),
+        Some(Command::ConfigCheck { config }) => config_check(config.as_deref()),
         Some(Command::Check(args)) => check(args),
         Some(Command::Fix(args)) => fix(args),
         Some(Command::Cturi(c)) => cturi(c),
+    }
+}
+
+/// `mimeref-milter config-check`.
+pub fn config_check(path: Option<&Path>) -> ExitCode {
+    match Config::load(path) {
+        Ok(cfg) => {
+            match &cfg.file {
+                Some(f) => println!("{}: OK", f.display()),
+                None => println!("no configuration file; built-in defaults: OK"),
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(1)
+        }
     }
 }
 

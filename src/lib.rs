@@ -7,7 +7,6 @@
 pub mod cli;
 pub mod config;
 pub mod daemon;
-pub mod endpoint;
 pub mod engine;
 pub mod milter;
 pub mod policy;

@@ -71,11 +71,11 @@ fn missing_named_file_is_an_error_and_config_check_exit_codes() {
     assert!(e[0].contains("cannot read"), "{e:?}");
     let sample = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/mimeref-milter.toml");
     assert_eq!(
-        mimeref_milter::daemon::config_check(Some(&sample)),
+        mimeref_milter::cli::config_check(Some(&sample)),
         ExitCode::SUCCESS
     );
     assert_eq!(
-        mimeref_milter::daemon::config_check(Some(&path("bad-cidr.toml"))),
+        mimeref_milter::cli::config_check(Some(&path("bad-cidr.toml"))),
         ExitCode::from(1)
     );
 }
@@ -117,7 +117,7 @@ fn assert_one_error(name: &str, text: &str, line: usize, what: &str) {
     let prefix = format!("{}:{line}: ", p.display());
     assert!(e[0].starts_with(&prefix) && e[0].contains(what), "{e:?}");
     assert_eq!(
-        mimeref_milter::daemon::config_check(Some(&p)),
+        mimeref_milter::cli::config_check(Some(&p)),
         ExitCode::from(1)
     );
 }
@@ -128,7 +128,7 @@ fn assert_exact_error(name: &str, text: &str, line: usize, message: &str) {
     let (p, e) = errors_of(name, text);
     assert_eq!(e, [format!("{}:{line}: {message}", p.display())]);
     assert_eq!(
-        mimeref_milter::daemon::config_check(Some(&p)),
+        mimeref_milter::cli::config_check(Some(&p)),
         ExitCode::from(1)
     );
 }

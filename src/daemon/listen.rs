@@ -1,142 +1,19 @@
-//! The daemon: sockets, signals, logging, metrics endpoint, reload and graceful shutdown
-//! around [`run`], which serves milter connections until the shutdown future completes.
+//! The listening socket and what wraps it: [`bind`], TCP connections that acknowledge
+//! and send at once ([`NoDelay`]), the [`Gate`] that closes at shutdown and refuses
+//! connections past `max_connections`, and [`Counted`] connections.
 
-use std::future::Future;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-use std::path::Path;
-use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use indymilter::Listener;
-use tokio::sync::mpsc;
-use tracing::{error, info, warn};
+use tracing::warn;
 
-use crate::config::{Config, LogFormat, SocketSpec};
-use crate::endpoint::Status;
-use crate::milter::{callbacks, Shared};
-
-/// `serve` arguments, as the command line gives them.
-pub use crate::cli::ServeArgs;
-
-/// `mimeref-milter config-check`.
-pub fn config_check(path: Option<&Path>) -> ExitCode {
-    match Config::load(path) {
-        Ok(cfg) => {
-            match &cfg.file {
-                Some(f) => println!("{}: OK", f.display()),
-                None => println!("no configuration file; built-in defaults: OK"),
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("{e}");
-            ExitCode::from(1)
-        }
-    }
-}
-
-/// `mimeref-milter serve`: the daemon's main.
-pub fn serve(args: ServeArgs) -> ExitCode {
-    let mut cfg = match Config::load(args.config.as_deref()) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(1);
-        }
-    };
-    if args.dry_run {
-        cfg.force_dry_run();
-    }
-    // The command line's socket is used but not kept in the configuration: a reload
-    // compares the file's values.
-    let spec = match &args.socket {
-        None => cfg.listen.socket.clone(),
-        Some(text) => match SocketSpec::parse(text) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("mimeref-milter: socket {e}");
-                return ExitCode::from(1);
-            }
-        },
-    };
-    init_logging(&cfg);
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            error!("cannot start the runtime: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    let result = rt.block_on(serve_async(cfg, spec.clone()));
-    if let SocketSpec::Unix(path) = &spec {
-        // Only ever our own socket: the file was created by bind() above.
-        if let Ok(m) = std::fs::symlink_metadata(path) {
-            if m.file_type().is_socket() {
-                let _ = std::fs::remove_file(path);
-            }
-        }
-    }
-    match result {
-        Ok(()) => {
-            info!("stopped");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            error!("{e}");
-            ExitCode::from(1)
-        }
-    }
-}
-
-async fn serve_async(cfg: Config, spec: SocketSpec) -> Result<(), String> {
-    let listener = bind(&spec, &cfg).await?;
-    let status = Arc::new(Status::default());
-    if let Some(addr) = cfg.listen.metrics_listen {
-        let http = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| format!("metrics endpoint {addr}: {e}"))?;
-        let handle =
-            crate::milter::metrics::install().map_err(|e| format!("metrics recorder: {e}"))?;
-        tokio::spawn(crate::endpoint::serve(http, Some(handle), status.clone()));
-        info!("metrics on http://{addr}/metrics, health on /healthz and /readyz");
-    }
-    let (reload_tx, reload_rx) = mpsc::channel(4);
-    let mut hup = signal(tokio::signal::unix::SignalKind::hangup())?;
-    tokio::spawn(async move {
-        while hup.recv().await.is_some() {
-            let _ = reload_tx.try_send(());
-        }
-    });
-    let mut term = signal(tokio::signal::unix::SignalKind::terminate())?;
-    let mut int = signal(tokio::signal::unix::SignalKind::interrupt())?;
-    let shutdown = async move {
-        tokio::select! {
-            _ = term.recv() => info!("SIGTERM: shutting down"),
-            _ = int.recv() => info!("SIGINT: shutting down"),
-        }
-    };
-    info!(
-        "listening on {spec}{} (config: {})",
-        if cfg.service.dry_run { ", dry run" } else { "" },
-        cfg.file
-            .as_ref()
-            .map_or("built-in".to_string(), |f| f.display().to_string())
-    );
-    run_with(listener, cfg, reload_rx, shutdown, status)
-        .await
-        .map_err(|e| format!("milter failed: {e}"))
-}
-
-fn signal(kind: tokio::signal::unix::SignalKind) -> Result<tokio::signal::unix::Signal, String> {
-    tokio::signal::unix::signal(kind).map_err(|e| format!("cannot install signal handler: {e}"))
-}
+use super::endpoint::Status;
+use crate::config::{Config, SocketSpec};
 
 /// Binds the listening socket; for unix: sockets removes a stale socket file first (only
 /// if it is a socket) and applies `socket_mode` / `socket_group`.
@@ -279,7 +156,7 @@ impl tokio::io::AsyncWrite for QuickAck {
 /// at once, so that the MTA applies its default action straight away. Left unaccepted
 /// (what indymilter's own limit does) it would wait in the kernel's backlog until the
 /// MTA's connect timeout, 30 s with Postfix, holding up the SMTP session meanwhile.
-struct Gate<L> {
+pub(super) struct Gate<L> {
     inner: Option<L>,
     state: Arc<GateState>,
     status: Arc<Status>,
@@ -291,13 +168,13 @@ struct Gate<L> {
 }
 
 #[derive(Default)]
-struct GateState {
+pub(super) struct GateState {
     closed: AtomicBool,
     waker: Mutex<Option<Waker>>,
 }
 
 impl GateState {
-    fn close(&self) {
+    pub(super) fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
         let w = match self.waker.lock() {
             Ok(mut g) => g.take(),
@@ -310,6 +187,24 @@ impl GateState {
 }
 
 impl<L> Gate<L> {
+    /// A gate around `inner`, and the state that closes it.
+    pub(super) fn new(
+        inner: L,
+        status: Arc<Status>,
+        max_connections: usize,
+    ) -> (Gate<L>, Arc<GateState>) {
+        let state = Arc::new(GateState::default());
+        let gate = Gate {
+            inner: Some(inner),
+            state: state.clone(),
+            status,
+            max_connections,
+            refused_unlogged: 0,
+            refused_logged_at: None,
+        };
+        (gate, state)
+    }
+
     fn refuse(&mut self, open: usize) {
         crate::milter::metrics::connection_refused();
         self.refused_unlogged += 1;
@@ -429,142 +324,5 @@ impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Counted<T> {
         cx: &mut Context<'_>,
     ) -> Poll<io::Result<()>> {
         std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-}
-
-/// Serves milter connections on `listener` with `config` until `shutdown` completes.
-///
-/// Each `()` received on `reload` re-reads the configuration from where `config` came
-/// from: on success it replaces the current one for new connections (open connections
-/// keep their snapshot); on error the old one stays and the errors are logged.
-/// On shutdown the listener is closed, new transactions are tempfailed and messages in
-/// flight get `shutdown_timeout` to finish.
-pub async fn run(
-    listener: impl Listener,
-    config: Config,
-    reload: mpsc::Receiver<()>,
-    shutdown: impl Future,
-) -> io::Result<()> {
-    run_with(listener, config, reload, shutdown, Arc::default()).await
-}
-
-/// [`run`], keeping `status` (what the HTTP endpoint reports) up to date.
-pub async fn run_with(
-    listener: impl Listener,
-    config: Config,
-    mut reload: mpsc::Receiver<()>,
-    shutdown: impl Future,
-    status: Arc<Status>,
-) -> io::Result<()> {
-    // The limit is the Gate's, which refuses at once rather than leaving connections
-    // in the backlog; indymilter's own semaphore only needs to stay out of the way.
-    let milter_config = indymilter::Config {
-        max_connections: tokio::sync::Semaphore::MAX_PERMITS,
-        connection_timeout: config.listen.connection_timeout,
-        ..Default::default()
-    };
-    let max_connections = config.listen.max_connections;
-    status.set_max_connections(max_connections);
-    crate::milter::metrics::max_connections(max_connections);
-    let shared = Arc::new(Shared::new(config));
-    let callbacks = callbacks::build(shared.clone());
-
-    let reloader = {
-        let shared = shared.clone();
-        let status = status.clone();
-        tokio::spawn(async move {
-            while reload.recv().await.is_some() {
-                let ok = reload_config(&shared);
-                crate::milter::metrics::reload(ok);
-                status.set_reload_failed(!ok);
-            }
-        })
-    };
-
-    let gate_state = Arc::new(GateState::default());
-    let gate = Gate {
-        inner: Some(listener),
-        state: gate_state.clone(),
-        status: status.clone(),
-        max_connections,
-        refused_unlogged: 0,
-        refused_logged_at: None,
-    };
-    let drained = {
-        let shared = shared.clone();
-        async move {
-            shutdown.await;
-            status.set_draining();
-            shared.start_closing();
-            gate_state.close();
-            let deadline = shared.config().service.shutdown_timeout;
-            let waiting = shared.in_flight();
-            if waiting > 0 {
-                info!(
-                    "waiting up to {}s for {waiting} message(s) in flight",
-                    deadline.as_secs()
-                );
-            }
-            let until = tokio::time::Instant::now() + deadline;
-            while shared.in_flight() > 0 && tokio::time::Instant::now() < until {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            let left = shared.in_flight();
-            if left > 0 {
-                warn!("shutdown deadline reached with {left} message(s) in flight; the MTA applies its default action");
-            }
-        }
-    };
-    let result = indymilter::run(gate, callbacks, milter_config, drained).await;
-    reloader.abort();
-    result
-}
-
-/// Whether the new configuration was loaded.
-fn reload_config(shared: &Shared) -> bool {
-    let old = shared.config();
-    match Config::load(old.origin.as_deref()) {
-        Ok(mut new) => {
-            let stuck = new.keep_restart_only(&old);
-            if !stuck.is_empty() {
-                warn!(
-                    "reload: {} changed; that needs a restart, the running value stays",
-                    stuck.join(", ")
-                );
-            }
-            info!(
-                "reload: configuration {} loaded; new connections use it",
-                new.file
-                    .as_ref()
-                    .map_or("built-in".to_string(), |f| f.display().to_string())
-            );
-            shared.replace_config(new);
-            true
-        }
-        Err(e) => {
-            for line in e.to_string().lines() {
-                error!("reload failed, keeping the running configuration: {line}");
-            }
-            false
-        }
-    }
-}
-
-/// Plain text (journald adds time stamps) or JSON; RUST_LOG overrides the config level.
-fn init_logging(cfg: &Config) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        EnvFilter::new(format!("warn,mimeref_milter={}", cfg.process.log_level))
-    });
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(io::stderr)
-        .with_target(false);
-    let res = match cfg.process.log_format {
-        LogFormat::Text => builder.without_time().with_ansi(false).try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    };
-    if let Err(e) = res {
-        eprintln!("mimeref-milter: logging: {e}");
     }
 }
