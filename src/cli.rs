@@ -30,7 +30,7 @@ use crate::policy::Direction;
     about = "Milter that keeps the references inside MIME messages well-formed",
     args_conflicts_with_subcommands = true
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
     #[command(flatten)]
@@ -38,7 +38,7 @@ pub struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run the milter daemon (the default without a subcommand).
     Serve(ServeArgs),
     /// Validate the configuration; print every error with file:line.
@@ -57,7 +57,7 @@ pub enum Command {
 }
 
 #[derive(Args, Debug, Default, Clone)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Configuration file [default: /etc/mimeref-milter/mimeref-milter.toml, else built-in defaults]
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -80,19 +80,19 @@ impl From<ServeArgs> for ServeOptions {
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     Text,
     Json,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DirectionArg {
+pub(crate) enum DirectionArg {
     Inbound,
     Outbound,
 }
 
 #[derive(Args, Debug)]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
     /// Configuration file (policy, limits, schemes)
@@ -116,7 +116,7 @@ pub struct CheckArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct FixArgs {
+pub(crate) struct FixArgs {
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Write the message as the MTA would deliver it through the daemon: only what the
@@ -136,7 +136,7 @@ pub struct FixArgs {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum CturiCommand {
+pub(crate) enum CturiCommand {
     /// Content-Type to ContentType: URI, e.g. 'text/plain; charset=us-ascii'
     ToUri { content_type: String },
     /// URI to application/uri.* Content-Type

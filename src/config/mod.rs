@@ -11,7 +11,7 @@
 //! Layers: engine → policy → config → milter → daemon → cli. The configuration uses
 //! only the engine and the policy.
 
-pub mod raw;
+mod raw;
 mod recover;
 mod socket;
 mod validate;

@@ -12,7 +12,7 @@
 //! [`ServeOptions`].
 
 pub mod endpoint;
-pub mod listen;
+mod listen;
 
 use std::future::Future;
 use std::io;

@@ -149,15 +149,6 @@ impl Buffer {
         }
     }
 
-    /// Octets kept.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     pub fn is_spilled(&self) -> bool {
         self.spill.is_some()
     }
@@ -188,10 +179,6 @@ impl Taken {
 
     pub fn len(&self) -> usize {
         self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 }
 

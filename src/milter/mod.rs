@@ -7,11 +7,11 @@
 //! engine, the policy (planner, intake) and the configuration; nothing here knows the
 //! daemon's sockets or the command line.
 
-pub mod actions;
-pub mod buffer;
-pub mod callbacks;
+pub(crate) mod actions;
+pub(crate) mod buffer;
+pub(crate) mod callbacks;
 pub mod metrics;
-pub mod session;
+pub(crate) mod session;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
@@ -24,7 +24,7 @@ use crate::policy::Direction;
 /// a connection keeps the snapshot it started with) with its engine options, the count
 /// of messages in flight, and whether shutdown has begun.
 #[derive(Debug)]
-pub struct Shared {
+pub(crate) struct Shared {
     config: RwLock<(Arc<Config>, Arc<EngineOptions>)>,
     pub in_flight: Arc<AtomicUsize>,
     closing: AtomicBool,
@@ -33,7 +33,7 @@ pub struct Shared {
 /// The engine options of one configuration, per direction: built once per load, not
 /// once per message (they hold the scheme lists and the rewrite rules).
 #[derive(Debug)]
-pub struct EngineOptions {
+pub(crate) struct EngineOptions {
     inbound: engine::Options,
     outbound: engine::Options,
 }

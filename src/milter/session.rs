@@ -84,7 +84,6 @@ pub struct Session {
 pub struct Outcome {
     pub queue_id: String,
     pub plan: Plan,
-    pub findings: Vec<engine::Finding>,
     pub octets: u64,
     /// From MAIL to the end-of-message reply (includes the SMTP transfer).
     pub millis: u128,
@@ -328,7 +327,6 @@ impl Session {
         let outcome = Outcome {
             queue_id,
             plan,
-            findings,
             octets,
             millis,
             eom_seconds: eom_started.elapsed().as_secs_f64(),

@@ -157,10 +157,6 @@ impl Policy {
         Policy { entries, table }
     }
 
-    pub fn entries(&self) -> &[(Pattern, Action)] {
-        &self.entries
-    }
-
     pub fn action(&self, rule: Rule) -> Action {
         Rule::ALL
             .iter()
