@@ -1,5 +1,5 @@
-//! Configuration: read in two phases, [`raw`] (the TOML as written, every key optional,
-//! unknown keys refused) and [`validate`] (defaults, value checks, cross-field checks,
+//! Configuration: read in two phases, `raw` (the TOML as written, every key optional,
+//! unknown keys refused) and `validate` (defaults, value checks, cross-field checks,
 //! one step per section). Every error names the file and line.
 //!
 //! [`Config`] is grouped by when a key takes effect. [`Listen`] and [`Process`] are

@@ -2,7 +2,7 @@
 //! shutdown around [`run`], which serves milter connections until the shutdown future
 //! completes. [`serve`] is its entry point, with its own [`ServeOptions`].
 //!
-//! - [`listen`]: binding the listening socket, and the listener wrappers (TCP quick-ACK,
+//! - `listen`: binding the listening socket, and the listener wrappers (TCP quick-ACK,
 //!   the gate that enforces `max_connections` and closes at shutdown, open-connection
 //!   counting).
 //! - [`endpoint`]: `/metrics`, `/healthz`, `/readyz`.

@@ -1,8 +1,14 @@
-//! Direction of a message and what to do about each rule.
+//! What to do about a message, decided without any I/O.
 //!
-//! The policy maps rule ids, or globs over them (`extbody-*`, `*`), to an [`Action`]. The
-//! most specific key wins for a rule; over all findings of a message the strongest action
-//! decides the verdict.
+//! Here: the [`Policy`] of a direction maps rule ids, or globs over them (`extbody-*`,
+//! `*`), to an [`Action`]; the most specific key wins for a rule, and over all findings of
+//! a message the strongest action decides the verdict. [`direction`] says which way a
+//! message goes, [`intake`] what the limits let through of it, [`plan`] everything the
+//! daemon does to it (the planner, the report header, the replies).
+//!
+//! Layers: engine → policy → config → milter → daemon → cli. The policy uses only the
+//! engine. Its settings ([`Policies`], [`Directions`], [`plan::Report`], [`plan::Replies`])
+//! are its own types, which the configuration holds as sections.
 
 pub mod direction;
 pub mod intake;

@@ -226,191 +226,180 @@ impl Planner<'_> {
         dry_run: bool,
         received: Received,
     ) -> Plan {
-        plan_received(self, dir, analysis, raw, dry_run, received)
-    }
-}
+        let policy = self.policies.get(dir);
+        let oversize = received.incomplete
+            || analysis
+                .findings
+                .iter()
+                .any(|f| f.rule == Rule::MessageTooLarge);
+        let mut plan = Plan::new(dir, dry_run, oversize);
 
-fn plan_received(
-    cfg: &Planner,
-    dir: Direction,
-    analysis: &Analysis,
-    raw: &[u8],
-    dry_run: bool,
-    received: Received,
-) -> Plan {
-    let policy = cfg.policies.get(dir);
-    let oversize = received.incomplete
-        || analysis
+        let mut decided: Vec<(Rule, Action)> = analysis
             .findings
             .iter()
-            .any(|f| f.rule == Rule::MessageTooLarge);
-    let mut plan = Plan::new(dir, dry_run, oversize);
-
-    let mut decided: Vec<(Rule, Action)> = analysis
-        .findings
-        .iter()
-        .map(|f| {
-            let a = policy.action_for(f.rule, f.fixable);
-            // Below the header's threshold a report is only logged, unless a policy key
-            // names the rule.
-            let a = if a == Action::Report
-                && f.severity < cfg.report.min_severity
-                && !policy.names(f.rule)
+            .map(|f| {
+                let a = policy.action_for(f.rule, f.fixable);
+                // Below the header's threshold a report is only logged, unless a policy key
+                // names the rule.
+                let a = if a == Action::Report
+                    && f.severity < self.report.min_severity
+                    && !policy.names(f.rule)
+                {
+                    Action::Log
+                } else {
+                    a
+                };
+                (f.rule, a)
+            })
+            .collect();
+        if oversize && !decided.iter().any(|(r, _)| *r == Rule::MessageTooLarge) {
+            decided.push((Rule::MessageTooLarge, self.policies.oversize_action));
+        } else if oversize {
+            for d in decided
+                .iter_mut()
+                .filter(|(r, _)| *r == Rule::MessageTooLarge)
             {
-                Action::Log
-            } else {
-                a
-            };
-            (f.rule, a)
-        })
-        .collect();
-    if oversize && !decided.iter().any(|(r, _)| *r == Rule::MessageTooLarge) {
-        decided.push((Rule::MessageTooLarge, cfg.policies.oversize_action));
-    } else if oversize {
-        for d in decided
-            .iter_mut()
-            .filter(|(r, _)| *r == Rule::MessageTooLarge)
-        {
-            d.1 = d.1.max(cfg.policies.oversize_action);
-        }
-    }
-    plan.decisions = decided.clone();
-    plan.verdict = decided
-        .iter()
-        .map(|(_, a)| *a)
-        .max()
-        .unwrap_or(Action::Ignore);
-    plan.rules = sorted_unique(
-        decided
-            .iter()
-            .filter(|(_, a)| *a != Action::Ignore)
-            .map(|(r, _)| *r),
-    );
-    plan.reported = sorted_unique(
-        decided
-            .iter()
-            .filter(|(_, a)| *a >= Action::Report)
-            .map(|(r, _)| *r),
-    );
-    plan.decided_by = sorted_unique(
-        decided
-            .iter()
-            .filter(|(_, a)| *a == plan.verdict)
-            .map(|(r, _)| *r),
-    );
-
-    match plan.verdict {
-        Action::Reject => {
-            plan.reply = Some(reply(&cfg.replies.reject, &plan.decided_by));
-            return plan;
-        }
-        Action::Tempfail => {
-            plan.reply = Some(reply(&cfg.replies.tempfail, &plan.decided_by));
-            return plan;
-        }
-        _ => {}
-    }
-
-    // The heading is read only for what needs it: a message with nothing to fix (most
-    // mail) is not parsed a second time.
-    let heading = std::cell::OnceCell::new();
-    let heading = || heading.get_or_init(|| Heading::read(raw, &cfg.limits));
-
-    // Forged report headers go first: deletions shift the indices of later fields of the
-    // same name, so the highest occurrence is deleted first.
-    if let Some(name) = &cfg.report.header {
-        if dir == Direction::Inbound && cfg.report.remove_forged {
-            let n = received
-                .report_fields
-                .unwrap_or_else(|| heading().count(name.as_bytes()));
-            for index in (1..=n).rev() {
-                plan.header_changes.push(HeaderChange {
-                    name: name.as_bytes().to_vec(),
-                    index,
-                    value: None,
-                });
+                d.1 = d.1.max(self.policies.oversize_action);
             }
         }
-    }
+        plan.decisions = decided.clone();
+        plan.verdict = decided
+            .iter()
+            .map(|(_, a)| *a)
+            .max()
+            .unwrap_or(Action::Ignore);
+        plan.rules = sorted_unique(
+            decided
+                .iter()
+                .filter(|(_, a)| *a != Action::Ignore)
+                .map(|(r, _)| *r),
+        );
+        plan.reported = sorted_unique(
+            decided
+                .iter()
+                .filter(|(_, a)| *a >= Action::Report)
+                .map(|(r, _)| *r),
+        );
+        plan.decided_by = sorted_unique(
+            decided
+                .iter()
+                .filter(|(_, a)| *a == plan.verdict)
+                .map(|(r, _)| *r),
+        );
 
-    let edits = analysis.edits_for(|f| policy.action_for(f.rule, f.fixable) == Action::Fix);
-    let mut nested: Vec<&Edit> = Vec::new();
-    let mut applied: Vec<&Edit> = Vec::new();
-    for e in edits {
-        if e.field.top_level {
-            match header_value(&e.replacement, heading().fold_eol) {
-                Ok(value) if e.field.name.len() + value.len() + 6 > MAX_PACKET => {
-                    // The whole message would tempfail on the write error, again at each
-                    // retry: leave the field as it is and say so instead.
-                    plan.notes.push(format!(
-                        "{} (part 0): not sent: {} octets do not fit in one milter packet",
-                        e.field.name,
-                        value.len()
-                    ))
-                }
-                Ok(value) => {
+        match plan.verdict {
+            Action::Reject => {
+                plan.reply = Some(reply(&self.replies.reject, &plan.decided_by));
+                return plan;
+            }
+            Action::Tempfail => {
+                plan.reply = Some(reply(&self.replies.tempfail, &plan.decided_by));
+                return plan;
+            }
+            _ => {}
+        }
+
+        // The heading is read only for what needs it: a message with nothing to fix (most
+        // mail) is not parsed a second time.
+        let heading = std::cell::OnceCell::new();
+        let heading = || heading.get_or_init(|| Heading::read(raw, &self.limits));
+
+        // Forged report headers go first: deletions shift the indices of later fields of the
+        // same name, so the highest occurrence is deleted first.
+        if let Some(name) = &self.report.header {
+            if dir == Direction::Inbound && self.report.remove_forged {
+                let n = received
+                    .report_fields
+                    .unwrap_or_else(|| heading().count(name.as_bytes()));
+                for index in (1..=n).rev() {
                     plan.header_changes.push(HeaderChange {
-                        name: e.field.name.as_bytes().to_vec(),
-                        index: e.field.occurrence,
-                        value: Some(value),
+                        name: name.as_bytes().to_vec(),
+                        index,
+                        value: None,
                     });
-                    applied.push(e);
                 }
-                Err(why) => plan
-                    .notes
-                    .push(format!("{} (part 0): not sent: {why}", e.field.name)),
             }
-        } else if received.incomplete {
-            plan.notes.push(format!(
-                "{} (part {}): not sent: the message was not read whole",
-                e.field.name, e.field.part
-            ));
-        } else if e.range.start < heading().body_start {
-            plan.notes.push(format!(
-                "{} (part {}): not sent: edit outside the body",
-                e.field.name, e.field.part
-            ));
-        } else {
-            nested.push(e);
         }
-    }
-    if !nested.is_empty() {
-        match engine::apply(raw, nested.iter().copied()) {
-            Ok(new) => {
-                let body = new.get(heading().body_start..).unwrap_or_default().to_vec();
-                plan.body = Some(body);
-                plan.body_edits = nested.len();
-                applied.extend(nested.iter().copied());
-            }
-            Err(e) => plan.notes.push(format!("body not replaced: {e}")),
-        }
-    }
-    applied.sort_by_key(|e| e.range.start);
-    plan.changes = applied
-        .iter()
-        .filter_map(|e| e.change.clone().map(|c| (e.field.part.clone(), c)))
-        .collect();
-    let applied_rules: Vec<Rule> = applied
-        .iter()
-        .flat_map(|e| e.rules.iter().copied())
-        .collect();
-    plan.fixed = sorted_unique(
-        decided
-            .iter()
-            .filter(|(r, a)| *a == Action::Fix && applied_rules.contains(r))
-            .map(|(r, _)| *r),
-    );
 
-    if plan.verdict == Action::Quarantine {
-        plan.quarantine = Some(expand(&cfg.replies.quarantine, &plan.decided_by));
-    }
-    if let Some(name) = &cfg.report.header {
-        if plan.verdict >= Action::Report || cfg.report.always {
-            let value = fold_report(name.len(), &report_value(&plan));
-            plan.report = Some((name.clone(), value));
+        let edits = analysis.edits_for(|f| policy.action_for(f.rule, f.fixable) == Action::Fix);
+        let mut nested: Vec<&Edit> = Vec::new();
+        let mut applied: Vec<&Edit> = Vec::new();
+        for e in edits {
+            if e.field.top_level {
+                match header_value(&e.replacement, heading().fold_eol) {
+                    Ok(value) if e.field.name.len() + value.len() + 6 > MAX_PACKET => {
+                        // The whole message would tempfail on the write error, again at each
+                        // retry: leave the field as it is and say so instead.
+                        plan.notes.push(format!(
+                            "{} (part 0): not sent: {} octets do not fit in one milter packet",
+                            e.field.name,
+                            value.len()
+                        ))
+                    }
+                    Ok(value) => {
+                        plan.header_changes.push(HeaderChange {
+                            name: e.field.name.as_bytes().to_vec(),
+                            index: e.field.occurrence,
+                            value: Some(value),
+                        });
+                        applied.push(e);
+                    }
+                    Err(why) => plan
+                        .notes
+                        .push(format!("{} (part 0): not sent: {why}", e.field.name)),
+                }
+            } else if received.incomplete {
+                plan.notes.push(format!(
+                    "{} (part {}): not sent: the message was not read whole",
+                    e.field.name, e.field.part
+                ));
+            } else if e.range.start < heading().body_start {
+                plan.notes.push(format!(
+                    "{} (part {}): not sent: edit outside the body",
+                    e.field.name, e.field.part
+                ));
+            } else {
+                nested.push(e);
+            }
         }
+        if !nested.is_empty() {
+            match engine::apply(raw, nested.iter().copied()) {
+                Ok(new) => {
+                    let body = new.get(heading().body_start..).unwrap_or_default().to_vec();
+                    plan.body = Some(body);
+                    plan.body_edits = nested.len();
+                    applied.extend(nested.iter().copied());
+                }
+                Err(e) => plan.notes.push(format!("body not replaced: {e}")),
+            }
+        }
+        applied.sort_by_key(|e| e.range.start);
+        plan.changes = applied
+            .iter()
+            .filter_map(|e| e.change.clone().map(|c| (e.field.part.clone(), c)))
+            .collect();
+        let applied_rules: Vec<Rule> = applied
+            .iter()
+            .flat_map(|e| e.rules.iter().copied())
+            .collect();
+        plan.fixed = sorted_unique(
+            decided
+                .iter()
+                .filter(|(r, a)| *a == Action::Fix && applied_rules.contains(r))
+                .map(|(r, _)| *r),
+        );
+
+        if plan.verdict == Action::Quarantine {
+            plan.quarantine = Some(expand(&self.replies.quarantine, &plan.decided_by));
+        }
+        if let Some(name) = &self.report.header {
+            if plan.verdict >= Action::Report || self.report.always {
+                let value = fold_report(name.len(), &report_value(&plan));
+                plan.report = Some((name.clone(), value));
+            }
+        }
+        plan
     }
-    plan
 }
 
 /// The message as the MTA delivers it after `plan`: header changes applied in the order
