@@ -484,6 +484,28 @@ mod tests {
         );
     }
 
+    /// A reload keeps the restart-only sections and a forced dry run, takes the rest,
+    /// and names the keys it did not take.
+    #[test]
+    fn reload_keeps_the_restart_only_sections() {
+        let mut running = Config::builtin();
+        running.force_dry_run();
+        let mut new = Config::parse(
+            "socket = \"inet:127.0.0.1:1\"\nmax_connections = 5\nlog_level = \"debug\"\n\
+             shutdown_timeout = 7\n",
+            "t",
+        )
+        .unwrap();
+        let stuck = new.keep_restart_only(&running);
+        assert_eq!(stuck, ["socket", "max_connections", "log_level/log_format"]);
+        assert_eq!(new.listen, running.listen);
+        assert_eq!(new.process, running.process);
+        assert!(new.service.dry_run && new.service.dry_run_forced);
+        assert_eq!(new.service.shutdown_timeout, Duration::from_secs(7));
+        let mut same = Config::builtin();
+        assert!(same.keep_restart_only(&Config::builtin()).is_empty());
+    }
+
     #[test]
     fn unknown_key_names_the_line() {
         let e = errs("socket = \"inet:127.0.0.1:1\"\n\n[limits]\nmax_mesage_size = 10\n");

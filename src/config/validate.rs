@@ -209,7 +209,7 @@ impl Validator<'_> {
     }
 
     /// `"inbound"`, `"outbound"`, `"both"` or `"none"`, as (inbound, outbound).
-    fn directions(&mut self, s: &Spanned<String>, key: &str) -> Option<(bool, bool)> {
+    fn direction_set(&mut self, s: &Spanned<String>, key: &str) -> Option<(bool, bool)> {
         match s.get_ref().as_str() {
             "both" => Some((true, true)),
             "inbound" => Some((true, false)),
@@ -245,7 +245,7 @@ impl Validator<'_> {
         let (inbound, outbound) = match &r.direction {
             None => (true, true),
             Some(s) => self
-                .directions(s, &format!("{key} direction"))
+                .direction_set(s, &format!("{key} direction"))
                 .unwrap_or_else(|| {
                     ok = false;
                     (false, false)
@@ -369,7 +369,7 @@ impl Validator<'_> {
         let listen = self.listen(&mut raw);
         let process = self.process(&mut raw);
         let service = self.service(&mut raw);
-        let directions = self.directions_of(&mut raw);
+        let directions = self.directions(&mut raw);
         let (limits, oversize_action) = self.limits(raw.limits.take().unwrap_or_default());
         let fixes = Fixes {
             fix_signed: raw.fix_signed.unwrap_or(false),
@@ -548,7 +548,7 @@ impl Validator<'_> {
     }
 
     /// `trusted_networks`, `outbound_daemons`.
-    fn directions_of(&mut self, raw: &mut RawConfig) -> Directions {
+    fn directions(&mut self, raw: &mut RawConfig) -> Directions {
         let trusted_networks = match raw.trusted_networks.take() {
             None => vec!["127.0.0.0/8".parse().ok(), "::1/128".parse().ok()].into_iter().flatten().collect(),
             Some(list) => list
@@ -705,7 +705,7 @@ impl Validator<'_> {
         }
         let rl = raw.legacy.take().unwrap_or_default();
         if let Some(s) = rl.to_url {
-            if let Some((i, o)) = self.directions(&s, "[legacy] to_url") {
+            if let Some((i, o)) = self.direction_set(&s, "[legacy] to_url") {
                 url_inbound.legacy_to_url = i;
                 url_outbound.legacy_to_url = o;
             }
