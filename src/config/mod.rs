@@ -150,10 +150,7 @@ pub struct Urls {
 
 impl Urls {
     pub fn get(&self, dir: Direction) -> &UrlPolicy {
-        match dir {
-            Direction::Inbound => &self.inbound,
-            Direction::Outbound => &self.outbound,
-        }
+        dir.pick(&self.inbound, &self.outbound)
     }
 }
 

@@ -47,10 +47,7 @@ impl EngineOptions {
     }
 
     pub fn get(&self, dir: Direction) -> &engine::Options {
-        match dir {
-            Direction::Inbound => &self.inbound,
-            Direction::Outbound => &self.outbound,
-        }
+        dir.pick(&self.inbound, &self.outbound)
     }
 }
 

@@ -17,6 +17,14 @@ pub enum Direction {
 }
 
 impl Direction {
+    /// The one of a pair of per-direction settings that applies.
+    pub fn pick<'a, T>(self, inbound: &'a T, outbound: &'a T) -> &'a T {
+        match self {
+            Direction::Inbound => inbound,
+            Direction::Outbound => outbound,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Direction::Inbound => "inbound",

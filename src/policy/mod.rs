@@ -202,10 +202,7 @@ pub struct Policies {
 
 impl Policies {
     pub fn get(&self, dir: Direction) -> &Policy {
-        match dir {
-            Direction::Inbound => &self.inbound,
-            Direction::Outbound => &self.outbound,
-        }
+        dir.pick(&self.inbound, &self.outbound)
     }
 
     /// Whether some finding could lead to this action (decides what to negotiate).
