@@ -1,6 +1,10 @@
 //! Command line: `serve` (the default), `config-check`, and the offline tools `check`,
 //! `fix` and `cturi`. One place turns errors into messages and exit codes.
 //!
+//! The last layer: engine → policy → config → milter → daemon → cli. `serve` converts
+//! its arguments into the daemon's [`ServeOptions`]; the offline tools use the engine,
+//! the configuration and the policy's intake and planner, never the milter.
+//!
 //! Exit codes of `check`: 0 no findings, 1 findings, 2 error. `fix`: 0 wrote a message,
 //! 1 (`--as-milter`) the daemon would refuse it, 2 error. Everything else: 0 success, 1 failure (e.g. config errors), 2 usage.
 
@@ -13,7 +17,10 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::config::Config;
+use crate::daemon::{self, ServeOptions};
 use crate::engine::{self, Analysis};
+use crate::policy::intake::Given;
+use crate::policy::plan::{self, Plan};
 use crate::policy::Direction;
 
 #[derive(Parser, Debug)]
@@ -23,7 +30,7 @@ use crate::policy::Direction;
     about = "Milter that keeps the references inside MIME messages well-formed",
     args_conflicts_with_subcommands = true
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
     #[command(flatten)]
@@ -31,7 +38,7 @@ pub struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run the milter daemon (the default without a subcommand).
     Serve(ServeArgs),
     /// Validate the configuration; print every error with file:line.
@@ -50,7 +57,7 @@ pub enum Command {
 }
 
 #[derive(Args, Debug, Default, Clone)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Configuration file [default: /etc/mimeref-milter/mimeref-milter.toml, else built-in defaults]
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -62,20 +69,30 @@ pub struct ServeArgs {
     pub dry_run: bool,
 }
 
+impl From<ServeArgs> for ServeOptions {
+    fn from(a: ServeArgs) -> ServeOptions {
+        ServeOptions {
+            config: a.config,
+            socket: a.socket,
+            dry_run: a.dry_run,
+        }
+    }
+}
+
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     Text,
     Json,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DirectionArg {
+pub(crate) enum DirectionArg {
     Inbound,
     Outbound,
 }
 
 #[derive(Args, Debug)]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
     /// Configuration file (policy, limits, schemes)
@@ -99,7 +116,7 @@ pub struct CheckArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct FixArgs {
+pub(crate) struct FixArgs {
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Write the message as the MTA would deliver it through the daemon: only what the
@@ -119,7 +136,7 @@ pub struct FixArgs {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum CturiCommand {
+pub(crate) enum CturiCommand {
     /// Content-Type to ContentType: URI, e.g. 'text/plain; charset=us-ascii'
     ToUri { content_type: String },
     /// URI to application/uri.* Content-Type
@@ -129,12 +146,29 @@ pub enum CturiCommand {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        None => crate::daemon::serve(cli.serve),
-        Some(Command::Serve(args)) => crate::daemon::serve(args),
-        Some(Command::ConfigCheck { config }) => crate::daemon::config_check(config.as_deref()),
+        None => daemon::serve(cli.serve.into()),
+        Some(Command::Serve(args)) => daemon::serve(args.into()),
+        Some(Command::ConfigCheck { config }) => config_check(config.as_deref()),
         Some(Command::Check(args)) => check(args),
         Some(Command::Fix(args)) => fix(args),
         Some(Command::Cturi(c)) => cturi(c),
+    }
+}
+
+/// `mimeref-milter config-check`.
+pub fn config_check(path: Option<&Path>) -> ExitCode {
+    match Config::load(path) {
+        Ok(cfg) => {
+            match &cfg.file {
+                Some(f) => println!("{}: OK", f.display()),
+                None => println!("no configuration file; built-in defaults: OK"),
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(1)
+        }
     }
 }
 
@@ -184,7 +218,7 @@ fn check(args: CheckArgs) -> ExitCode {
     let direction = match args.direction {
         Some(DirectionArg::Inbound) => Direction::Inbound,
         Some(DirectionArg::Outbound) => Direction::Outbound,
-        None => cfg.direction(&macros, args.client_addr),
+        None => cfg.directions.direction(&macros, args.client_addr),
     };
     let opts = cfg.engine_options(direction);
     let mut any = false;
@@ -203,7 +237,7 @@ fn check(args: CheckArgs) -> ExitCode {
         };
         // Within [limits] as the daemon would have received it, so that the findings
         // and the plan are the daemon's.
-        let given = crate::milter::intake::as_received(&raw, &cfg);
+        let given = cfg.as_received(&raw);
         let analysis = engine::check(given.bytes, &given.options(&opts));
         any |= !analysis.findings.is_empty();
         let res = match args.format {
@@ -231,18 +265,12 @@ fn check(args: CheckArgs) -> ExitCode {
 }
 
 /// The plan the daemon would carry out for a message it received as `given`.
-fn daemon_plan(
-    cfg: &Config,
-    direction: Direction,
-    analysis: &Analysis,
-    given: &crate::milter::intake::Given,
-) -> crate::milter::actions::Plan {
-    crate::milter::actions::plan_received(
-        cfg,
+fn daemon_plan(cfg: &Config, direction: Direction, analysis: &Analysis, given: &Given) -> Plan {
+    cfg.planner().plan_received(
         direction,
         analysis,
         given.bytes,
-        cfg.dry_run,
+        cfg.service.dry_run,
         given.received(),
     )
 }
@@ -293,12 +321,12 @@ fn fix(args: FixArgs) -> ExitCode {
     let opts = cfg.engine_options(direction);
     // The limits apply as in the daemon: past one, only the top-level heading can
     // change and the rest is passed on as it is.
-    let given = crate::milter::intake::as_received(&raw, &cfg);
+    let given = cfg.as_received(&raw);
     let rest = &raw[given.bytes.len()..];
     let fixed = if args.as_milter {
         let analysis = engine::check(given.bytes, &given.options(&opts));
         let plan = daemon_plan(&cfg, direction, &analysis, &given);
-        match crate::milter::actions::delivered(&plan, given.bytes, &cfg) {
+        match plan::delivered(&plan, given.bytes, &cfg.limits.engine()) {
             Some(mut m) => {
                 m.extend_from_slice(rest);
                 m

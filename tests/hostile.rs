@@ -569,7 +569,7 @@ async fn through_milter(m: &Milter, cfg: &Config, name: &str, raw: &[u8]) -> Sta
     );
     let buffered = as_buffered(&eml);
     let incomplete = buffered.len() > cfg.limits.max_message_size
-        || buffered.len() - eml.body.len() > cfg.max_header_size;
+        || buffered.len() - eml.body.len() > cfg.limits.max_header_size;
     match replaced_body(&actions) {
         Some(body) => {
             assert!(

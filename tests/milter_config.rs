@@ -71,11 +71,11 @@ fn missing_named_file_is_an_error_and_config_check_exit_codes() {
     assert!(e[0].contains("cannot read"), "{e:?}");
     let sample = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/mimeref-milter.toml");
     assert_eq!(
-        mimeref_milter::daemon::config_check(Some(&sample)),
+        mimeref_milter::cli::config_check(Some(&sample)),
         ExitCode::SUCCESS
     );
     assert_eq!(
-        mimeref_milter::daemon::config_check(Some(&path("bad-cidr.toml"))),
+        mimeref_milter::cli::config_check(Some(&path("bad-cidr.toml"))),
         ExitCode::from(1)
     );
 }
@@ -117,7 +117,7 @@ fn assert_one_error(name: &str, text: &str, line: usize, what: &str) {
     let prefix = format!("{}:{line}: ", p.display());
     assert!(e[0].starts_with(&prefix) && e[0].contains(what), "{e:?}");
     assert_eq!(
-        mimeref_milter::daemon::config_check(Some(&p)),
+        mimeref_milter::cli::config_check(Some(&p)),
         ExitCode::from(1)
     );
 }
@@ -128,7 +128,7 @@ fn assert_exact_error(name: &str, text: &str, line: usize, message: &str) {
     let (p, e) = errors_of(name, text);
     assert_eq!(e, [format!("{}:{line}: {message}", p.display())]);
     assert_eq!(
-        mimeref_milter::daemon::config_check(Some(&p)),
+        mimeref_milter::cli::config_check(Some(&p)),
         ExitCode::from(1)
     );
 }
@@ -216,8 +216,8 @@ fn spill_keys_accepted() {
     )
     .unwrap();
     let c = Config::load(Some(&p)).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(c.spill_threshold, 65536);
-    assert_eq!(c.spill_directory, dir);
+    assert_eq!(c.limits.spill_threshold, 65536);
+    assert_eq!(c.limits.spill_directory, dir);
     // The probe file config-check creates does not stay behind.
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
 }

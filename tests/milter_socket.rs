@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use indymilter_test::{Status, TestConnection};
 use milter_util::*;
-use mimeref_milter::config::Config;
-use mimeref_milter::daemon::{bind, SocketSpec};
+use mimeref_milter::config::{Config, SocketSpec};
+use mimeref_milter::daemon::bind;
 
 fn dir(name: &str) -> PathBuf {
     let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -32,8 +32,8 @@ async fn unix_socket_replaces_only_a_stale_socket_and_serves() {
         .file_type()
         .is_socket());
     let mut cfg = Config::parse("socket_mode = \"0660\"\nsocket = \"unix:/x\"\n", "t").unwrap();
-    cfg.socket = format!("unix:{}", path.display());
-    let spec = SocketSpec::parse(&cfg.socket).unwrap();
+    let spec = SocketSpec::parse(&format!("unix:{}", path.display())).unwrap();
+    cfg.listen.socket = spec.clone();
     let listener = bind(&spec, &cfg).await.expect("stale socket replaced");
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o660);

@@ -40,19 +40,19 @@ pub fn build(shared: Arc<Shared>) -> Callbacks<Session> {
 pub fn needed_actions(cfg: &Config) -> Actions {
     use crate::policy::Action;
     let mut a = Actions::empty();
-    if cfg.dry_run {
+    if cfg.service.dry_run {
         return a;
     }
-    if cfg.may(Action::Fix) {
+    if cfg.policy.may(Action::Fix) {
         a |= Actions::CHANGE_HEADER | Actions::REPLACE_BODY;
     }
-    if cfg.report_header.is_some() {
+    if cfg.report.header.is_some() {
         a |= Actions::ADD_HEADER;
-        if cfg.remove_forged {
+        if cfg.report.remove_forged {
             a |= Actions::CHANGE_HEADER;
         }
     }
-    if cfg.may(Action::Quarantine) {
+    if cfg.policy.may(Action::Quarantine) {
         a |= Actions::QUARANTINE;
     }
     a
@@ -84,7 +84,7 @@ fn handle_negotiate(
     // Skip the stages without callbacks only where the MTA can; always keep the leading
     // space of header values.
     cx.requested_opts = (cx.requested_opts & mta_opts) | ProtoOpts::LEADING_SPACE;
-    let no_reply = if cfg.no_reply_stages {
+    let no_reply = if cfg.service.no_reply_stages {
         NO_REPLY & mta_opts
     } else {
         ProtoOpts::empty()
@@ -92,7 +92,7 @@ fn handle_negotiate(
     cx.requested_opts |= no_reply;
     debug!("negotiated: {}", describe_no_reply(no_reply));
     let mut connect = String::from("{client_addr}");
-    if !cfg.outbound_daemons.is_empty() {
+    if !cfg.directions.outbound_daemons.is_empty() {
         connect.push_str(" {daemon_name}");
     }
     let wanted = [

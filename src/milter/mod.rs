@@ -1,12 +1,17 @@
 //! The milter: `callbacks` (translate each protocol stage), `session` (accumulate one
-//! message within the limits), `actions` (decide and send everything at end of message),
-//! `metrics`.
+//! message within the limits and plan at end of message), `buffer` (the message's
+//! octets: in memory, spilled to a file, read back), `actions` (send the plan to the
+//! MTA), `metrics`.
+//!
+//! Layers: engine → policy → config → milter → daemon → cli. The milter uses the
+//! engine, the policy (planner, intake) and the configuration; nothing here knows the
+//! daemon's sockets or the command line.
 
-pub mod actions;
-pub mod callbacks;
-pub mod intake;
+pub(crate) mod actions;
+pub(crate) mod buffer;
+pub(crate) mod callbacks;
 pub mod metrics;
-pub mod session;
+pub(crate) mod session;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
@@ -19,7 +24,7 @@ use crate::policy::Direction;
 /// a connection keeps the snapshot it started with) with its engine options, the count
 /// of messages in flight, and whether shutdown has begun.
 #[derive(Debug)]
-pub struct Shared {
+pub(crate) struct Shared {
     config: RwLock<(Arc<Config>, Arc<EngineOptions>)>,
     pub in_flight: Arc<AtomicUsize>,
     closing: AtomicBool,
@@ -28,7 +33,7 @@ pub struct Shared {
 /// The engine options of one configuration, per direction: built once per load, not
 /// once per message (they hold the scheme lists and the rewrite rules).
 #[derive(Debug)]
-pub struct EngineOptions {
+pub(crate) struct EngineOptions {
     inbound: engine::Options,
     outbound: engine::Options,
 }
@@ -42,10 +47,7 @@ impl EngineOptions {
     }
 
     pub fn get(&self, dir: Direction) -> &engine::Options {
-        match dir {
-            Direction::Inbound => &self.inbound,
-            Direction::Outbound => &self.outbound,
-        }
+        dir.pick(&self.inbound, &self.outbound)
     }
 }
 

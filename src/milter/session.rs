@@ -2,33 +2,29 @@
 //! configured limits and, at end of message, analyses it and hands the plan to
 //! `actions`. No socket in here, so it can be driven directly.
 //!
-//! Memory: a message is kept in memory up to `[limits] spill_threshold` octets; beyond
-//! that it goes to an unlinked file in `spill_directory`, so that many large messages
-//! trickling in over slow SMTP sessions cost disk cache, not daemon memory. Only at end
-//! of message is a spilled message read back whole (the engine works on one contiguous
-//! buffer), and at most one spilled message per CPU is read back at a time, so the
-//! daemon's peak is the small messages in flight plus a few times the largest message.
-//! After large mail it also keeps a few buffers of up to 4 MiB for the next large
-//! messages (`Pool`: at most 16 MiB).
+//! Memory: the octets go to a [`Buffer`](super::buffer::Buffer), which spills large
+//! messages to a file and reads them back at end of message; at most one spilled message
+//! per CPU is read back at a time, so the daemon's peak is the small messages in flight
+//! plus a few times the largest message.
 
 use std::borrow::Cow;
 use std::ffi::CStr;
-use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
 use indymilter::{ContextActions, Macros, ProtoOpts, SetErrorReply, Status};
 use tracing::{debug, info, warn};
 
-use super::actions::{self, Plan, Received};
-use super::intake::{self, Intake};
+use super::actions;
+use super::buffer::{self, Buffer, Pool};
 use super::EngineOptions;
 use crate::config::Config;
 use crate::engine;
+use crate::policy::intake::{self, Intake};
+use crate::policy::plan::{self, Plan, Received};
 
 /// Counts messages between MAIL and end of message, so that shutdown can wait for them.
 #[derive(Debug)]
@@ -48,287 +44,22 @@ impl Drop for InFlight {
 }
 
 /// Messages up to this size are analysed on the connection's own task.
-const INLINE_MAX: usize = 256 << 10;
-
-/// Read-backs of spilled messages at the same time (one per CPU): each needs the whole
-/// message in memory while the engine runs.
-fn read_back_permits() -> &'static tokio::sync::Semaphore {
-    static PERMITS: OnceLock<tokio::sync::Semaphore> = OnceLock::new();
-    PERMITS.get_or_init(|| {
-        let n = std::thread::available_parallelism().map_or(2, |n| n.get());
-        tokio::sync::Semaphore::new(n)
-    })
-}
-
-/// An unlinked temporary file in `dir`: it disappears with its last handle, whatever
-/// happens to the daemon.
-pub fn spill_file(dir: &std::path::Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let path = dir.join(format!(
-        ".mimeref-milter-{}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)?;
-    std::fs::remove_file(&path)?;
-    Ok(f)
-}
-
-/// Buffers that held a whole message, kept for the next ones. A fresh multi-megabyte
-/// buffer per message meant the allocator handing the memory back to the kernel and
-/// faulting it in again, zeroed, page by page: 2 MB over TCP cost more system time in
-/// page faults than the daemon's own work. At most `POOL_BUFFERS` buffers of at most
-/// `POOL_MAX` octets stay resident.
-#[derive(Debug, Default)]
-pub struct Pool(std::sync::Mutex<Vec<Vec<u8>>>);
-
-const POOL_BUFFERS: usize = 4;
-/// Smaller buffers are cheap to allocate afresh.
-const POOL_MIN: usize = INLINE_MAX;
-const POOL_MAX: usize = crate::config::SPILL_THRESHOLD;
-
-impl Pool {
-    /// The daemon's one pool.
-    fn global() -> Arc<Pool> {
-        static POOL: OnceLock<Arc<Pool>> = OnceLock::new();
-        POOL.get_or_init(|| Arc::new(Pool::default())).clone()
-    }
-
-    /// The largest empty buffer with room for `len` octets.
-    fn take(&self, len: usize) -> Option<Vec<u8>> {
-        let mut pool = self.0.lock().ok()?;
-        let (i, _) = pool
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| b.capacity() >= len)
-            .max_by_key(|(_, b)| b.capacity())?;
-        Some(pool.swap_remove(i))
-    }
-
-    /// Keeps a buffer if it is worth keeping; with a full pool the smallest gives way.
-    fn give(&self, mut v: Vec<u8>) {
-        if v.capacity() <= POOL_MIN || v.capacity() > POOL_MAX {
-            return;
-        }
-        v.clear();
-        let Ok(mut pool) = self.0.lock() else {
-            return;
-        };
-        if pool.len() < POOL_BUFFERS {
-            pool.push(v);
-        } else if let Some(smallest) = pool.iter_mut().min_by_key(|b| b.capacity()) {
-            if smallest.capacity() < v.capacity() {
-                *smallest = v;
-            }
-        }
-    }
-}
+const INLINE_MAX: usize = buffer::SMALL;
 
 /// The message being received.
 #[derive(Debug)]
 struct Message {
-    /// Header fields as received (`name:value CRLF`, the value with its leading space and
-    /// embedded line breaks as the MTA sent them), the empty line, then the body as far
-    /// as it fits the first allocation. Empty once the message has spilled.
-    raw: Vec<u8>,
-    /// The body chunks that came after `raw` was full and no pooled buffer had room, as
-    /// indymilter handed them over (each its own allocation of exactly the chunk's
-    /// size), joined once at end of message. Growing `raw` instead copied the message
-    /// again at every doubling: 1.3 MB of the 3.5 MB copied per 2 MB message.
-    chunks: Vec<Bytes>,
-    /// Where `raw` goes back when it is a large buffer.
-    pool: Arc<Pool>,
-    /// The same bytes in a temporary file once the message passed `spill_at`.
-    spill: Option<File>,
-    /// Octets buffered (in `raw` and `chunks`, or in `spill`).
-    len: usize,
-    /// Spilling failed once for this message: keep the rest in memory.
-    no_spill: bool,
+    /// The octets kept (and whether keeping stopped).
+    buf: Buffer,
     /// What the limits let through (shared with the offline commands).
     intake: Intake,
     /// Every octet the MTA sent, buffered or not.
     octets: u64,
-    /// Buffering stopped at a limit; later octets were only counted.
-    incomplete: bool,
     /// Header fields named like the report header, all that the MTA sent (also past
     /// a limit): how many forged copies there are to delete, in the MTA's own count.
     report_fields: usize,
     started: Instant,
     _in_flight: InFlight,
-}
-
-impl Message {
-    /// Appends buffered octets, spilling to a file past `spill_at`.
-    fn append(&mut self, bytes: &[u8], spill_at: usize, dir: &std::path::Path) {
-        if self.incomplete {
-            return;
-        }
-        self.spill_past(bytes.len(), spill_at, dir);
-        if self.spill.is_some() {
-            self.write_spilled(bytes);
-        } else {
-            if self.chunks.is_empty() {
-                self.raw.extend_from_slice(bytes);
-            } else {
-                self.chunks.push(Bytes::copy_from_slice(bytes));
-            }
-            self.len += bytes.len();
-        }
-    }
-
-    /// Appends a body chunk: copied into `raw` while that has room, otherwise kept as it
-    /// is.
-    fn append_chunk(&mut self, chunk: Bytes, spill_at: usize, dir: &std::path::Path) {
-        if self.incomplete {
-            return;
-        }
-        self.spill_past(chunk.len(), spill_at, dir);
-        if self.spill.is_some() {
-            self.write_spilled(&chunk);
-        } else {
-            let full = self.raw.capacity() - self.raw.len() < chunk.len();
-            if full && self.chunks.is_empty() {
-                // The first allocation is full: a large message. It continues in a
-                // pooled buffer if one has room, as one copy of each chunk.
-                if let Some(mut big) = self.pool.take(self.len + chunk.len()) {
-                    big.extend_from_slice(&self.raw);
-                    self.raw = big;
-                }
-            }
-            self.len += chunk.len();
-            if self.chunks.is_empty() && self.raw.capacity() - self.raw.len() >= chunk.len() {
-                self.raw.extend_from_slice(&chunk);
-            } else {
-                self.chunks.push(chunk);
-            }
-        }
-    }
-
-    /// Moves what memory holds to a new spill file when `n` more octets would pass
-    /// `spill_at`. If that fails the message stays in memory.
-    fn spill_past(&mut self, n: usize, spill_at: usize, dir: &std::path::Path) {
-        if self.spill.is_some() || self.no_spill || self.len + n <= spill_at {
-            return;
-        }
-        let write = |mut f: File| {
-            f.write_all(&self.raw)?;
-            for c in &self.chunks {
-                f.write_all(c)?;
-            }
-            Ok::<_, io::Error>(f)
-        };
-        match spill_file(dir).and_then(write) {
-            Ok(f) => {
-                self.spill = Some(f);
-                self.pool.give(std::mem::take(&mut self.raw));
-                self.chunks = Vec::new();
-            }
-            Err(e) => {
-                self.no_spill = true;
-                warn!(
-                    "cannot spill a large message to {}: {e}; keeping it in memory",
-                    dir.display()
-                );
-            }
-        }
-    }
-
-    /// A failing write ends buffering (the message is then analysed as far as it was
-    /// kept, like one over the size limit) rather than losing the message.
-    fn write_spilled(&mut self, bytes: &[u8]) {
-        let Some(f) = self.spill.as_mut() else {
-            return;
-        };
-        match f.write_all(bytes) {
-            Ok(()) => self.len += bytes.len(),
-            Err(e) => {
-                warn!("writing a spilled message: {e}; the rest is not analysed");
-                self.incomplete = true;
-            }
-        }
-    }
-
-    /// Appends `name:value CRLF`; in memory (most fields) without building the field
-    /// first.
-    fn append_field(&mut self, name: &[u8], value: &[u8], spill_at: usize, dir: &std::path::Path) {
-        let len = name.len() + 1 + value.len() + 2;
-        if self.spill.is_none() && self.chunks.is_empty() && self.len + len <= spill_at {
-            if self.raw.capacity() == 0 {
-                // Room for the heading and body of ordinary mail in one allocation.
-                self.raw.reserve(len.max(FIRST_ALLOCATION.min(spill_at)));
-            }
-            self.raw.extend_from_slice(name);
-            self.raw.push(b':');
-            self.raw.extend_from_slice(value);
-            self.raw.extend_from_slice(b"\r\n");
-            self.len += len;
-        } else {
-            let mut field = Vec::with_capacity(len);
-            field.extend_from_slice(name);
-            field.push(b':');
-            field.extend_from_slice(value);
-            field.extend_from_slice(b"\r\n");
-            self.append(&field, spill_at, dir);
-        }
-    }
-}
-
-impl Drop for Message {
-    fn drop(&mut self) {
-        self.pool.give(std::mem::take(&mut self.raw));
-    }
-}
-
-/// The first allocation of a message's buffer: a typical message fits without
-/// growing it.
-const FIRST_ALLOCATION: usize = 16 << 10;
-
-/// Every buffered octet in one buffer: `raw` (when it holds them all), `raw` and
-/// `chunks` joined, or the spill file read back whole; in a pooled buffer if one has
-/// room.
-fn read_back(
-    raw: Vec<u8>,
-    chunks: Vec<Bytes>,
-    spill: Option<File>,
-    len: usize,
-    pool: &Pool,
-) -> io::Result<Vec<u8>> {
-    if spill.is_none() && chunks.is_empty() {
-        return Ok(raw);
-    }
-    let mut v = match pool.take(len) {
-        Some(v) => v,
-        None => {
-            let mut v = Vec::new();
-            v.try_reserve_exact(len)
-                .map_err(|e| io::Error::new(io::ErrorKind::OutOfMemory, e.to_string()))?;
-            v
-        }
-    };
-    if let Some(mut f) = spill {
-        f.seek(SeekFrom::Start(0))?;
-        f.take(len as u64).read_to_end(&mut v)?;
-    } else {
-        v.extend_from_slice(&raw);
-        pool.give(raw);
-        // Each chunk is freed once copied.
-        for c in chunks {
-            v.extend_from_slice(&c);
-        }
-    }
-    if v.len() != len {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "message shorter than buffered",
-        ));
-    }
-    Ok(v)
 }
 
 /// Per-connection state, with the configuration snapshot taken when the MTA connected.
@@ -353,7 +84,6 @@ pub struct Session {
 pub struct Outcome {
     pub queue_id: String,
     pub plan: Plan,
-    pub findings: Vec<engine::Finding>,
     pub octets: u64,
     /// From MAIL to the end-of-message reply (includes the SMTP transfer).
     pub millis: u128,
@@ -382,15 +112,9 @@ impl Session {
     /// MAIL FROM: a new transaction begins (a previous one without end is dropped).
     pub fn mail(&mut self) {
         self.message = Some(Message {
-            raw: Vec::new(),
-            chunks: Vec::new(),
-            pool: self.pool.clone(),
-            spill: None,
-            len: 0,
-            no_spill: false,
-            intake: Intake::new(&self.config),
+            buf: Buffer::new(self.pool.clone()),
+            intake: self.config.intake(),
             octets: 0,
-            incomplete: false,
             report_fields: 0,
             started: Instant::now(),
             _in_flight: InFlight::enter(&self.in_flight),
@@ -412,33 +136,34 @@ impl Session {
     pub fn header(&mut self, name: &[u8], value: &[u8]) {
         let report = self
             .config
-            .report_header
+            .report
+            .header
             .as_ref()
             .is_some_and(|r| r.as_bytes().eq_ignore_ascii_case(name));
         let (m, spill_at, dir) = self.receiving();
         let len = name.len() + 1 + value.len() + 2;
         m.octets += len as u64;
         m.report_fields += usize::from(report);
-        if m.incomplete {
+        if m.buf.incomplete {
             return;
         }
         if !m.intake.field(len) {
-            m.incomplete = true;
+            m.buf.incomplete = true;
             return;
         }
-        m.append_field(name, value, spill_at, dir);
+        m.buf.append_field(name, value, spill_at, dir);
     }
 
     pub fn eoh(&mut self) {
         let (m, spill_at, dir) = self.receiving();
         m.octets += 2;
-        if m.incomplete {
+        if m.buf.incomplete {
             return;
         }
         if m.intake.end_of_header() {
-            m.append(b"\r\n", spill_at, dir);
+            m.buf.append(b"\r\n", spill_at, dir);
         } else {
-            m.incomplete = true;
+            m.buf.incomplete = true;
         }
     }
 
@@ -446,15 +171,15 @@ impl Session {
     pub fn body(&mut self, chunk: Bytes) {
         let (m, spill_at, dir) = self.receiving();
         m.octets += chunk.len() as u64;
-        if m.incomplete {
+        if m.buf.incomplete {
             return;
         }
         let keep = m.intake.body(chunk.len());
         if keep < chunk.len() {
-            m.append_chunk(chunk.slice(..keep), spill_at, dir);
-            m.incomplete = true;
+            m.buf.append_chunk(chunk.slice(..keep), spill_at, dir);
+            m.buf.incomplete = true;
         } else {
-            m.append_chunk(chunk, spill_at, dir);
+            m.buf.append_chunk(chunk, spill_at, dir);
         }
     }
 
@@ -462,7 +187,11 @@ impl Session {
     fn receiving(&mut self) -> (&mut Message, usize, &std::path::Path) {
         self.message();
         match self.message.as_mut() {
-            Some(m) => (m, self.config.spill_threshold, &self.config.spill_directory),
+            Some(m) => (
+                m,
+                self.config.limits.spill_threshold,
+                &self.config.limits.spill_directory,
+            ),
             None => unreachable!("message started above"),
         }
     }
@@ -489,7 +218,7 @@ impl Session {
         let cfg = self.config.clone();
         let queue_id = queue_id(macros);
         let lookup = |name| macros.get(name).map(CStr::to_string_lossy);
-        let dir = cfg.direction_with(lookup, self.client_addr);
+        let dir = cfg.directions.direction_with(lookup, self.client_addr);
         debug!(
             "{queue_id}: direction {dir} (auth={}, client={:?}, daemon={})",
             lookup(c"{auth_authen}")
@@ -503,20 +232,20 @@ impl Session {
             None => Arc::new(EngineOptions::new(&cfg)),
         };
         let octets = m.octets;
-        let incomplete = m.incomplete;
+        let incomplete = m.buf.incomplete;
         let not_given = if incomplete {
-            octets.saturating_sub(m.len as u64).max(1)
+            octets.saturating_sub(m.buf.len as u64).max(1)
         } else {
             0
         };
         let report_fields = m.report_fields;
         let started = m.started;
-        let dry_run = cfg.dry_run;
+        let dry_run = cfg.service.dry_run;
         let cfg2 = cfg.clone();
         // A spilled message waits for a read-back slot: that is what bounds memory.
-        let _permit = if m.spill.is_some() {
+        let _permit = if m.buf.is_spilled() {
             Some(
-                read_back_permits()
+                buffer::read_back_permits()
                     .acquire()
                     .await
                     .map_err(|e| format!("read-back slot: {e}"))?,
@@ -524,25 +253,20 @@ impl Session {
         } else {
             None
         };
-        let (kept, chunks, spill, len) = (
-            std::mem::take(&mut m.raw),
-            std::mem::take(&mut m.chunks),
-            m.spill.take(),
-            m.len,
-        );
+        let taken = m.buf.take();
         // Small messages (most mail) are analysed right here: the engine takes tens of
         // microseconds on them, less than a hop to the blocking pool and back costs on a
         // busy machine. Larger ones are CPU work on up to max_message_size octets: kept
         // off the reactor. Either way a panic becomes an error, never a lost connection.
-        let inline = spill.is_none() && len <= INLINE_MAX;
+        let inline = !taken.is_spilled() && taken.len() <= INLINE_MAX;
         let pool = self.pool.clone();
         let work = move || {
-            let raw = read_back(kept, chunks, spill, len, &pool)
+            let raw = taken
+                .read_back()
                 .map_err(|e| format!("joining or reading back the message: {e}"))?;
             let opts = intake::options_for(options.get(dir), not_given);
             let analysis = engine::check(&raw, &opts);
-            let plan = actions::plan_received(
-                &cfg2,
+            let plan = cfg2.planner().plan_received(
                 dir,
                 &analysis,
                 &raw,
@@ -587,7 +311,7 @@ impl Session {
         for (part, c) in &plan.changes {
             info!(
                 "{queue_id}: changed {}{dry}",
-                actions::change_text(part, c, engine::rewrite::DISPLAY_MAX)
+                plan::change_text(part, c, engine::rewrite::DISPLAY_MAX)
             );
         }
         for f in &findings {
@@ -603,7 +327,6 @@ impl Session {
         let outcome = Outcome {
             queue_id,
             plan,
-            findings,
             octets,
             millis,
             eom_seconds: eom_started.elapsed().as_secs_f64(),
@@ -653,6 +376,7 @@ fn log_outcome(o: &Outcome) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::milter::buffer::{FIRST_ALLOCATION, POOL_MAX};
 
     fn session(limit: usize) -> Session {
         spilling(limit, limit, std::env::temp_dir())
@@ -661,9 +385,9 @@ mod tests {
     fn spilling(limit: usize, spill_at: usize, dir: std::path::PathBuf) -> Session {
         let mut cfg = Config::builtin();
         cfg.limits.max_message_size = limit;
-        cfg.max_header_size = limit;
-        cfg.spill_threshold = spill_at;
-        cfg.spill_directory = dir;
+        cfg.limits.max_header_size = limit;
+        cfg.limits.spill_threshold = spill_at;
+        cfg.limits.spill_directory = dir;
         let mut s = Session::new(Arc::new(cfg), Arc::new(AtomicUsize::new(0)));
         // Tests run in parallel: each its own pool.
         s.pool = Arc::new(Pool::default());
@@ -677,15 +401,7 @@ mod tests {
     /// What end of message hands the engine.
     fn buffered(s: &mut Session) -> Vec<u8> {
         let m = s.message.as_mut().unwrap();
-        let chunks = std::mem::take(&mut m.chunks);
-        read_back(
-            std::mem::take(&mut m.raw),
-            chunks,
-            m.spill.take(),
-            m.len,
-            &m.pool.clone(),
-        )
-        .unwrap()
+        m.buf.take().read_back().unwrap()
     }
 
     #[test]
@@ -697,7 +413,7 @@ mod tests {
         s.eoh();
         body(&mut s, b"body\r\n");
         let m = s.message.as_ref().unwrap();
-        assert!(!m.incomplete);
+        assert!(!m.buf.incomplete);
         let octets = m.octets;
         let got = buffered(&mut s);
         assert_eq!(got, b"Subject: caf\xe9\n\tfolded\r\nX:\r\n\r\nbody\r\n");
@@ -713,8 +429,8 @@ mod tests {
         body(&mut s, &[b'a'; 30]);
         body(&mut s, &[b'b'; 30]);
         let m = s.message.as_ref().unwrap();
-        assert!(m.incomplete);
-        assert_eq!(m.raw.len(), 40);
+        assert!(m.buf.incomplete);
+        assert_eq!(m.buf.raw.len(), 40);
         assert_eq!(m.octets, 18 + 60);
     }
 
@@ -737,12 +453,15 @@ mod tests {
         let mut s = spilling(1 << 20, 10_000, std::env::temp_dir());
         let want = feed(&mut s);
         let m = s.message.as_mut().unwrap();
-        assert!(m.spill.is_some(), "over spill_at the bytes go to a file");
         assert!(
-            m.raw.is_empty() && m.raw.capacity() == 0 && m.chunks.is_empty(),
+            m.buf.spill.is_some(),
+            "over spill_at the bytes go to a file"
+        );
+        assert!(
+            m.buf.raw.is_empty() && m.buf.raw.capacity() == 0 && m.buf.chunks.is_empty(),
             "and leave memory"
         );
-        assert_eq!((m.len, m.incomplete), (want.len(), false));
+        assert_eq!((m.buf.len, m.buf.incomplete), (want.len(), false));
         assert_eq!(buffered(&mut s), want);
     }
 
@@ -751,8 +470,8 @@ mod tests {
         let mut s = spilling(20_000, 10_000, std::env::temp_dir());
         let want = feed(&mut s);
         let m = s.message.as_mut().unwrap();
-        assert!(m.incomplete);
-        assert_eq!(m.len, 20_000);
+        assert!(m.buf.incomplete);
+        assert_eq!(m.buf.len, 20_000);
         assert_eq!(m.octets, want.len() as u64);
         assert_eq!(buffered(&mut s), want[..20_000]);
     }
@@ -762,8 +481,8 @@ mod tests {
         let mut s = spilling(1 << 20, 10_000, "/nonexistent/mimeref-milter-test".into());
         let want = feed(&mut s);
         let m = s.message.as_ref().unwrap();
-        assert!(m.spill.is_none() && m.no_spill);
-        assert!(!m.incomplete);
+        assert!(m.buf.spill.is_none() && m.buf.no_spill);
+        assert!(!m.buf.incomplete);
         assert_eq!(buffered(&mut s), want);
     }
 
@@ -771,7 +490,7 @@ mod tests {
     fn small_messages_stay_in_memory() {
         let mut s = session(1 << 20);
         let want = feed(&mut s);
-        assert!(s.message.as_ref().unwrap().spill.is_none());
+        assert!(s.message.as_ref().unwrap().buf.spill.is_none());
         assert_eq!(buffered(&mut s), want);
     }
 
@@ -789,14 +508,18 @@ mod tests {
         body(&mut s, b"tail");
         let m = s.message.as_ref().unwrap();
         assert_eq!(
-            m.raw.len(),
+            m.buf.raw.len(),
             16 + 10_000,
             "the first chunk fits the first allocation"
         );
-        assert_eq!(m.raw.capacity(), FIRST_ALLOCATION, "which never grows");
-        assert_eq!(m.chunks.len(), 2);
-        assert_eq!(m.chunks[0].as_ptr(), p2, "the second is held as received");
-        assert_ne!(m.raw.as_ptr(), p1);
+        assert_eq!(m.buf.raw.capacity(), FIRST_ALLOCATION, "which never grows");
+        assert_eq!(m.buf.chunks.len(), 2);
+        assert_eq!(
+            m.buf.chunks[0].as_ptr(),
+            p2,
+            "the second is held as received"
+        );
+        assert_ne!(m.buf.raw.as_ptr(), p1);
         let got = buffered(&mut s);
         let mut want = b"Subject: big\r\n\r\n".to_vec();
         want.extend_from_slice(&[b'x'; 10_000]);
@@ -815,8 +538,8 @@ mod tests {
         let mut s = session(30_000);
         let want = feed(&mut s);
         let m = s.message.as_ref().unwrap();
-        assert!(m.incomplete && !m.chunks.is_empty());
-        assert_eq!((m.len, m.octets), (30_000, want.len() as u64));
+        assert!(m.buf.incomplete && !m.buf.chunks.is_empty());
+        assert_eq!((m.buf.len, m.octets), (30_000, want.len() as u64));
         assert_eq!(buffered(&mut s), want[..30_000]);
     }
 
@@ -830,7 +553,7 @@ mod tests {
             body(&mut s, &[b'a' + i; 1000]);
         }
         let m = s.message.as_ref().unwrap();
-        assert!(m.spill.is_none() && !m.chunks.is_empty());
+        assert!(m.buf.spill.is_none() && !m.buf.chunks.is_empty());
         let want = {
             let mut w = b"Subject: a message that spills\r\n\r\n".to_vec();
             for i in 0..50u8 {
@@ -842,7 +565,7 @@ mod tests {
             body(&mut s, &[b'a' + i % 26; 1000]);
         }
         let m = s.message.as_ref().unwrap();
-        assert!(m.spill.is_some() && m.chunks.is_empty() && m.raw.capacity() == 0);
+        assert!(m.buf.spill.is_some() && m.buf.chunks.is_empty() && m.buf.raw.capacity() == 0);
         assert_eq!(buffered(&mut s), want);
     }
 
@@ -854,9 +577,12 @@ mod tests {
         s.pool.give(pooled);
         let want = feed(&mut s);
         let m = s.message.as_ref().unwrap();
-        assert_eq!(m.raw.as_ptr(), p, "past the first allocation");
-        assert!(m.chunks.is_empty(), "every chunk copied once, none held");
-        assert_eq!(m.raw, want);
+        assert_eq!(m.buf.raw.as_ptr(), p, "past the first allocation");
+        assert!(
+            m.buf.chunks.is_empty(),
+            "every chunk copied once, none held"
+        );
+        assert_eq!(m.buf.raw, want);
         s.abort();
         let back = s.pool.take(1).unwrap();
         assert_eq!((back.as_ptr(), back.len()), (p, 0), "and back when done");
@@ -873,41 +599,14 @@ mod tests {
         body(&mut s, &vec![b'a'; first]);
         body(&mut s, &vec![b'b'; INLINE_MAX]);
         let m = s.message.as_ref().unwrap();
-        assert_eq!((m.raw.capacity(), m.chunks.len()), (FIRST_ALLOCATION, 1));
+        assert_eq!(
+            (m.buf.raw.capacity(), m.buf.chunks.len()),
+            (FIRST_ALLOCATION, 1)
+        );
         let mut want = b"X: y\r\n\r\n".to_vec();
         want.extend_from_slice(&vec![b'a'; first]);
         want.extend_from_slice(&vec![b'b'; INLINE_MAX]);
         assert_eq!(buffered(&mut s), want);
-    }
-
-    #[test]
-    fn the_pool_keeps_few_large_buffers() {
-        let pool = Pool::default();
-        pool.give(Vec::with_capacity(INLINE_MAX));
-        pool.give(Vec::with_capacity(POOL_MAX + 1));
-        assert!(pool.take(0).is_none(), "small and oversized ones are freed");
-        for i in 1..=POOL_BUFFERS + 1 {
-            let mut v = Vec::with_capacity(INLINE_MAX + i * 1000);
-            v.push(1);
-            pool.give(v);
-        }
-        let caps = |pool: &Pool| {
-            let mut c: Vec<usize> = pool
-                .0
-                .lock()
-                .unwrap()
-                .iter()
-                .map(|b| b.capacity())
-                .collect();
-            c.sort();
-            c
-        };
-        let kept = caps(&pool);
-        assert_eq!(kept.len(), POOL_BUFFERS, "the smallest gave way");
-        assert!(kept[0] >= INLINE_MAX + 2000);
-        assert!(pool.take(INLINE_MAX + (POOL_BUFFERS + 2) * 1000).is_none());
-        let v = pool.take(INLINE_MAX).unwrap();
-        assert!(v.is_empty() && v.capacity() >= INLINE_MAX + (POOL_BUFFERS + 1) * 1000);
     }
 
     /// The daemon and the offline commands (`intake::as_received` on the message file)
@@ -950,7 +649,7 @@ mod tests {
         ] {
             let mut cfg = Config::builtin();
             cfg.limits.max_message_size = max_msg;
-            cfg.max_header_size = max_hdr;
+            cfg.limits.max_header_size = max_hdr;
             let mut s = Session::new(Arc::new(cfg.clone()), Arc::new(AtomicUsize::new(0)));
             s.pool = Arc::new(Pool::default());
             s.mail();
@@ -962,9 +661,9 @@ mod tests {
                 s.body(Bytes::copy_from_slice(chunk));
             }
             let m = s.message.as_ref().unwrap();
-            let (incomplete, not_given) = (m.incomplete, m.octets - m.len as u64);
+            let (incomplete, not_given) = (m.buf.incomplete, m.octets - m.buf.len as u64);
             let kept = buffered(&mut s);
-            let g = intake::as_received(&file, &cfg);
+            let g = cfg.as_received(&file);
             let case = format!("max_message_size {max_msg}, max_header_size {max_hdr}");
             assert_eq!(g.incomplete, incomplete, "{case}");
             // The one fold is a CR longer in the file.

@@ -46,12 +46,16 @@ impl Milter {
         let addr = listener.local_addr().unwrap();
         let (reload, reload_rx) = mpsc::channel(1);
         let (tx, rx) = oneshot::channel::<()>();
-        let status = std::sync::Arc::new(mimeref_milter::endpoint::Status::default());
+        let status = std::sync::Arc::new(mimeref_milter::daemon::endpoint::Status::default());
         let http = if http {
             let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let a = l.local_addr().unwrap();
             let h = mimeref_milter::milter::metrics::install().unwrap();
-            tokio::spawn(mimeref_milter::endpoint::serve(l, Some(h), status.clone()));
+            tokio::spawn(mimeref_milter::daemon::endpoint::serve(
+                l,
+                Some(h),
+                status.clone(),
+            ));
             Some(a)
         } else {
             None

@@ -18,7 +18,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 use tracing::warn;
 
-/// What `/readyz` reports, kept up to date by [`crate::daemon::run_with`].
+/// What `/readyz` reports, kept up to date by [`run_with`](super::run_with).
 #[derive(Debug, Default)]
 pub struct Status {
     draining: AtomicBool,

@@ -11,10 +11,9 @@
 
 use std::borrow::Cow;
 
-use crate::config::Config;
 use crate::engine::{self, mime, Limits};
 
-use super::actions::Received;
+use super::plan::Received;
 
 /// The buffering decisions for one message. Once a limit is reached nothing more is
 /// kept: a header field is never cut in half (the heading stays a valid prefix, so the
@@ -30,10 +29,11 @@ pub struct Intake {
 }
 
 impl Intake {
-    pub fn new(cfg: &Config) -> Intake {
+    /// Within `[limits] max_header_size` and `max_message_size`.
+    pub fn new(max_header_size: usize, max_message_size: usize) -> Intake {
         Intake {
-            max_header: cfg.max_header_size,
-            max_message: cfg.limits.max_message_size,
+            max_header: max_header_size,
+            max_message: max_message_size,
             header_octets: 0,
             kept: 0,
             stopped: false,
@@ -114,7 +114,7 @@ impl Given<'_> {
         options_for(base, self.octets_not_given)
     }
 
-    /// What the daemon would know beyond the bytes, for `actions::plan_received`.
+    /// What the daemon would know beyond the bytes, for `Planner::plan_received`.
     pub fn received(&self) -> Received {
         Received {
             incomplete: self.incomplete,
@@ -150,18 +150,23 @@ fn body_prefix(body: &[u8], room: usize) -> usize {
     body.len()
 }
 
-/// `raw` (a message file) as the daemon would have received and kept it under `cfg`'s
-/// limits.
-pub fn as_received<'a>(raw: &'a [u8], cfg: &Config) -> Given<'a> {
+/// `raw` (a message file) as the daemon would have received and kept it within `limits`
+/// and `max_header_size`, counting the fields named `report_header`.
+pub fn as_received<'a>(
+    raw: &'a [u8],
+    limits: &Limits,
+    max_header_size: usize,
+    report_header: Option<&str>,
+) -> Given<'a> {
     // Only the top-level heading matters here.
-    let limits = Limits {
+    let heading_only = Limits {
         max_depth: 0,
         max_parts: 1,
-        ..cfg.limits.clone()
+        ..limits.clone()
     };
-    let msg = mime::Message::parse(raw, &limits);
-    let mut intake = Intake::new(cfg);
-    let report = cfg.report_header.as_deref().map(str::as_bytes);
+    let msg = mime::Message::parse(raw, &heading_only);
+    let mut intake = Intake::new(max_header_size, limits.max_message_size);
+    let report = report_header.map(str::as_bytes);
     let mut given = Given {
         bytes: raw,
         incomplete: false,
@@ -217,11 +222,31 @@ pub fn as_received<'a>(raw: &'a [u8], cfg: &Config) -> Given<'a> {
 mod tests {
     use super::*;
 
-    fn config(max_message: usize, max_header: usize) -> Config {
-        let mut cfg = Config::builtin();
-        cfg.limits.max_message_size = max_message;
-        cfg.max_header_size = max_header;
-        cfg
+    /// Limits as a configuration gives them, the report header the default one.
+    struct Cfg {
+        limits: Limits,
+        max_header_size: usize,
+        report_header: Option<String>,
+    }
+
+    fn config(max_message: usize, max_header: usize) -> Cfg {
+        Cfg {
+            limits: Limits {
+                max_message_size: max_message,
+                ..Limits::default()
+            },
+            max_header_size: max_header,
+            report_header: Some("X-MIMERef".into()),
+        }
+    }
+
+    fn as_received<'a>(raw: &'a [u8], c: &Cfg) -> Given<'a> {
+        super::as_received(
+            raw,
+            &c.limits,
+            c.max_header_size,
+            c.report_header.as_deref(),
+        )
     }
 
     #[test]

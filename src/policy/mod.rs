@@ -1,37 +1,23 @@
-//! Direction of a message and what to do about each rule.
+//! What to do about a message, decided without any I/O.
 //!
-//! The policy maps rule ids, or globs over them (`extbody-*`, `*`), to an [`Action`]. The
-//! most specific key wins for a rule; over all findings of a message the strongest action
-//! decides the verdict.
+//! Here: the [`Policy`] of a direction maps rule ids, or globs over them (`extbody-*`,
+//! `*`), to an [`Action`]; the most specific key wins for a rule, and over all findings of
+//! a message the strongest action decides the verdict. [`direction`] says which way a
+//! message goes, [`intake`] what the limits let through of it, [`plan`] everything the
+//! daemon does to it (the planner, the report header, the replies).
+//!
+//! Layers: engine → policy → config → milter → daemon → cli. The policy uses only the
+//! engine. Its settings ([`Policies`], [`Directions`], [`plan::Report`], [`plan::Replies`])
+//! are its own types, which the configuration holds as sections.
+
+pub mod direction;
+pub mod intake;
+pub mod plan;
 
 use std::fmt;
-use std::net::IpAddr;
-
-use ipnet::IpNet;
 
 use crate::engine::Rule;
-
-/// Which way a message travels, as far as the MTA's macros and the client address tell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Direction {
-    Inbound,
-    Outbound,
-}
-
-impl Direction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Direction::Inbound => "inbound",
-            Direction::Outbound => "outbound",
-        }
-    }
-}
-
-impl fmt::Display for Direction {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use direction::{Direction, Directions};
 
 /// What happens to a message with a finding. Declared weakest first: the derived order is
 /// the verdict order (reject > tempfail > quarantine > fix > report > log > ignore).
@@ -177,10 +163,6 @@ impl Policy {
         Policy { entries, table }
     }
 
-    pub fn entries(&self) -> &[(Pattern, Action)] {
-        &self.entries
-    }
-
     pub fn action(&self, rule: Rule) -> Action {
         Rule::ALL
             .iter()
@@ -206,6 +188,28 @@ impl Policy {
     /// Every action some rule can get: decides which milter actions to negotiate.
     pub fn actions_used(&self) -> impl Iterator<Item = Action> + '_ {
         self.table.iter().copied()
+    }
+}
+
+/// `[policy.inbound]`, `[policy.outbound]` and `[limits] oversize_action`: the action
+/// of every finding, and of a message over the limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policies {
+    pub inbound: Policy,
+    pub outbound: Policy,
+    pub oversize_action: Action,
+}
+
+impl Policies {
+    pub fn get(&self, dir: Direction) -> &Policy {
+        dir.pick(&self.inbound, &self.outbound)
+    }
+
+    /// Whether some finding could lead to this action (decides what to negotiate).
+    pub fn may(&self, action: Action) -> bool {
+        self.oversize_action == action
+            || self.inbound.actions_used().any(|a| a == action)
+            || self.outbound.actions_used().any(|a| a == action)
     }
 }
 
@@ -246,15 +250,6 @@ fn resolve(entries: &[(Pattern, Action)], id: &str) -> Option<Action> {
         .filter(|(p, _)| p.matches(id))
         .max_by(|(p1, a1), (p2, a2)| p1.specificity().cmp(&p2.specificity()).then(a1.cmp(a2)))
         .map(|(_, a)| *a)
-}
-
-/// Whether `addr` lies in one of `nets` (IPv4-mapped IPv6 addresses count as IPv4).
-pub fn in_networks(nets: &[IpNet], addr: IpAddr) -> bool {
-    let addr = match addr {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
-        a => a,
-    };
-    nets.iter().any(|n| n.contains(&addr))
 }
 
 #[cfg(test)]
@@ -356,14 +351,5 @@ mod tests {
         assert!(Pattern::parse("nosuch-*").is_err());
         assert!(Pattern::parse("").is_err());
         assert!(Pattern::parse("*").is_ok());
-    }
-
-    #[test]
-    fn networks() {
-        let nets: Vec<IpNet> = vec!["127.0.0.0/8".parse().unwrap(), "::1/128".parse().unwrap()];
-        assert!(in_networks(&nets, "127.0.0.2".parse().unwrap()));
-        assert!(in_networks(&nets, "::ffff:127.0.0.1".parse().unwrap()));
-        assert!(in_networks(&nets, "::1".parse().unwrap()));
-        assert!(!in_networks(&nets, "192.0.2.1".parse().unwrap()));
     }
 }

@@ -1,0 +1,272 @@
+//! The daemon: sockets, signals, logging, the HTTP endpoint, reload and graceful
+//! shutdown around [`run`], which serves milter connections until the shutdown future
+//! completes. [`serve`] is its entry point, with its own [`ServeOptions`].
+//!
+//! - `listen`: binding the listening socket, and the listener wrappers (TCP quick-ACK,
+//!   the gate that enforces `max_connections` and closes at shutdown, open-connection
+//!   counting).
+//! - [`endpoint`]: `/metrics`, `/healthz`, `/readyz`.
+//!
+//! Layers: engine → policy → config → milter → daemon → cli. The daemon uses the
+//! configuration and the milter; the command line converts its arguments into
+//! [`ServeOptions`].
+
+pub mod endpoint;
+mod listen;
+
+use std::future::Future;
+use std::io;
+use std::os::unix::fs::FileTypeExt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use indymilter::Listener;
+use tokio::sync::mpsc;
+use tracing::{error, info, warn};
+
+use crate::config::{Config, LogFormat, SocketSpec};
+use crate::milter::{callbacks, Shared};
+use endpoint::Status;
+use listen::Gate;
+pub use listen::{bind, AnyListener};
+
+/// What the daemon is started with (the command line's `serve` arguments).
+#[derive(Debug, Default, Clone)]
+pub struct ServeOptions {
+    /// Configuration file; None: the default path if it exists, else built-in defaults.
+    pub config: Option<PathBuf>,
+    /// Listening socket overriding the configuration's.
+    pub socket: Option<String>,
+    /// Analyse, log and report; change nothing, reject nothing (survives reloads).
+    pub dry_run: bool,
+}
+
+/// `mimeref-milter serve`: the daemon's main.
+pub fn serve(args: ServeOptions) -> ExitCode {
+    let mut cfg = match Config::load(args.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    if args.dry_run {
+        cfg.force_dry_run();
+    }
+    // The command line's socket is used but not kept in the configuration: a reload
+    // compares the file's values.
+    let spec = match &args.socket {
+        None => cfg.listen.socket.clone(),
+        Some(text) => match SocketSpec::parse(text) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("mimeref-milter: socket {e}");
+                return ExitCode::from(1);
+            }
+        },
+    };
+    init_logging(&cfg);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            error!("cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = rt.block_on(serve_async(cfg, spec.clone()));
+    if let SocketSpec::Unix(path) = &spec {
+        // Only ever our own socket: the file was created by bind() above.
+        if let Ok(m) = std::fs::symlink_metadata(path) {
+            if m.file_type().is_socket() {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+    match result {
+        Ok(()) => {
+            info!("stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            error!("{e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn serve_async(cfg: Config, spec: SocketSpec) -> Result<(), String> {
+    let listener = bind(&spec, &cfg).await?;
+    let status = Arc::new(Status::default());
+    if let Some(addr) = cfg.listen.metrics_listen {
+        let http = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("metrics endpoint {addr}: {e}"))?;
+        let handle =
+            crate::milter::metrics::install().map_err(|e| format!("metrics recorder: {e}"))?;
+        tokio::spawn(endpoint::serve(http, Some(handle), status.clone()));
+        info!("metrics on http://{addr}/metrics, health on /healthz and /readyz");
+    }
+    let (reload_tx, reload_rx) = mpsc::channel(4);
+    let mut hup = signal(tokio::signal::unix::SignalKind::hangup())?;
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            let _ = reload_tx.try_send(());
+        }
+    });
+    let mut term = signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut int = signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = term.recv() => info!("SIGTERM: shutting down"),
+            _ = int.recv() => info!("SIGINT: shutting down"),
+        }
+    };
+    info!(
+        "listening on {spec}{} (config: {})",
+        if cfg.service.dry_run { ", dry run" } else { "" },
+        cfg.file
+            .as_ref()
+            .map_or("built-in".to_string(), |f| f.display().to_string())
+    );
+    run_with(listener, cfg, reload_rx, shutdown, status)
+        .await
+        .map_err(|e| format!("milter failed: {e}"))
+}
+
+fn signal(kind: tokio::signal::unix::SignalKind) -> Result<tokio::signal::unix::Signal, String> {
+    tokio::signal::unix::signal(kind).map_err(|e| format!("cannot install signal handler: {e}"))
+}
+
+/// Serves milter connections on `listener` with `config` until `shutdown` completes.
+///
+/// Each `()` received on `reload` re-reads the configuration from where `config` came
+/// from: on success it replaces the current one for new connections (open connections
+/// keep their snapshot); on error the old one stays and the errors are logged.
+/// On shutdown the listener is closed, new transactions are tempfailed and messages in
+/// flight get `shutdown_timeout` to finish.
+pub async fn run(
+    listener: impl Listener,
+    config: Config,
+    reload: mpsc::Receiver<()>,
+    shutdown: impl Future,
+) -> io::Result<()> {
+    run_with(listener, config, reload, shutdown, Arc::default()).await
+}
+
+/// [`run`], keeping `status` (what the HTTP endpoint reports) up to date.
+pub async fn run_with(
+    listener: impl Listener,
+    config: Config,
+    mut reload: mpsc::Receiver<()>,
+    shutdown: impl Future,
+    status: Arc<Status>,
+) -> io::Result<()> {
+    // The limit is the Gate's, which refuses at once rather than leaving connections
+    // in the backlog; indymilter's own semaphore only needs to stay out of the way.
+    let milter_config = indymilter::Config {
+        max_connections: tokio::sync::Semaphore::MAX_PERMITS,
+        connection_timeout: config.listen.connection_timeout,
+        ..Default::default()
+    };
+    let max_connections = config.listen.max_connections;
+    status.set_max_connections(max_connections);
+    crate::milter::metrics::max_connections(max_connections);
+    let shared = Arc::new(Shared::new(config));
+    let callbacks = callbacks::build(shared.clone());
+
+    let reloader = {
+        let shared = shared.clone();
+        let status = status.clone();
+        tokio::spawn(async move {
+            while reload.recv().await.is_some() {
+                let ok = reload_config(&shared);
+                crate::milter::metrics::reload(ok);
+                status.set_reload_failed(!ok);
+            }
+        })
+    };
+
+    let (gate, gate_state) = Gate::new(listener, status.clone(), max_connections);
+    let drained = {
+        let shared = shared.clone();
+        async move {
+            shutdown.await;
+            status.set_draining();
+            shared.start_closing();
+            gate_state.close();
+            let deadline = shared.config().service.shutdown_timeout;
+            let waiting = shared.in_flight();
+            if waiting > 0 {
+                info!(
+                    "waiting up to {}s for {waiting} message(s) in flight",
+                    deadline.as_secs()
+                );
+            }
+            let until = tokio::time::Instant::now() + deadline;
+            while shared.in_flight() > 0 && tokio::time::Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let left = shared.in_flight();
+            if left > 0 {
+                warn!("shutdown deadline reached with {left} message(s) in flight; the MTA applies its default action");
+            }
+        }
+    };
+    let result = indymilter::run(gate, callbacks, milter_config, drained).await;
+    reloader.abort();
+    result
+}
+
+/// Whether the new configuration was loaded.
+fn reload_config(shared: &Shared) -> bool {
+    let old = shared.config();
+    match Config::load(old.origin.as_deref()) {
+        Ok(mut new) => {
+            let stuck = new.keep_restart_only(&old);
+            if !stuck.is_empty() {
+                warn!(
+                    "reload: {} changed; that needs a restart, the running value stays",
+                    stuck.join(", ")
+                );
+            }
+            info!(
+                "reload: configuration {} loaded; new connections use it",
+                new.file
+                    .as_ref()
+                    .map_or("built-in".to_string(), |f| f.display().to_string())
+            );
+            shared.replace_config(new);
+            true
+        }
+        Err(e) => {
+            for line in e.to_string().lines() {
+                error!("reload failed, keeping the running configuration: {line}");
+            }
+            false
+        }
+    }
+}
+
+/// Plain text (journald adds time stamps) or JSON; RUST_LOG overrides the config level.
+fn init_logging(cfg: &Config) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        EnvFilter::new(format!("warn,mimeref_milter={}", cfg.process.log_level))
+    });
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .with_target(false);
+    let res = match cfg.process.log_format {
+        LogFormat::Text => builder.without_time().with_ansi(false).try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+    if let Err(e) = res {
+        eprintln!("mimeref-milter: logging: {e}");
+    }
+}

@@ -1,0 +1,131 @@
+//! Which way a message travels: [`Directions`] decides it from the MTA's macros and the
+//! client address, as `trusted_networks` and `outbound_daemons` say.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::ffi::CStr;
+use std::fmt;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+/// Which way a message travels, as far as the MTA's macros and the client address tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Direction {
+    Inbound,
+    Outbound,
+}
+
+impl Direction {
+    /// The one of a pair of per-direction settings that applies.
+    pub fn pick<'a, T>(self, inbound: &'a T, outbound: &'a T) -> &'a T {
+        match self {
+            Direction::Inbound => inbound,
+            Direction::Outbound => outbound,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Inbound => "inbound",
+            Direction::Outbound => "outbound",
+        }
+    }
+}
+
+impl fmt::Display for Direction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The settings that decide a message's direction.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Directions {
+    pub trusted_networks: Vec<IpNet>,
+    pub outbound_daemons: Vec<String>,
+}
+
+impl Directions {
+    /// Outbound when the client authenticated, connects from a trusted network, or came
+    /// in through one of `outbound_daemons`; inbound otherwise (also when macros are
+    /// missing: the cautious side). `macros` holds them by name, `{auth_type}` or
+    /// `auth_type`.
+    pub fn direction(
+        &self,
+        macros: &BTreeMap<String, String>,
+        client_addr: Option<IpAddr>,
+    ) -> Direction {
+        self.direction_with(
+            |name| {
+                let name = name.to_str().unwrap_or_default();
+                macros
+                    .get(name)
+                    .or_else(|| macros.get(name.trim_start_matches('{').trim_end_matches('}')))
+                    .map(|v| Cow::Borrowed(v.as_str()))
+            },
+            client_addr,
+        )
+    }
+
+    /// [`Directions::direction`] with the macros looked up one by one, and only those the
+    /// decision needs: `macro_value` is asked for `{auth_authen}`, `{auth_type}`,
+    /// `{client_addr}` or `{daemon_name}`.
+    pub fn direction_with<'m>(
+        &self,
+        macro_value: impl Fn(&'static CStr) -> Option<Cow<'m, str>>,
+        client_addr: Option<IpAddr>,
+    ) -> Direction {
+        let get = |name| macro_value(name).filter(|v| !v.is_empty());
+        if get(c"{auth_authen}").is_some() || get(c"{auth_type}").is_some() {
+            return Direction::Outbound;
+        }
+        let addr = client_addr.or_else(|| get(c"{client_addr}").and_then(|a| parse_ip(&a)));
+        if let Some(a) = addr {
+            if in_networks(&self.trusted_networks, a) {
+                return Direction::Outbound;
+            }
+        }
+        if !self.outbound_daemons.is_empty() {
+            if let Some(d) = get(c"{daemon_name}") {
+                if self.outbound_daemons.iter().any(|o| *o == *d) {
+                    return Direction::Outbound;
+                }
+            }
+        }
+        Direction::Inbound
+    }
+}
+
+fn parse_ip(s: &str) -> Option<IpAddr> {
+    // Sendmail writes IPv6 client addresses as `IPv6:2001:db8::1`, sometimes in brackets.
+    let s = s.trim().trim_start_matches('[').trim_end_matches(']');
+    let s = s
+        .strip_prefix("IPv6:")
+        .or_else(|| s.strip_prefix("ipv6:"))
+        .unwrap_or(s);
+    s.parse().ok()
+}
+
+/// Whether `addr` lies in one of `nets` (IPv4-mapped IPv6 addresses count as IPv4).
+pub fn in_networks(nets: &[IpNet], addr: IpAddr) -> bool {
+    let addr = match addr {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
+        a => a,
+    };
+    nets.iter().any(|n| n.contains(&addr))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn networks() {
+        let nets: Vec<IpNet> = vec!["127.0.0.0/8".parse().unwrap(), "::1/128".parse().unwrap()];
+        assert!(in_networks(&nets, "127.0.0.2".parse().unwrap()));
+        assert!(in_networks(&nets, "::ffff:127.0.0.1".parse().unwrap()));
+        assert!(in_networks(&nets, "::1".parse().unwrap()));
+        assert!(!in_networks(&nets, "192.0.2.1".parse().unwrap()));
+    }
+}
