@@ -3,7 +3,7 @@
 //! a fix, fix idempotent), in LF and in CRLF form. The first byte picks the options.
 #![no_main]
 
-#[path = "../../tests/common/mod.rs"]
+#[path = "../../tests/support/invariants.rs"]
 mod common;
 
 use libfuzzer_sys::fuzz_target;

@@ -1,6 +1,7 @@
 //! UNIX socket handling (stale socket replaced, anything else left alone, mode applied)
 //! and the Prometheus endpoint.
 
+#[path = "../support/milter.rs"]
 mod milter_util;
 
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};

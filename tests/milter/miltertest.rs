@@ -2,7 +2,7 @@
 //! protocol client independent of both MTAs and of indymilter. Scripts live
 //! in tests/miltertest/. Needs the `miltertest` package:
 //! `sudo scripts/install-test-deps`.
-#[path = "mta/mod.rs"]
+#[path = "../support/mta/mod.rs"]
 mod mta;
 
 use mta::Daemon;

@@ -9,7 +9,7 @@
 //! nothing lost, nothing bounced, each delivered message exactly what
 //! `mimeref-milter fix --as-milter` writes offline.
 //! Needs root, `postfix` and `haproxy`: `sudo scripts/install-test-deps`.
-#[path = "mta/mod.rs"]
+#[path = "../support/mta/mod.rs"]
 mod mta;
 
 use std::collections::HashMap;

@@ -6,7 +6,7 @@
 //! header byte for byte as `mimeref-milter fix --as-milter` makes them, and rspamd's
 //! fields naming the message's own queue id. Needs root, postfix and rspamd:
 //! `sudo scripts/install-test-deps`.
-#[path = "mta/mod.rs"]
+#[path = "../support/mta/mod.rs"]
 mod mta;
 
 use std::fs;

@@ -9,7 +9,7 @@
 //! Time bounds are deliberately generous (a loaded 2-core CI machine, debug build): they
 //! catch a hang or a quadratic blow-up, not a slow day.
 
-mod common;
+use crate::common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -497,7 +497,7 @@ fn encoded_words_in_content_location() {
 // explicit verdict, and a replaced body must be exactly the engine's fix of the message
 // (nothing lost, nothing cut).
 
-mod milter_util;
+use crate::milter_util;
 
 use indymilter_test::Status;
 use milter_util::{connect, header_changes, replaced_body, send, Envelope, Milter};

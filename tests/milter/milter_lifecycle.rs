@@ -1,6 +1,7 @@
 //! Reload while connections are open, a reload that fails, and shutdown with a
 //! transaction in flight.
 
+#[path = "../support/milter.rs"]
 mod milter_util;
 
 use std::time::Duration;

@@ -4,6 +4,7 @@
 //! header). The daemon runs in this process, so its open files are ours: the spill file
 //! shows up in /proc/self/fd as `DIR/.mimeref-milter-PID-N (deleted)`.
 
+#[path = "../support/milter.rs"]
 mod milter_util;
 
 use std::path::{Path, PathBuf};

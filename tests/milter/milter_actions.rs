@@ -2,6 +2,7 @@
 //! `run()`: fix a top-level header, fix a nested part by body replacement, report only,
 //! reject and tempfail with the reply text, quarantine, dry run, forged report headers.
 
+#[path = "../support/milter.rs"]
 mod milter_util;
 
 use indymilter_test::{Actions, ProtoOpts, Status};

@@ -7,7 +7,7 @@
 //! Every fixture runs twice, as stored (LF) and with CRLF line endings. On a mismatch the
 //! actual result is written beside the fixture as `NAME.failed` / `NAME.fixed.failed`.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 //! Counts: sent = delivered + rejected by policy, with no tempfail, nothing refused for
 //! any other reason, nothing left in the queue, and the same daemon process from start
 //! to end (no restart). Prints the figures.
-#[path = "mta/mod.rs"]
+#[path = "../support/mta/mod.rs"]
 mod mta;
 
 use std::path::Path;

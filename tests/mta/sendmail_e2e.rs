@@ -1,6 +1,6 @@
 //! End-to-end behind a real Sendmail run from the unpacked Debian packages
 //! (see tests/mta/mod.rs). Needs root: `sudo scripts/install-test-deps`.
-#[path = "mta/mod.rs"]
+#[path = "../support/mta/mod.rs"]
 mod mta;
 
 use mta::probe::{self, Action, Probe};

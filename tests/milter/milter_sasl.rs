@@ -3,6 +3,7 @@
 //! session is authenticated; the daemon must then apply the outbound policy, and the
 //! inbound one to the same message from the same client without them.
 
+#[path = "../support/milter.rs"]
 mod milter_util;
 
 use indymilter_test::{MacroStage, Status, TestConnection};

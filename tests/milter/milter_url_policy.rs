@@ -3,6 +3,7 @@
 //! (fix = strip, report, reject), a rewrite left at `report`, and a legacy conversion
 //! of a top-level Content-Type by change_header.
 
+#[path = "../support/milter.rs"]
 mod milter_util;
 
 use indymilter_test::Status;

@@ -3,6 +3,7 @@
 //! daemon's `/metrics`, so that a renamed metric cannot leave a panel or an alert
 //! silently empty.
 
+#[path = "../support/milter.rs"]
 mod milter_util;
 
 use std::collections::BTreeSet;

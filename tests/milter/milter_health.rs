@@ -1,6 +1,7 @@
 //! The HTTP endpoint of `metrics_listen`: `/healthz`, `/readyz` through a failed reload
 //! and the beginning of shutdown, and `/metrics` beside them.
 
+#[path = "../support/milter.rs"]
 mod milter_util;
 
 use std::time::Duration;

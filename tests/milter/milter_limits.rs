@@ -2,6 +2,7 @@
 //! applies its default action straight away instead of waiting out its connect
 //! timeout), counted and reported by `/readyz`, while the open ones go on working.
 
+#[path = "../support/milter.rs"]
 mod milter_util;
 
 use std::time::{Duration, Instant};

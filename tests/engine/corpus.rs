@@ -3,7 +3,7 @@
 //! also runs with CRLF line endings. Figures (files, changed, findings per rule) go to
 //! `target/corpus-report.txt`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::fs;

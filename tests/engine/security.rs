@@ -5,7 +5,7 @@
 //! - the daemon never opens a connection to a URL it reads in a message;
 //! - the systemd unit runs it unprivileged and confined.
 
-mod milter_util;
+use crate::milter_util;
 
 use std::net::TcpListener;
 

@@ -6,6 +6,7 @@
 //! "Nothing left behind" is checked through shutdown: a message still counted in flight
 //! would make `stop()` wait for the whole `shutdown_timeout` (set far above the bound).
 
+#[path = "../support/milter.rs"]
 mod milter_util;
 
 use std::io::{Read, Write};

@@ -3,7 +3,7 @@
 //! other Postfix tests run with Postfix's default lists, which already hold those macros
 //! and would hide a daemon that stopped asking; here every list is empty.
 //! Needs root and the `postfix` package, as tests/postfix_e2e.rs.
-#[path = "mta/mod.rs"]
+#[path = "../support/mta/mod.rs"]
 mod mta;
 
 use mta::{Daemon, Postfix, PostfixConfig};

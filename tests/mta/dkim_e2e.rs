@@ -4,7 +4,7 @@
 //! Signatures are checked with python3-dkim against the key generated for the test,
 //! without DNS. Needs root, postfix, the unpacked Sendmail, opendkim, opendkim-tools
 //! and python3-dkim: `sudo scripts/install-test-deps`.
-#[path = "mta/mod.rs"]
+#[path = "../support/mta/mod.rs"]
 mod mta;
 
 use std::fs;

@@ -2,6 +2,7 @@
 //! non-UTF-8 header bytes, oversize messages; "no reply" stages as negotiated, and the
 //! message-level tests with and without them.
 
+#[path = "../support/milter.rs"]
 mod milter_util;
 
 use indymilter_test::{MacroStage, ProtoOpts, Status};
