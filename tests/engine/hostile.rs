@@ -3,13 +3,13 @@
 //! endless RFC 2231 continuations, encoded words where none belong).
 //!
 //! Each one goes through the engine (check, fix, re-check with the fix invariants of
-//! `common::fix_and_verify`) under a per-thread allocation meter, and through the real
+//! `fix_and_verify`) under a per-thread allocation meter, and through the real
 //! daemon, which must still answer with a verdict and pass the message on whole.
 //!
 //! Time bounds are deliberately generous (a loaded 2-core CI machine, debug build): they
 //! catch a hang or a quadratic blow-up, not a slow day.
 
-use crate::common;
+use crate::support::invariants::fix_and_verify;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -87,7 +87,7 @@ fn memory_bound(len: usize) -> usize {
 /// list stays proportionate (a million fields must not give a million findings).
 fn engine_run(name: &str, raw: &[u8], opts: &Options) -> Analysis {
     let t = Instant::now();
-    let ((_, analysis), peak) = metered(|| common::fix_and_verify(name, raw, opts));
+    let ((_, analysis), peak) = metered(|| fix_and_verify(name, raw, opts));
     let took = t.elapsed();
     eprintln!(
         "{name}: {} octets, {} findings, {:?}, peak {} KiB",
@@ -405,7 +405,7 @@ fn a_million_header_fields() {
 #[test]
 fn multipart_without_boundary() {
     let m = no_boundary();
-    let (fixed, analysis) = common::fix_and_verify("no boundary", &m, &opts());
+    let (fixed, analysis) = fix_and_verify("no boundary", &m, &opts());
     assert!(fixed == m);
     assert!(
         analysis
@@ -497,10 +497,9 @@ fn encoded_words_in_content_location() {
 // explicit verdict, and a replaced body must be exactly the engine's fix of the message
 // (nothing lost, nothing cut).
 
-use crate::milter_util;
-
+use crate::support::message::to_crlf;
+use crate::support::milter::{connect, header_changes, replaced_body, send, Envelope, Milter};
 use indymilter_test::Status;
-use milter_util::{connect, header_changes, replaced_body, send, Envelope, Milter};
 use mimeref_milter::config::Config;
 use mimeref_milter::policy::Direction;
 
@@ -525,11 +524,11 @@ fn as_mta_sends(raw: &[u8]) -> Eml {
     let body = raw.get(sep + 1..).unwrap_or_default();
     Eml {
         headers,
-        body: milter_util::crlf(body),
+        body: to_crlf(body),
     }
 }
 
-use milter_util::Eml;
+use crate::support::milter::Eml;
 
 /// The message as the daemon buffers it (see `session.rs`).
 fn as_buffered(m: &Eml) -> Vec<u8> {

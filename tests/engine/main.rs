@@ -1,10 +1,8 @@
 //! The engine tests, fast and free of shared state: one test binary, so the 2-core CI
 //! machine links it once.
 
-#[path = "../support/invariants.rs"]
-mod common;
-#[path = "../support/milter.rs"]
-mod milter_util;
+#[path = "../support/mod.rs"]
+mod support;
 
 mod cli;
 mod corpus;

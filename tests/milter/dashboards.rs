@@ -3,14 +3,14 @@
 //! daemon's `/metrics`, so that a renamed metric cannot leave a panel or an alert
 //! silently empty.
 
-#[path = "../support/milter.rs"]
-mod milter_util;
+#[path = "../support/mod.rs"]
+mod support;
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
 use indymilter_test::{ProtoOpts, Status, TestConnection};
-use milter_util::*;
+use support::milter::*;
 
 fn read(rel: &str) -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)).unwrap()
@@ -46,7 +46,7 @@ async fn exported() -> BTreeSet<String> {
     let (_, st) = send(
         &mut c,
         &Envelope::default(),
-        &eml(&fixture("nested-extbody.eml")),
+        &eml(&fixture("milter/nested-extbody.eml")),
     )
     .await;
     assert_eq!(st, Status::Accept);

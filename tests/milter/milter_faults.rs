@@ -6,8 +6,8 @@
 //! "Nothing left behind" is checked through shutdown: a message still counted in flight
 //! would make `stop()` wait for the whole `shutdown_timeout` (set far above the bound).
 
-#[path = "../support/milter.rs"]
-mod milter_util;
+#[path = "../support/mod.rs"]
+mod support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indymilter_test::{ProtoOpts, Status};
-use milter_util::*;
+use support::milter::*;
 
 /// In-flight messages left behind would hold shutdown for this long.
 const HOLD: &str = "shutdown_timeout = 120\n";
@@ -36,7 +36,12 @@ async fn stop_quickly(m: Milter) {
 async fn still_serves(m: &Milter) {
     let mut c = m.conn().await;
     connect(&mut c, "192.0.2.1", None).await;
-    let (_, st) = send(&mut c, &Envelope::default(), &eml(&fixture("clean.eml"))).await;
+    let (_, st) = send(
+        &mut c,
+        &Envelope::default(),
+        &eml(&fixture("milter/clean.eml")),
+    )
+    .await;
     assert_eq!(st, Status::Accept);
     c.close().await.unwrap();
 }
@@ -44,7 +49,7 @@ async fn still_serves(m: &Milter) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_disconnects_mid_body_and_aborts() {
     let m = Milter::start("faults-disconnect", HOLD).await;
-    let msg = eml(&fixture("nested-extbody.eml"));
+    let msg = eml(&fixture("milter/nested-extbody.eml"));
     for _ in 0..20 {
         let mut c = m.conn().await;
         connect(&mut c, "192.0.2.1", None).await;
@@ -181,8 +186,8 @@ async fn five_hundred_concurrent_connections() {
     )
     .await;
     let m = Arc::new(m);
-    let clean = Arc::new(eml(&fixture("clean.eml")));
-    let cid = Arc::new(eml(&fixture("cid-dup.eml")));
+    let clean = Arc::new(eml(&fixture("milter/clean.eml")));
+    let cid = Arc::new(eml(&fixture("milter/cid-dup.eml")));
     let mut tasks = Vec::new();
     // All 500 open first, then all send: the daemon holds 500 sessions at once.
     let barrier = Arc::new(tokio::sync::Barrier::new(500));
@@ -228,7 +233,7 @@ async fn reloads_under_load_lose_nothing() {
     for _ in 0..20 {
         let (m, done) = (m.clone(), done.clone());
         tasks.push(tokio::spawn(async move {
-            let msg = eml(&fixture("nested-extbody.eml"));
+            let msg = eml(&fixture("milter/nested-extbody.eml"));
             for _ in 0..10 {
                 let mut c = m.conn().await;
                 connect(&mut c, "192.0.2.1", None).await;
@@ -332,7 +337,7 @@ async fn client_loop(
     tempfails: Arc<AtomicUsize>,
     terminating: Arc<AtomicBool>,
 ) {
-    let msg = eml(&fixture("nested-extbody.eml"));
+    let msg = eml(&fixture("milter/nested-extbody.eml"));
     loop {
         let Ok(mut c) = open(addr).await else {
             return; // listener closed: the MTA applies its default action
@@ -441,7 +446,7 @@ fn rss_kb(pid: u32) -> u64 {
 /// One round of faults: 100 concurrent complete messages, 100 clients that vanish
 /// mid-body, and garbage probes. Every complete message must get its verdict.
 async fn fault_storm(addr: SocketAddr) {
-    let msg = Arc::new(eml(&fixture("nested-extbody.eml")));
+    let msg = Arc::new(eml(&fixture("milter/nested-extbody.eml")));
     let mut tasks = Vec::new();
     for i in 0..200 {
         let msg = msg.clone();

@@ -1,13 +1,13 @@
 //! The HTTP endpoint of `metrics_listen`: `/healthz`, `/readyz` through a failed reload
 //! and the beginning of shutdown, and `/metrics` beside them.
 
-#[path = "../support/milter.rs"]
-mod milter_util;
+#[path = "../support/mod.rs"]
+mod support;
 
 use std::time::Duration;
 
 use indymilter_test::Status;
-use milter_util::*;
+use support::milter::*;
 
 #[tokio::test]
 async fn healthz_and_readyz_follow_the_daemon() {
@@ -29,7 +29,7 @@ async fn healthz_and_readyz_follow_the_daemon() {
     // takes no new connection.
     let mut c = m.conn().await;
     connect(&mut c, REMOTE, None).await;
-    let msg = eml(&fixture("clean.eml"));
+    let msg = eml(&fixture("milter/clean.eml"));
     assert_eq!(
         c.mail(["<alice@example.org>"]).await.unwrap(),
         Status::Continue

@@ -2,13 +2,13 @@
 //! applies its default action straight away instead of waiting out its connect
 //! timeout), counted and reported by `/readyz`, while the open ones go on working.
 
-#[path = "../support/milter.rs"]
-mod milter_util;
+#[path = "../support/mod.rs"]
+mod support;
 
 use std::time::{Duration, Instant};
 
 use indymilter_test::Status;
-use milter_util::*;
+use support::milter::*;
 use tokio::io::AsyncReadExt;
 
 /// Connects and waits for the daemon to close the connection: how long that took, or
@@ -60,7 +60,7 @@ async fn connection_over_the_limit_is_closed_at_once() {
     assert!(body.contains("mimeref_connections_open 2"), "{body}");
 
     // The two open connections are unaffected.
-    let msg = eml(&fixture("clean.eml"));
+    let msg = eml(&fixture("milter/clean.eml"));
     for c in [&mut a, &mut b] {
         let (_, st) = send(c, &Envelope::default(), &msg).await;
         assert_eq!(st, Status::Accept);

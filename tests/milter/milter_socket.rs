@@ -1,17 +1,17 @@
 //! UNIX socket handling (stale socket replaced, anything else left alone, mode applied)
 //! and the Prometheus endpoint.
 
-#[path = "../support/milter.rs"]
-mod milter_util;
+#[path = "../support/mod.rs"]
+mod support;
 
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use indymilter_test::{Status, TestConnection};
-use milter_util::*;
 use mimeref_milter::config::Config;
 use mimeref_milter::daemon::{bind, SocketSpec};
+use support::milter::*;
 
 fn dir(name: &str) -> PathBuf {
     let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -55,7 +55,12 @@ async fn unix_socket_replaces_only_a_stale_socket_and_serves() {
         .await
         .unwrap();
     connect(&mut c, "192.0.2.1", None).await;
-    let (_, st) = send(&mut c, &Envelope::default(), &eml(&fixture("clean.eml"))).await;
+    let (_, st) = send(
+        &mut c,
+        &Envelope::default(),
+        &eml(&fixture("milter/clean.eml")),
+    )
+    .await;
     assert_eq!(st, Status::Accept);
     c.close().await.unwrap();
     stop.send(()).unwrap();
@@ -85,7 +90,7 @@ async fn prometheus_endpoint_counts_messages_and_rules() {
     let (_, st) = send(
         &mut c,
         &Envelope::default(),
-        &eml(&fixture("nested-extbody.eml")),
+        &eml(&fixture("milter/nested-extbody.eml")),
     )
     .await;
     assert_eq!(st, Status::Accept);

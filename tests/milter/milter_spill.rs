@@ -4,23 +4,23 @@
 //! header). The daemon runs in this process, so its open files are ours: the spill file
 //! shows up in /proc/self/fd as `DIR/.mimeref-milter-PID-N (deleted)`.
 
-#[path = "../support/milter.rs"]
-mod milter_util;
+#[path = "../support/mod.rs"]
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use indymilter_test::{ProtoOpts, Status};
-use milter_util::*;
 use mimeref_milter::config::Config;
 use mimeref_milter::engine;
 use mimeref_milter::policy::Direction;
+use support::milter::*;
 
 const THRESHOLD: usize = 64 << 10;
 
 /// nested-extbody.eml with a base64 attachment that takes it to about `size` octets.
 fn large_nested(size: usize) -> Vec<u8> {
-    let raw = crlf(&fixture("nested-extbody.eml"));
+    let raw = to_crlf(&fixture("milter/nested-extbody.eml"));
     let close = b"--outer--";
     let at = raw
         .windows(close.len())

@@ -4,8 +4,10 @@
 //! Signatures are checked with python3-dkim against the key generated for the test,
 //! without DNS. Needs root, postfix, the unpacked Sendmail, opendkim, opendkim-tools
 //! and python3-dkim: `sudo scripts/install-test-deps`.
-#[path = "../support/mta/mod.rs"]
-mod mta;
+#[path = "../support/mod.rs"]
+mod support;
+
+use support::{message, mta};
 
 use std::fs;
 use std::net::TcpStream;
@@ -13,9 +15,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mta::{
-    drop_fields, fixture, with_message_id, Daemon, Postfix, PostfixConfig, Sendmail, TempDir,
-};
+use mta::{Daemon, Postfix, PostfixConfig, Sendmail, TempDir};
+use support::message::{drop_fields, fixture, with_message_id};
 
 const DOMAIN: &str = "sender.example";
 const SELECTOR: &str = "mimeref";
@@ -128,7 +129,7 @@ impl Key {
             "dkim sign failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let mut signed = mta::to_lf(&out.stdout);
+        let mut signed = message::to_lf(&out.stdout);
         assert!(signed.starts_with(b"DKIM-Signature:"), "{signed:?}");
         signed.extend_from_slice(msg);
         signed

@@ -9,8 +9,10 @@
 //! nothing lost, nothing bounced, each delivered message exactly what
 //! `mimeref-milter fix --as-milter` writes offline.
 //! Needs root, `postfix` and `haproxy`: `sudo scripts/install-test-deps`.
-#[path = "../support/mta/mod.rs"]
-mod mta;
+#[path = "../support/mod.rs"]
+mod support;
+
+use support::{message, mta};
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -44,10 +46,10 @@ fn now_ms() -> u128 {
 /// only `Content-Location: cid:…`, which the daemon fixes by inserting a Content-ID).
 fn message(id: &str, fixable: bool) -> Vec<u8> {
     if fixable {
-        let page = String::from_utf8(mta::fixture("html/chrome-cid-location.eml"))
+        let page = String::from_utf8(message::fixture("html/chrome-cid-location.eml"))
             .unwrap()
             .replace("From: <Saved by Blink>", &format!("From: {FROM}"));
-        mta::with_message_id(page.as_bytes(), id)
+        message::with_message_id(page.as_bytes(), id)
     } else {
         format!(
             "Message-ID: <{id}>\nFrom: {FROM}\nTo: {TO}\nSubject: fleet {id}\n\

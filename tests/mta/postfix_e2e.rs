@@ -1,7 +1,9 @@
 //! End-to-end behind a real, private Postfix (see tests/mta/mod.rs).
 //! Needs root and the `postfix` package: `sudo scripts/install-test-deps`.
-#[path = "../support/mta/mod.rs"]
-mod mta;
+#[path = "../support/mod.rs"]
+mod support;
+
+use support::mta;
 
 use mta::probe::{self, Action, Probe};
 use mta::{Postfix, PostfixConfig};
@@ -171,8 +173,9 @@ fn harness_probe_leading_space_mode() {
 // ---------------------------------------------------------------------------
 // mimeref-milter behind Postfix
 
-use mta::{drop_fields, fixture, with_message_id, Daemon};
+use mta::Daemon;
 use std::process::Command;
+use support::message::{drop_fields, fixture, with_message_id};
 
 /// Loopback clients would be outbound through the default trusted_networks;
 /// the tests decide direction through the smtpd they use instead.
@@ -676,10 +679,10 @@ fn content_id_insertion_is_what_fix_as_milter_writes() {
     }
     let cfg = config("");
     let (d, pf) = start(&cfg, &[], PostfixConfig::with_milter(""));
-    let page = String::from_utf8(mta::fixture("html/chrome-cid-location.eml"))
+    let page = String::from_utf8(fixture("html/chrome-cid-location.eml"))
         .unwrap()
         .replace("From: <Saved by Blink>", "From: alice@sender.example");
-    let input = mta::with_message_id(page.as_bytes(), "cid-loc-1@sender.example");
+    let input = with_message_id(page.as_bytes(), "cid-loc-1@sender.example");
     let r = pf.send(&input);
     assert_eq!(r.code, 250, "{r}\n{}", d.log());
     let got = pf.wait_delivered("cid-loc-1@").without_trace();

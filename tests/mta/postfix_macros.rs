@@ -3,8 +3,10 @@
 //! other Postfix tests run with Postfix's default lists, which already hold those macros
 //! and would hide a daemon that stopped asking; here every list is empty.
 //! Needs root and the `postfix` package, as tests/postfix_e2e.rs.
-#[path = "../support/mta/mod.rs"]
-mod mta;
+#[path = "../support/mod.rs"]
+mod support;
+
+use support::mta;
 
 use mta::{Daemon, Postfix, PostfixConfig};
 

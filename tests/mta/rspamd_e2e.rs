@@ -6,15 +6,18 @@
 //! header byte for byte as `mimeref-milter fix --as-milter` makes them, and rspamd's
 //! fields naming the message's own queue id. Needs root, postfix and rspamd:
 //! `sudo scripts/install-test-deps`.
-#[path = "../support/mta/mod.rs"]
-mod mta;
+#[path = "../support/mod.rs"]
+mod support;
+
+use support::mta;
 
 use std::fs;
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mta::{drop_fields, fixture, with_message_id, Daemon, Postfix, PostfixConfig, TempDir};
+use mta::{Daemon, Postfix, PostfixConfig, TempDir};
+use support::message::{self, drop_fields, fixture, with_message_id};
 
 /// The fields rspamd's milter_headers adds here (the `use` list below).
 const RSPAMD_FIELDS: [&str; 2] = ["X-Spamd-Result", "X-Rspamd-Queue-Id"];
@@ -234,7 +237,7 @@ fn both_milters(mimeref_first: bool, tag: &str) {
     }
     let mut queue_ids = Vec::new();
     for (input, fixed) in &cases {
-        let id = mta::header_values(input, "Message-ID")[0].clone();
+        let id = message::header_values(input, "Message-ID")[0].clone();
         let id = id.trim_matches(|c| c == '<' || c == '>');
         let got = pf.wait_delivered(id);
         let text = String::from_utf8_lossy(&got.message).into_owned();
@@ -242,7 +245,7 @@ fn both_milters(mimeref_first: bool, tag: &str) {
         // mimeref-milter's part: exactly its offline edits, report header included.
         let want = offline_as_milter(input);
         let report = got.header("X-MIMERef");
-        assert_eq!(report, mta::header_values(&want, "X-MIMERef"), "{text}");
+        assert_eq!(report, message::header_values(&want, "X-MIMERef"), "{text}");
         if *fixed {
             assert_ne!(&want, input, "{id}: the fixture needs a fix");
             assert_eq!(report.len(), 1, "{text}");
@@ -256,8 +259,8 @@ fn both_milters(mimeref_first: bool, tag: &str) {
         }
         // A field order that differs from the offline one shows as a diff as well.
         assert_eq!(
-            mta::to_lf(&body),
-            mta::to_lf(&want),
+            message::to_lf(&body),
+            message::to_lf(&want),
             "{id}:\n{}",
             mta::show_diff(&want, &body)
         );

@@ -1,7 +1,7 @@
-//! Shared by the tests/milter_*.rs files: runs the real `daemon::run_with()` on 127.0.0.1:0
-//! with a config file of its own and talks to it with indymilter-test the way Postfix
-//! does (values with their leading space, folds as "\n", body with CRLF).
-#![allow(dead_code)]
+//! The daemon in-process, for tests/milter and the engine tests that go through it:
+//! runs the real `daemon::run_with()` on 127.0.0.1:0 with a config file of its own and
+//! talks to it with indymilter-test the way Postfix does (values with their leading
+//! space, folds as "\n", body with CRLF).
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -12,6 +12,8 @@ use mimeref_milter::config::Config;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
+
+pub use super::message::{fixture, milter_heading, to_crlf};
 
 pub struct Milter {
     pub addr: SocketAddr,
@@ -153,54 +155,18 @@ pub struct Eml {
     pub body: Vec<u8>,
 }
 
-pub fn fixture(name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/milter")
-        .join(name);
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-/// Fixtures are stored with LF; on the wire the body has CRLF.
-pub fn crlf(b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(b.len() + b.len() / 20);
-    for (i, &c) in b.iter().enumerate() {
-        if c == b'\n' && (i == 0 || b[i - 1] != b'\r') {
-            out.push(b'\r');
-        }
-        out.push(c);
-    }
-    out
-}
-
+/// The message as Postfix hands it over: the heading field by field (see
+/// [`milter_heading`]), the body with CRLF. Panics on a heading line that is no field.
 pub fn eml(raw: &[u8]) -> Eml {
-    let mut headers: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-    let mut pos = 0;
-    while pos < raw.len() {
-        let end = raw[pos..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(raw.len(), |n| pos + n);
-        let line = &raw[pos..end];
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        pos = (end + 1).min(raw.len());
-        if line.is_empty() {
-            break;
-        }
-        if line[0] == b' ' || line[0] == b'\t' {
-            let last = headers.last_mut().expect("continuation before any field");
-            last.1.push(b'\n');
-            last.1.extend_from_slice(line);
-        } else {
-            let colon = line
-                .iter()
-                .position(|&b| b == b':')
-                .expect("field without colon");
-            headers.push((line[..colon].to_vec(), line[colon + 1..].to_vec()));
-        }
-    }
+    let h = milter_heading(raw);
+    assert!(
+        h.stray.is_empty(),
+        "heading lines that are no field: {:?}",
+        h.stray
+    );
     Eml {
-        headers,
-        body: crlf(&raw[pos..]),
+        headers: h.fields,
+        body: to_crlf(&raw[h.body_at..]),
     }
 }
 

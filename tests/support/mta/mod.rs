@@ -13,6 +13,8 @@
 
 pub mod probe;
 
+use super::message::{fixture, header_values, lines, split_fields, with_message_id};
+
 use std::fs;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -504,66 +506,6 @@ pub fn smtp_data(message: &[u8]) -> Vec<u8> {
     }
     out.extend_from_slice(b".\r\n");
     out
-}
-
-/// Lines including their terminator (the last one may have none).
-pub fn lines(b: &[u8]) -> impl Iterator<Item = &[u8]> {
-    b.split_inclusive(|&c| c == b'\n')
-}
-
-/// The message with every line ending as "\n" (how both MTAs store it).
-pub fn to_lf(b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(b.len());
-    for line in lines(b) {
-        match line.strip_suffix(b"\r\n") {
-            Some(l) => {
-                out.extend_from_slice(l);
-                out.push(b'\n');
-            }
-            None => out.extend_from_slice(line),
-        }
-    }
-    if out.last() != Some(&b'\n') {
-        out.push(b'\n');
-    }
-    out
-}
-
-/// Splits a message (LF line ends) into its header fields, each with its
-/// continuation lines, and the rest (blank line + body).
-pub fn split_fields(msg: &[u8]) -> (Vec<Vec<u8>>, Vec<u8>) {
-    let mut fields: Vec<Vec<u8>> = Vec::new();
-    let mut pos = 0;
-    for line in lines(msg) {
-        if line == b"\n" || line == b"\r\n" {
-            break;
-        }
-        if matches!(line.first(), Some(b' ' | b'\t')) {
-            if let Some(f) = fields.last_mut() {
-                f.extend_from_slice(line);
-                pos += line.len();
-                continue;
-            }
-        }
-        fields.push(line.to_vec());
-        pos += line.len();
-    }
-    (fields, msg.get(pos..).unwrap_or_default().to_vec())
-}
-
-/// Values of all fields named `name` (case-insensitive), unfolded text
-/// after the colon with surrounding whitespace trimmed.
-pub fn header_values(msg: &[u8], name: &str) -> Vec<String> {
-    let (fields, _) = split_fields(msg);
-    fields
-        .iter()
-        .filter_map(|f| {
-            let s = String::from_utf8_lossy(f);
-            let (n, v) = s.split_once(':')?;
-            n.eq_ignore_ascii_case(name)
-                .then(|| v.replace("\r\n", "").replace('\n', "").trim().to_string())
-        })
-        .collect()
 }
 
 // ---------------------------------------------------------------------------
@@ -1378,36 +1320,6 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-/// Reads a fixture file of this repository.
-pub fn fixture(rel: &str) -> Vec<u8> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(rel);
-    fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-/// Puts a Message-ID field first, so a test finds its delivery by id.
-pub fn with_message_id(msg: &[u8], id: &str) -> Vec<u8> {
-    let mut out = format!("Message-ID: <{id}>\n").into_bytes();
-    out.extend_from_slice(msg);
-    out
-}
-
-/// Removes every field named `name` (case-insensitive) from the heading.
-pub fn drop_fields(msg: &[u8], name: &str) -> Vec<u8> {
-    let (fields, rest) = split_fields(msg);
-    let mut out = Vec::with_capacity(msg.len());
-    let prefix = format!("{}:", name.to_ascii_lowercase());
-    for f in fields {
-        let lower = String::from_utf8_lossy(&f).to_ascii_lowercase();
-        if !lower.starts_with(&prefix) {
-            out.extend_from_slice(&f);
-        }
-    }
-    out.extend_from_slice(&rest);
-    out
 }
 
 /// The nested external-body fixture and its expected fold, both with `message_id`.
