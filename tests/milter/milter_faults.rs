@@ -277,7 +277,7 @@ impl Daemon {
             .unwrap()
             .port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_mimeref-milter"))
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mimeref-milter"))
             .args(["serve", "--config"])
             .arg(&cfg)
             .args(["--socket", &format!("inet:127.0.0.1:{port}")])
@@ -285,14 +285,7 @@ impl Daemon {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let t = Instant::now();
-        while TcpStream::connect(addr).is_err() {
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "daemon did not listen"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        support::mta::wait_listening("daemon", &mut child, port, String::new);
         Daemon { child, addr }
     }
 

@@ -10,10 +10,9 @@ mod support;
 use support::{message, mta};
 
 use std::fs;
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mta::{Daemon, Postfix, PostfixConfig, Sendmail, TempDir};
 use support::message::{drop_fields, fixture, with_message_id};
@@ -183,20 +182,9 @@ RequireSafeKeys no
             .stderr(f)
             .spawn()
             .expect("start opendkim");
-        let end = Instant::now() + mta::WAIT;
-        loop {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                break;
-            }
-            if let Ok(Some(st)) = child.try_wait() {
-                panic!(
-                    "opendkim exited at start ({st}): {}",
-                    fs::read_to_string(&log).unwrap_or_default()
-                );
-            }
-            assert!(Instant::now() < end, "opendkim not listening on {port}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        mta::wait_listening("opendkim", &mut child, port, || {
+            fs::read_to_string(&log).unwrap_or_default()
+        });
         OpenDkim {
             _dir: dir,
             port,
@@ -255,26 +243,6 @@ fn mhtml(id: &str) -> Vec<u8> {
     with_message_id(m.as_bytes(), id)
 }
 
-/// What `mimeref-milter fix --as-milter` makes of the message: the daemon's edits.
-fn offline_as_milter(direction: &str, msg: &[u8]) -> Vec<u8> {
-    let dir = TempDir::new("offline");
-    let (c, m) = (dir.path().join("c.toml"), dir.path().join("m.eml"));
-    fs::write(&c, "").unwrap();
-    fs::write(&m, msg).unwrap();
-    let out = Command::new(mta::daemon_bin())
-        .args(["fix", "--as-milter", "--direction", direction, "--config"])
-        .arg(&c)
-        .arg(&m)
-        .output()
-        .expect("run mimeref-milter fix");
-    assert!(
-        out.status.success(),
-        "fix --as-milter failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
 #[test]
 fn opendkim_after_mimeref_signs_the_fixed_message() {
     if !require() {
@@ -297,7 +265,7 @@ fn opendkim_after_mimeref_signs_the_fixed_message() {
     let report = got.header("X-MIMERef");
     assert_eq!(report.len(), 1, "{text}");
     assert!(report[0].starts_with("fix;"), "{text}\n{}", d.log());
-    let want = offline_as_milter("outbound", &input);
+    let want = mta::as_milter("outbound", "", &input);
     assert_ne!(want, input, "the fixture needs a fix");
     let body = drop_fields(&without_trace_and_signature(&got.message), "X-MIMERef");
     let want = drop_fields(&want, "X-MIMERef");
@@ -374,7 +342,7 @@ fn opendkim_before_mimeref_with_fix_signed_breaks_the_signature() {
         "{log}"
     );
     assert!(got.header("X-MIMERef")[0].starts_with("fix;"), "{text}");
-    let want = drop_fields(&offline_as_milter("outbound", &input), "X-MIMERef");
+    let want = drop_fields(&mta::as_milter("outbound", "", &input), "X-MIMERef");
     let body = drop_fields(&without_trace_and_signature(&got.message), "X-MIMERef");
     assert_eq!(body, want, "{}", mta::show_diff(&want, &body));
     assert_eq!(got.header("DKIM-Signature").len(), 1, "{text}");
@@ -430,7 +398,7 @@ fn inbound_signed_content_type_is_left_alone_and_verifies() {
         "from:to:subject:date:message-id:mime-version:content-type",
     );
     assert_ne!(
-        drop_fields(&offline_as_milter("inbound", EXTBODY), "X-MIMERef"),
+        drop_fields(&mta::as_milter("inbound", "", EXTBODY), "X-MIMERef"),
         EXTBODY,
         "unsigned, the fixture gets a fix"
     );
@@ -533,7 +501,7 @@ fn sendmail_opendkim_after_mimeref_signs_the_fixed_message() {
     assert!(report[0].starts_with("fix;"), "{text}\n{log}");
     // `sendmail -bs` has no client address: the daemon takes the message as inbound.
     assert!(log.contains("direction=inbound verdict=fix"), "{log}");
-    let want = offline_as_milter("inbound", &input);
+    let want = mta::as_milter("inbound", "", &input);
     assert_ne!(want, input, "the fixture needs a fix");
     let body = drop_fields(
         &drop_fields(&q.without_trace(), "DKIM-Signature"),

@@ -59,25 +59,6 @@ fn message(id: &str, fixable: bool) -> Vec<u8> {
     }
 }
 
-/// `mimeref-milter fix --as-milter`: what Postfix should deliver for `msg`.
-fn as_milter(dir: &Path, msg: &[u8]) -> Vec<u8> {
-    let (c, m) = (dir.join("c.toml"), dir.join("m.eml"));
-    std::fs::write(&c, CONFIG).unwrap();
-    std::fs::write(&m, msg).unwrap();
-    let out = Command::new(mta::daemon_bin())
-        .args(["fix", "--as-milter", "--direction", "inbound", "--config"])
-        .arg(&c)
-        .arg(&m)
-        .output()
-        .expect("run mimeref-milter fix");
-    assert!(
-        out.status.success(),
-        "fix --as-milter: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
 /// A GET on a daemon's metrics address: status code and body.
 fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
@@ -670,11 +651,10 @@ fn fleet_behind_haproxy_survives_drain_and_crash() {
 
     // Every delivered message is what the offline fix writes, and the fixable ones
     // were fixed.
-    let tmp = TempDir::new("fleet-offline");
     let mut fixed = 0;
     for (id, msg) in &sent {
         let got = by_id[id][0].without_trace();
-        let want = as_milter(tmp.path(), msg);
+        let want = mta::as_milter("inbound", CONFIG, msg);
         assert_eq!(got, want, "{id}\n{}", mta::show_diff(&want, &got));
         if String::from_utf8_lossy(&got).contains("\nContent-ID: <css-1234@mhtml.blink>\n") {
             fixed += 1;

@@ -12,9 +12,8 @@ mod support;
 use support::mta;
 
 use std::fs;
-use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mta::{Daemon, Postfix, PostfixConfig, TempDir};
 use support::message::{self, drop_fields, fixture, with_message_id};
@@ -88,23 +87,9 @@ milter_headers {{
             .stderr(out)
             .spawn()
             .expect("start rspamd");
-        let end = Instant::now() + mta::WAIT;
-        loop {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                break;
-            }
-            if let Ok(Some(st)) = child.try_wait() {
-                panic!(
-                    "rspamd exited at start ({st}): {}",
-                    fs::read_to_string(dir.path().join("rspamd.out")).unwrap_or_default()
-                );
-            }
-            if Instant::now() >= end {
-                mta::stop_child(&mut child);
-                panic!("rspamd not listening on {port} within {:?}", mta::WAIT);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        mta::wait_listening("rspamd", &mut child, port, || {
+            fs::read_to_string(dir.path().join("rspamd.out")).unwrap_or_default()
+        });
         Rspamd { dir, port, child }
     }
 
@@ -172,26 +157,6 @@ Nothing to see here.
     .into_bytes()
 }
 
-/// What `mimeref-milter fix --as-milter` makes of the message: the daemon's edits.
-fn offline_as_milter(msg: &[u8]) -> Vec<u8> {
-    let dir = TempDir::new("offline");
-    let (c, m) = (dir.path().join("c.toml"), dir.path().join("m.eml"));
-    fs::write(&c, "").unwrap();
-    fs::write(&m, msg).unwrap();
-    let out = Command::new(mta::daemon_bin())
-        .args(["fix", "--as-milter", "--direction", "outbound", "--config"])
-        .arg(&c)
-        .arg(&m)
-        .output()
-        .expect("run mimeref-milter fix");
-    assert!(
-        out.status.success(),
-        "fix --as-milter failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
 /// The queue id in Postfix's Received: field (`... with ESMTP id QUEUEID`).
 fn postfix_queue_id(got: &mta::Delivered) -> String {
     let received = got.header("Received");
@@ -243,7 +208,7 @@ fn both_milters(mimeref_first: bool, tag: &str) {
         let text = String::from_utf8_lossy(&got.message).into_owned();
 
         // mimeref-milter's part: exactly its offline edits, report header included.
-        let want = offline_as_milter(input);
+        let want = mta::as_milter("outbound", "", input);
         let report = got.header("X-MIMERef");
         assert_eq!(report, message::header_values(&want, "X-MIMERef"), "{text}");
         if *fixed {

@@ -1235,24 +1235,9 @@ impl Daemon {
             .stderr(log)
             .spawn()
             .unwrap_or_else(|e| panic!("start {}: {e}", daemon_bin().display()));
+        let mut child = child;
+        wait_listening("daemon", &mut child, self.port, || self.log());
         self.child = Some(child);
-        let end = Instant::now() + WAIT;
-        while Instant::now() < end {
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return;
-            }
-            if let Some(c) = self.child.as_mut() {
-                if let Ok(Some(st)) = c.try_wait() {
-                    panic!("daemon exited at start ({st}):\n{}", self.log());
-                }
-            }
-            thread::sleep(Duration::from_millis(50));
-        }
-        panic!(
-            "daemon not listening on {} within {WAIT:?}:\n{}",
-            self.port,
-            self.log()
-        );
     }
 
     /// SIGTERM and wait, as an admin's `systemctl stop` would.
@@ -1319,6 +1304,54 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// `mimeref-milter fix ARGS --config CFG MSG` offline, which must succeed: the
+/// message it writes.
+pub fn offline_fix(args: &[&str], cfg: &str, msg: &[u8]) -> Vec<u8> {
+    let dir = TempDir::new("offline");
+    let (c, m) = (dir.path().join("c.toml"), dir.path().join("m.eml"));
+    fs::write(&c, cfg).unwrap();
+    fs::write(&m, msg).unwrap();
+    let out = Command::new(daemon_bin())
+        .arg("fix")
+        .args(args)
+        .arg("--config")
+        .arg(&c)
+        .arg(&m)
+        .output()
+        .expect("run mimeref-milter fix");
+    assert!(
+        out.status.success(),
+        "fix {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// `fix --as-milter --direction DIRECTION` offline: the message the daemon should make
+/// the MTA deliver (its edits and report header).
+pub fn as_milter(direction: &str, cfg: &str, msg: &[u8]) -> Vec<u8> {
+    offline_fix(&["--as-milter", "--direction", direction], cfg, msg)
+}
+
+/// Waits until `child` accepts connections on 127.0.0.1:PORT. Panics, with `log()`,
+/// when it exits first or does not listen within [`WAIT`] (killed then).
+pub fn wait_listening(what: &str, child: &mut Child, port: u16, log: impl Fn() -> String) {
+    let end = Instant::now() + WAIT;
+    loop {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!("{what} exited at start ({st}):\n{}", log());
+        }
+        if Instant::now() >= end {
+            stop_child(child);
+            panic!("{what} not listening on {port} within {WAIT:?}:\n{}", log());
+        }
+        thread::sleep(Duration::from_millis(50));
     }
 }
 
