@@ -35,14 +35,7 @@ async fn stop_quickly(m: Milter) {
 /// A full message on a fresh connection gets a verdict.
 async fn still_serves(m: &Milter) {
     let mut c = m.conn().await;
-    connect(&mut c, "192.0.2.1", None).await;
-    let (_, st) = send(
-        &mut c,
-        &Envelope::default(),
-        &eml(&fixture("milter/clean.eml")),
-    )
-    .await;
-    assert_eq!(st, Status::Accept);
+    accept_one(&mut c, "192.0.2.1", "milter/clean.eml").await;
     c.close().await.unwrap();
 }
 

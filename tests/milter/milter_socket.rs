@@ -8,7 +8,7 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use indymilter_test::{Status, TestConnection};
+use indymilter_test::TestConnection;
 use mimeref_milter::config::Config;
 use mimeref_milter::daemon::{bind, SocketSpec};
 use support::milter::*;
@@ -54,14 +54,7 @@ async fn unix_socket_replaces_only_a_stale_socket_and_serves() {
         .open_unix(&path)
         .await
         .unwrap();
-    connect(&mut c, "192.0.2.1", None).await;
-    let (_, st) = send(
-        &mut c,
-        &Envelope::default(),
-        &eml(&fixture("milter/clean.eml")),
-    )
-    .await;
-    assert_eq!(st, Status::Accept);
+    accept_one(&mut c, "192.0.2.1", "milter/clean.eml").await;
     c.close().await.unwrap();
     stop.send(()).unwrap();
     tokio::time::timeout(Duration::from_secs(5), run)
@@ -86,14 +79,7 @@ async fn prometheus_endpoint_counts_messages_and_rules() {
     let m = Milter::start_http("metrics", "").await;
     let addr = m.http.unwrap();
     let mut c = m.conn().await;
-    connect(&mut c, "192.0.2.1", None).await;
-    let (_, st) = send(
-        &mut c,
-        &Envelope::default(),
-        &eml(&fixture("milter/nested-extbody.eml")),
-    )
-    .await;
-    assert_eq!(st, Status::Accept);
+    accept_one(&mut c, "192.0.2.1", "milter/nested-extbody.eml").await;
     c.close().await.unwrap();
     m.stop().await;
 

@@ -83,6 +83,15 @@ sys.stdout.buffer.write(sig)
 "#;
 
 impl Key {
+    /// The message's DKIM-Signature verifies, and no longer once a body byte changes.
+    fn assert_holds(&self, msg: &[u8], text: &str) {
+        assert!(self.verifies(msg), "signature does not verify:\n{text}");
+        assert!(
+            !self.verifies(&flip_body_byte(msg)),
+            "a changed body still verifies"
+        );
+    }
+
     /// True when python3-dkim finds the message's DKIM-Signature valid.
     fn verifies(&self, msg: &[u8]) -> bool {
         let dir = TempDir::new("dkim-verify");
@@ -274,14 +283,7 @@ fn opendkim_after_mimeref_signs_the_fixed_message() {
     let sig = got.header("DKIM-Signature");
     assert_eq!(sig.len(), 1, "{text}");
     assert!(sig[0].contains(&format!("d={DOMAIN}")), "{sig:?}");
-    assert!(
-        key.verifies(&got.message),
-        "signature does not verify:\n{text}"
-    );
-    assert!(
-        !key.verifies(&flip_body_byte(&got.message)),
-        "a changed body still verifies"
-    );
+    key.assert_holds(&got.message, &text);
 }
 
 /// The signer first: Postfix hands the second milter the message with the first
@@ -317,14 +319,7 @@ fn opendkim_before_mimeref_withholds_the_fix_and_the_signature_holds() {
     );
     let body = drop_fields(&without_trace_and_signature(&got.message), "X-MIMERef");
     assert_eq!(body, input, "{}", mta::show_diff(&input, &body));
-    assert!(
-        key.verifies(&got.message),
-        "signature does not verify:\n{text}"
-    );
-    assert!(
-        !key.verifies(&flip_body_byte(&got.message)),
-        "a changed body still verifies"
-    );
+    key.assert_holds(&got.message, &text);
 }
 
 /// Why `fix_signed = true` belongs only before the signer: after it, the fix is
@@ -431,14 +426,7 @@ fn inbound_signed_content_type_is_left_alone_and_verifies() {
     );
     let body = drop_fields(&got.without_trace(), "X-MIMERef");
     assert_eq!(body, input, "{}", mta::show_diff(&input, &body));
-    assert!(
-        key.verifies(&got.message),
-        "signature does not verify:\n{text}"
-    );
-    assert!(
-        !key.verifies(&flip_body_byte(&got.message)),
-        "a changed body still verifies"
-    );
+    key.assert_holds(&got.message, &text);
 }
 
 // ---------------------------------------------------------------------------
@@ -513,11 +501,7 @@ fn sendmail_opendkim_after_mimeref_signs_the_fixed_message() {
     let sig = q.header("DKIM-Signature");
     assert_eq!(sig.len(), 1, "{text}");
     assert!(sig[0].contains(&format!("d={DOMAIN}")), "{sig:?}");
-    assert!(key.verifies(&msg), "signature does not verify:\n{text}");
-    assert!(
-        !key.verifies(&flip_body_byte(&msg)),
-        "a changed body still verifies"
-    );
+    key.assert_holds(&msg, &text);
 }
 
 /// The signer first: like Postfix, Sendmail hands the second filter the header
@@ -568,9 +552,5 @@ fn sendmail_opendkim_before_mimeref_withholds_the_fix_and_the_signature_holds() 
         "X-MIMERef",
     );
     assert_eq!(body, input, "{}", mta::show_diff(&input, &body));
-    assert!(key.verifies(&msg), "signature does not verify:\n{text}");
-    assert!(
-        !key.verifies(&flip_body_byte(&msg)),
-        "a changed body still verifies"
-    );
+    key.assert_holds(&msg, &text);
 }

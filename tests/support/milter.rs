@@ -209,6 +209,14 @@ pub async fn connect(conn: &mut TestConnection, client: &str, daemon_name: Optio
     assert_eq!(st, accumulating(conn, ProtoOpts::NOREPLY_CONNECT));
 }
 
+/// CONNECT from `client`, then one message from the fixture `rel` (no envelope
+/// macros), which must be accepted. The connection stays open.
+pub async fn accept_one(conn: &mut TestConnection, client: &str, rel: &str) {
+    connect(conn, client, None).await;
+    let (_, st) = send(conn, &Envelope::default(), &eml(&fixture(rel))).await;
+    assert_eq!(st, Status::Accept);
+}
+
 /// MAIL through end of message; returns what end of message answered.
 pub async fn send(conn: &mut TestConnection, env: &Envelope, m: &Eml) -> (EomActions, Status) {
     if let Some(a) = env.auth {
