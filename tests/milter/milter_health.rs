@@ -37,14 +37,20 @@ async fn healthz_and_readyz_follow_the_daemon() {
     send_headers(&mut c, &msg).await;
     let addr = m.addr;
     let run = m.begin_shutdown();
-    let mut ready = (0, String::new());
-    for _ in 0..100 {
-        ready = http_get(http, "/readyz").await;
-        if ready.0 == 503 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let ready = support::wait_until(
+        "/readyz to answer 503 once shutdown has begun",
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || async {
+            let r = http_get(http, "/readyz").await;
+            if r.0 == 503 {
+                Ok(r)
+            } else {
+                Err(format!("{r:?}"))
+            }
+        },
+    )
+    .await;
     assert_eq!(ready, (503, "not ready: shutting down\n".into()));
     assert_eq!(http_get(http, "/healthz").await.0, 200);
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());

@@ -59,6 +59,8 @@ async fn shutdown_lets_the_transaction_in_flight_finish() {
     send_headers(&mut c, &msg).await;
 
     let run = m.begin_shutdown();
+    // About elapsed time: run() must stay up for a while with a message in flight;
+    // nothing to wait for but time.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(
         !run.is_finished(),

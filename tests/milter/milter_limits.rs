@@ -68,14 +68,20 @@ async fn connection_over_the_limit_is_closed_at_once() {
 
     // Once one closes, a new connection is taken again.
     a.close().await.unwrap();
-    let mut ready = 0;
-    for _ in 0..100 {
-        ready = http_get(http, "/readyz").await.0;
-        if ready == 200 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let ready = support::wait_until(
+        "/readyz to answer 200 once a connection has closed",
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || async {
+            let r = http_get(http, "/readyz").await;
+            if r.0 == 200 {
+                Ok(r.0)
+            } else {
+                Err(format!("{r:?}"))
+            }
+        },
+    )
+    .await;
     assert_eq!(ready, 200);
     let mut c = m.conn().await;
     connect(&mut c, REMOTE, None).await;

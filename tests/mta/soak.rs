@@ -201,6 +201,7 @@ fn soak() {
             })
         })
         .collect();
+    // The soak is about elapsed time: the clients send for `seconds`.
     std::thread::sleep(Duration::from_secs(seconds));
     stop.store(true, Ordering::SeqCst);
     for w in workers {

@@ -98,12 +98,27 @@ impl Milter {
             .unwrap()
     }
 
-    /// Rewrites the config file and signals a reload (as SIGHUP does).
+    /// Rewrites the config file, signals a reload (as SIGHUP does) and waits until the
+    /// daemon's reload task has taken the signal off its channel. That task re-reads
+    /// the file in the same poll, without yielding: on a current-thread runtime (the
+    /// tests that assert on what a reload changed) the reload is then complete.
     pub async fn reload_with(&self, config: &str) {
         std::fs::write(&self.config_path, config).unwrap();
         self.reload.send(()).await.unwrap();
-        // The reload runs on its own task; give it a moment.
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let reload = &self.reload;
+        super::wait_until(
+            "the daemon's reload task to take the reload",
+            Duration::from_secs(10),
+            Duration::from_millis(1),
+            || async {
+                if reload.capacity() == reload.max_capacity() {
+                    Ok(())
+                } else {
+                    Err("still queued".to_string())
+                }
+            },
+        )
+        .await
     }
 
     /// Begins shutdown and returns the task, which ends once run() has returned.

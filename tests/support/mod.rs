@@ -14,33 +14,10 @@ pub mod mta;
 
 use std::time::{Duration, Instant};
 
-/// Polls `f` every `every` until it returns Some, or panics after `timeout` with
-/// "`what` not within TIMEOUT" and the detail `f` returned last.
-pub fn wait_until<T>(
-    what: &str,
-    timeout: Duration,
-    every: Duration,
-    mut f: impl FnMut() -> Result<T, String>,
-) -> T {
-    let end = Instant::now() + timeout;
-    loop {
-        match f() {
-            Ok(v) => return v,
-            Err(last) if Instant::now() >= end => {
-                panic!("{what}: not within {timeout:?} ({last})")
-            }
-            Err(_) => std::thread::sleep(every),
-        }
-    }
-}
-
-/// [`wait_until`] for async tests: sleeps on the runtime between polls.
-pub async fn wait_until_async<T, F, Fut>(
-    what: &str,
-    timeout: Duration,
-    every: Duration,
-    mut f: F,
-) -> T
+/// Polls `f` every `every` until it returns Ok, or panics after `timeout` with
+/// "`what`: not within TIMEOUT" and the detail `f` returned last. For async tests;
+/// the blocking ones use [`mta::wait_for`].
+pub async fn wait_until<T, F, Fut>(what: &str, timeout: Duration, every: Duration, mut f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, String>>,
