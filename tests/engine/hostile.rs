@@ -602,7 +602,7 @@ async fn hostile_mail_gets_a_verdict_from_the_daemon() {
         ("deep rfc822", deep_rfc822(10_000)),
         ("100k parts", many_parts(100_000, "multipart/mixed")),
         // One header packet stays under the protocol's 1 MB; a longer line is a
-        // protocol fault (tests/milter_faults.rs).
+        // protocol fault (tests/milter/milter_faults.rs).
         ("1 MB Subject", giant_line("Subject", "", 1_000_000)),
         (
             "1 MB Content-Location",

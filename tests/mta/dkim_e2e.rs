@@ -1,4 +1,4 @@
-//! DKIM behind a real, private Postfix (see tests/mta/mod.rs): OpenDKIM signing after
+//! DKIM behind a real, private Postfix (see tests/support/mta/mod.rs): OpenDKIM signing after
 //! and before mimeref-milter in `smtpd_milters`, and inbound mail signed elsewhere;
 //! the two orders again behind a private Sendmail (`INPUT_MAIL_FILTER`).
 //! Signatures are checked with python3-dkim against the key generated for the test,
@@ -430,7 +430,7 @@ fn inbound_signed_content_type_is_left_alone_and_verifies() {
 }
 
 // ---------------------------------------------------------------------------
-// The same two orders behind Sendmail (see tests/mta/mod.rs), the filters listed
+// The same two orders behind Sendmail (see tests/support/mta/mod.rs), the filters listed
 // with INPUT_MAIL_FILTER in the order they are called.
 
 fn require_sendmail() -> bool {

@@ -1,4 +1,4 @@
-//! End-to-end behind a real, private Postfix (see tests/mta/mod.rs).
+//! End-to-end behind a real, private Postfix (see tests/support/mta/mod.rs).
 //! Needs root and the `postfix` package: `sudo scripts/install-test-deps`.
 #[path = "../support/mod.rs"]
 mod support;

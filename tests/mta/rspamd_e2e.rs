@@ -1,5 +1,5 @@
 //! rspamd and mimeref-milter in the same `smtpd_milters` list of a real, private Postfix
-//! (see tests/mta/mod.rs), in both orders. rspamd runs as bench/e2e runs it: a proxy
+//! (see tests/support/mta/mod.rs), in both orders. rspamd runs as bench/e2e runs it: a proxy
 //! worker in milter mode scanning in process (self_scan), no rules, no DNS or redis,
 //! plus the milter_headers module so that it adds header fields of its own. Each
 //! delivered message must carry both milters' work: mimeref-milter's edits and report

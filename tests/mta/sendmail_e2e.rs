@@ -1,5 +1,5 @@
 //! End-to-end behind a real Sendmail run from the unpacked Debian packages
-//! (see tests/mta/mod.rs). Needs root: `sudo scripts/install-test-deps`.
+//! (see tests/support/mta/mod.rs). Needs root: `sudo scripts/install-test-deps`.
 #[path = "../support/mod.rs"]
 mod support;
 

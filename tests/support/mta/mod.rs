@@ -111,7 +111,7 @@ pub fn require_miltertest() -> bool {
 }
 
 /// OpenDKIM (signer, key generator) and python3-dkim (signing and verifying
-/// without DNS), for tests/dkim_e2e.rs. Only the install is checked here; the
+/// without DNS), for tests/mta/dkim_e2e.rs. Only the install is checked here; the
 /// Postfix those tests also need has its own check.
 pub fn require_opendkim() -> bool {
     let missing = ["/usr/sbin/opendkim", "/usr/sbin/opendkim-genkey"]
@@ -130,7 +130,7 @@ pub fn require_opendkim() -> bool {
     require("opendkim", missing)
 }
 
-/// rspamd (Debian package: the daemon and its `_rspamd` user), for tests/rspamd_e2e.rs.
+/// rspamd (Debian package: the daemon and its `_rspamd` user), for tests/mta/rspamd_e2e.rs.
 pub fn require_rspamd() -> bool {
     let missing = if !Path::new("/usr/bin/rspamd").exists() {
         Some("rspamd is not installed (/usr/bin/rspamd missing)".to_string())
