@@ -296,7 +296,7 @@ impl Daemon {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        support::mta::wait_listening("daemon", &mut child, port, String::new);
+        support::mta::wait_listening("daemon", &mut child, port, support::mta::WAIT, String::new);
         Daemon { child, addr }
     }
 

@@ -191,7 +191,7 @@ RequireSafeKeys no
             .stderr(f)
             .spawn()
             .expect("start opendkim");
-        mta::wait_listening("opendkim", &mut child, port, || {
+        mta::wait_listening("opendkim", &mut child, port, mta::WAIT, || {
             fs::read_to_string(&log).unwrap_or_default()
         });
         OpenDkim {

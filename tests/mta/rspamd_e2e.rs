@@ -87,7 +87,10 @@ milter_headers {{
             .stderr(out)
             .spawn()
             .expect("start rspamd");
-        mta::wait_listening("rspamd", &mut child, port, || {
+        // rspamd compiles its ~9,600 TLD suffixes before it listens: about 25 s of one
+        // core, so two tests starting one each on a busy 2-core machine need more than
+        // WAIT.
+        mta::wait_listening("rspamd", &mut child, port, 4 * mta::WAIT, || {
             fs::read_to_string(dir.path().join("rspamd.out")).unwrap_or_default()
         });
         Rspamd { dir, port, child }

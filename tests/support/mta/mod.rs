@@ -1236,7 +1236,7 @@ impl Daemon {
             .spawn()
             .unwrap_or_else(|e| panic!("start {}: {e}", daemon_bin().display()));
         let mut child = child;
-        wait_listening("daemon", &mut child, self.port, || self.log());
+        wait_listening("daemon", &mut child, self.port, WAIT, || self.log());
         self.child = Some(child);
     }
 
@@ -1337,9 +1337,15 @@ pub fn as_milter(direction: &str, cfg: &str, msg: &[u8]) -> Vec<u8> {
 }
 
 /// Waits until `child` accepts connections on 127.0.0.1:PORT. Panics, with `log()`,
-/// when it exits first or does not listen within [`WAIT`] (killed then).
-pub fn wait_listening(what: &str, child: &mut Child, port: u16, log: impl Fn() -> String) {
-    let end = Instant::now() + WAIT;
+/// when it exits first or does not listen within `timeout` (killed then).
+pub fn wait_listening(
+    what: &str,
+    child: &mut Child,
+    port: u16,
+    timeout: Duration,
+    log: impl Fn() -> String,
+) {
+    let end = Instant::now() + timeout;
     loop {
         if TcpStream::connect(("127.0.0.1", port)).is_ok() {
             return;
@@ -1349,7 +1355,10 @@ pub fn wait_listening(what: &str, child: &mut Child, port: u16, log: impl Fn() -
         }
         if Instant::now() >= end {
             stop_child(child);
-            panic!("{what} not listening on {port} within {WAIT:?}:\n{}", log());
+            panic!(
+                "{what} not listening on {port} within {timeout:?}:\n{}",
+                log()
+            );
         }
         thread::sleep(Duration::from_millis(50));
     }
