@@ -498,7 +498,9 @@ fn encoded_words_in_content_location() {
 // (nothing lost, nothing cut).
 
 use crate::support::message::to_crlf;
-use crate::support::milter::{connect, header_changes, replaced_body, send, Envelope, Milter};
+use crate::support::milter::{
+    as_received, connect, header_changes, replaced_body, send, Envelope, Milter,
+};
 use indymilter_test::Status;
 use mimeref_milter::config::Config;
 use mimeref_milter::policy::Direction;
@@ -530,20 +532,6 @@ fn as_mta_sends(raw: &[u8]) -> Eml {
 
 use crate::support::milter::Eml;
 
-/// The message as the daemon buffers it (see `session.rs`).
-fn as_buffered(m: &Eml) -> Vec<u8> {
-    let mut raw = Vec::new();
-    for (n, v) in &m.headers {
-        raw.extend_from_slice(n);
-        raw.push(b':');
-        raw.extend_from_slice(v);
-        raw.extend_from_slice(b"\r\n");
-    }
-    raw.extend_from_slice(b"\r\n");
-    raw.extend_from_slice(&m.body);
-    raw
-}
-
 async fn through_milter(m: &Milter, cfg: &Config, name: &str, raw: &[u8]) -> Status {
     let eml = as_mta_sends(raw);
     let t = Instant::now();
@@ -566,7 +554,8 @@ async fn through_milter(m: &Milter, cfg: &Config, name: &str, raw: &[u8]) -> Sta
         matches!(status, Status::Accept | Status::Continue),
         "{name}: {status:?}"
     );
-    let buffered = as_buffered(&eml);
+    // The message as the daemon buffers it (see `session.rs`).
+    let buffered = as_received(&eml).0;
     let incomplete = buffered.len() > cfg.limits.max_message_size
         || buffered.len() - eml.body.len() > cfg.max_header_size;
     match replaced_body(&actions) {

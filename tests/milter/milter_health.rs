@@ -37,20 +37,7 @@ async fn healthz_and_readyz_follow_the_daemon() {
     send_headers(&mut c, &msg).await;
     let addr = m.addr;
     let run = m.begin_shutdown();
-    let ready = support::wait_until(
-        "/readyz to answer 503 once shutdown has begun",
-        Duration::from_secs(10),
-        Duration::from_millis(20),
-        || async {
-            let r = http_get(http, "/readyz").await;
-            if r.0 == 503 {
-                Ok(r)
-            } else {
-                Err(format!("{r:?}"))
-            }
-        },
-    )
-    .await;
+    let ready = readyz_turns(http, 503).await;
     assert_eq!(ready, (503, "not ready: shutting down\n".into()));
     assert_eq!(http_get(http, "/healthz").await.0, 200);
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());

@@ -68,20 +68,7 @@ async fn connection_over_the_limit_is_closed_at_once() {
 
     // Once one closes, a new connection is taken again.
     a.close().await.unwrap();
-    let ready = support::wait_until(
-        "/readyz to answer 200 once a connection has closed",
-        Duration::from_secs(10),
-        Duration::from_millis(20),
-        || async {
-            let r = http_get(http, "/readyz").await;
-            if r.0 == 200 {
-                Ok(r.0)
-            } else {
-                Err(format!("{r:?}"))
-            }
-        },
-    )
-    .await;
+    let ready = readyz_turns(http, 200).await.0;
     assert_eq!(ready, 200);
     let mut c = m.conn().await;
     connect(&mut c, REMOTE, None).await;

@@ -163,6 +163,24 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
     (code, body)
 }
 
+/// Polls `/readyz` until it answers `code` (10 s at most): the status and the body.
+pub async fn readyz_turns(http: SocketAddr, code: u16) -> (u16, String) {
+    super::wait_until(
+        &format!("/readyz to answer {code}"),
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || async {
+            let r = http_get(http, "/readyz").await;
+            if r.0 == code {
+                Ok(r)
+            } else {
+                Err(format!("{r:?}"))
+            }
+        },
+    )
+    .await
+}
+
 /// A message split the way an MTA hands it to a milter.
 #[derive(Debug, Clone)]
 pub struct Eml {
