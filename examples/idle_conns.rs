@@ -13,6 +13,9 @@
 //!
 //! `idle_conns ADDR PID N [STEP] [--messages K FILE]` (ADDR `HOST:PORT`; N at most 20000).
 
+#[path = "../tests/support/message.rs"]
+mod message;
+
 use std::ffi::CString;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -69,31 +72,9 @@ async fn open(addr: &str) -> Result<TestConnection, String> {
 /// Header fields as (name, value with leading space, folds as "\n") and the body, as
 /// Postfix hands them over.
 fn split(raw: &[u8]) -> (Vec<(CString, CString)>, Vec<u8>) {
-    let mut headers: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-    let mut pos = 0;
-    while pos < raw.len() {
-        let end = raw[pos..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(raw.len(), |n| pos + n);
-        let line = &raw[pos..end];
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        pos = (end + 1).min(raw.len());
-        if line.is_empty() {
-            break;
-        }
-        if line[0] == b' ' || line[0] == b'\t' {
-            if let Some(last) = headers.last_mut() {
-                last.1.push(b'\n');
-                last.1.extend_from_slice(line);
-            }
-            continue;
-        }
-        if let Some(c) = line.iter().position(|&b| b == b':') {
-            headers.push((line[..c].to_vec(), line[c + 1..].to_vec()));
-        }
-    }
-    let headers = headers
+    let h = message::milter_heading(raw);
+    let headers = h
+        .fields
         .into_iter()
         .map(|(n, v)| {
             (
@@ -102,7 +83,7 @@ fn split(raw: &[u8]) -> (Vec<(CString, CString)>, Vec<u8>) {
             )
         })
         .collect();
-    (headers, raw[pos..].to_vec())
+    (headers, raw[h.body_at..].to_vec())
 }
 
 /// The macros the daemon asked for at `stage`, with the values Postfix would give them

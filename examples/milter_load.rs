@@ -16,6 +16,9 @@
 //! not negotiate them away, and before each stage the macros the milter asked for, or
 //! Postfix's default list for that stage when it asked for none.
 
+#[path = "../tests/support/message.rs"]
+mod message;
+
 use std::ffi::CString;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -94,30 +97,11 @@ struct Split {
 
 /// Header fields as (name, value with leading space, folds as "\n") and the body.
 fn split(raw: &[u8]) -> Split {
-    let mut headers: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-    let mut pos = 0;
-    while pos < raw.len() {
-        let end = memchr::memchr(b'\n', &raw[pos..]).map_or(raw.len(), |n| pos + n);
-        let line = &raw[pos..end];
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        pos = (end + 1).min(raw.len());
-        if line.is_empty() {
-            break;
-        }
-        if line[0] == b' ' || line[0] == b'\t' {
-            if let Some(last) = headers.last_mut() {
-                last.1.push(b'\n');
-                last.1.extend_from_slice(line);
-            }
-            continue;
-        }
-        if let Some(c) = line.iter().position(|&b| b == b':') {
-            headers.push((line[..c].to_vec(), line[c + 1..].to_vec()));
-        }
-    }
+    let h = message::milter_heading(raw);
     Split {
         // Generated headers hold no NUL.
-        headers: headers
+        headers: h
+            .fields
             .into_iter()
             .map(|(n, v)| {
                 (
@@ -126,7 +110,7 @@ fn split(raw: &[u8]) -> Split {
                 )
             })
             .collect(),
-        body: raw[pos..].to_vec(),
+        body: raw[h.body_at..].to_vec(),
     }
 }
 

@@ -3,8 +3,10 @@
 //! a fix, fix idempotent), in LF and in CRLF form. The first byte picks the options.
 #![no_main]
 
-#[path = "../../tests/common/mod.rs"]
+#[path = "../../tests/support/invariants.rs"]
 mod common;
+#[path = "../../tests/support/message.rs"]
+mod message;
 
 use libfuzzer_sys::fuzz_target;
 use mimeref_milter::engine::{Limits, Options};
@@ -27,6 +29,6 @@ fuzz_target!(|data: &[u8]| {
     };
     common::fix_and_verify("fuzz", raw, &opts);
     if flags & 16 != 0 {
-        common::fix_and_verify("fuzz crlf", &common::to_crlf(raw), &opts);
+        common::fix_and_verify("fuzz crlf", &message::to_crlf(raw), &opts);
     }
 });

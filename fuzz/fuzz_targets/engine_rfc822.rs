@@ -3,7 +3,7 @@
 //! fuzzer reaches deep structure far sooner than with raw bytes.
 #![no_main]
 
-#[path = "../../tests/common/mod.rs"]
+#[path = "../../tests/support/invariants.rs"]
 mod common;
 
 use libfuzzer_sys::fuzz_target;

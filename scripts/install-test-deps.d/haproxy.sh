@@ -1,5 +1,5 @@
 #!/bin/bash
-# HAProxy for tests/fleet_e2e.rs (several daemons behind one milter address, health
+# HAProxy for tests/mta/fleet_e2e.rs (several daemons behind one milter address, health
 # checked on /readyz). The test runs its own `haproxy -f CFG -db`; the Debian package's
 # service must neither start nor stay enabled. Installed only when missing.
 # Run by scripts/install-test-deps; root or sudo.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# rspamd for tests/rspamd_e2e.rs (a second milter in the same smtpd_milters list). The
+# rspamd for tests/mta/rspamd_e2e.rs (a second milter in the same smtpd_milters list). The
 # test runs its own `rspamd -f -c CONF` (proxy worker in milter mode, self_scan, no
 # modules, no DNS or redis); the Debian package's service must neither start nor stay
 # enabled. Installed only when missing. Run by scripts/install-test-deps; root or sudo.

@@ -1,12 +1,13 @@
 //! Reload while connections are open, a reload that fails, and shutdown with a
 //! transaction in flight.
 
-mod milter_util;
+#[path = "../support/mod.rs"]
+mod support;
 
 use std::time::Duration;
 
 use indymilter_test::{ProtoOpts, Status};
-use milter_util::*;
+use support::milter::*;
 
 const REPORT: &str = "[policy.inbound]\n\"related-cid-duplicate\" = \"report\"\n";
 const REJECT: &str = "[policy.inbound]\n\"related-cid-duplicate\" = \"reject\"\n";
@@ -14,7 +15,7 @@ const REJECT: &str = "[policy.inbound]\n\"related-cid-duplicate\" = \"reject\"\n
 #[tokio::test]
 async fn reload_applies_to_new_connections_and_keeps_open_ones_on_their_snapshot() {
     let m = Milter::start("reload", REPORT).await;
-    let cid = eml(&fixture("cid-dup.eml"));
+    let cid = eml(&fixture("milter/cid-dup.eml"));
     let mut old = m.conn().await;
     connect(&mut old, "192.0.2.1", None).await;
 
@@ -51,13 +52,15 @@ async fn reload_applies_to_new_connections_and_keeps_open_ones_on_their_snapshot
 async fn shutdown_lets_the_transaction_in_flight_finish() {
     let m = Milter::start("shutdown", "shutdown_timeout = 10\n").await;
     let addr = m.addr;
-    let msg = eml(&fixture("nested-extbody.eml"));
+    let msg = eml(&fixture("milter/nested-extbody.eml"));
     let mut c = m.conn().await;
     connect(&mut c, "192.0.2.1", None).await;
     assert_eq!(c.mail(["<a@example.org>"]).await.unwrap(), Status::Continue);
     send_headers(&mut c, &msg).await;
 
     let run = m.begin_shutdown();
+    // About elapsed time: run() must stay up for a while with a message in flight;
+    // nothing to wait for but time.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(
         !run.is_finished(),

@@ -5,8 +5,10 @@
 //! Counts: sent = delivered + rejected by policy, with no tempfail, nothing refused for
 //! any other reason, nothing left in the queue, and the same daemon process from start
 //! to end (no restart). Prints the figures.
-#[path = "mta/mod.rs"]
-mod mta;
+#[path = "../support/mod.rs"]
+mod support;
+
+use support::mta;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -199,6 +201,7 @@ fn soak() {
             })
         })
         .collect();
+    // The soak is about elapsed time: the clients send for `seconds`.
     std::thread::sleep(Duration::from_secs(seconds));
     stop.store(true, Ordering::SeqCst);
     for w in workers {

@@ -2,13 +2,14 @@
 //! `run()`: fix a top-level header, fix a nested part by body replacement, report only,
 //! reject and tempfail with the reply text, quarantine, dry run, forged report headers.
 
-mod milter_util;
+#[path = "../support/mod.rs"]
+mod support;
 
 use indymilter_test::{Actions, ProtoOpts, Status};
-use milter_util::*;
 use mimeref_milter::config::Config;
 use mimeref_milter::engine;
 use mimeref_milter::policy::Direction;
+use support::milter::*;
 
 async fn one(
     name: &str,
@@ -75,10 +76,10 @@ async fn refuses_an_mta_without_the_needed_actions() {
 
 #[tokio::test]
 async fn fixes_a_top_level_field_with_change_header() {
-    let raw = fixture("top-extbody.eml");
+    let raw = fixture("milter/top-extbody.eml");
     // The engine must see a finding here, or this test proves nothing.
     let a = engine::check(
-        &crlf(&raw),
+        &to_crlf(&raw),
         &Config::builtin().engine_options(Direction::Inbound),
     );
     assert!(
@@ -87,7 +88,7 @@ async fn fixes_a_top_level_field_with_change_header() {
         a.findings
     );
 
-    let (actions, status) = one("top", "", "top-extbody.eml").await;
+    let (actions, status) = one("top", "", "milter/top-extbody.eml").await;
     assert_eq!(status, Status::Accept);
     let changes = header_changes(&actions);
     assert_eq!(changes.len(), 1, "{changes:?}");
@@ -117,8 +118,8 @@ async fn fixes_a_top_level_field_with_change_header() {
 
 #[tokio::test]
 async fn fixes_a_nested_part_with_one_body_replacement() {
-    let raw = fixture("nested-extbody.eml");
-    let (actions, status) = one("nested", "", "nested-extbody.eml").await;
+    let raw = fixture("milter/nested-extbody.eml");
+    let (actions, status) = one("nested", "", "milter/nested-extbody.eml").await;
     assert_eq!(status, Status::Accept);
     // Nothing to change in the top-level heading.
     assert!(
@@ -149,7 +150,7 @@ async fn report_only_changes_nothing_but_adds_the_report() {
     let (actions, status) = one(
         "report",
         "[policy.inbound]\n\"*\" = \"report\"\n",
-        "nested-extbody.eml",
+        "milter/nested-extbody.eml",
     )
     .await;
     assert_eq!(status, Status::Accept);
@@ -165,7 +166,7 @@ async fn report_only_changes_nothing_but_adds_the_report() {
 
 #[tokio::test]
 async fn unfixable_finding_under_fix_is_reported() {
-    let (actions, status) = one("unfixable", "", "cid-dup.eml").await;
+    let (actions, status) = one("unfixable", "", "milter/cid-dup.eml").await;
     assert_eq!(status, Status::Accept);
     assert!(replaced_body(&actions).is_none());
     let rep = report(&actions, "X-MIMERef").unwrap();
@@ -178,7 +179,7 @@ async fn reject_with_the_configured_reply_naming_the_rule() {
     let (actions, status) = one(
         "reject",
         "[policy.inbound]\n\"related-cid-duplicate\" = \"reject\"\n",
-        "cid-dup.eml",
+        "milter/cid-dup.eml",
     )
     .await;
     let Status::Reject { message: Some(m) } = status else {
@@ -193,7 +194,7 @@ async fn reject_with_the_configured_reply_naming_the_rule() {
     let (_, status) = one(
         "reject-text",
         "[reply]\nreject = \"554 5.7.1 Refused ({rules})\"\n[policy.inbound]\n\"related-*\" = \"reject\"\n",
-        "cid-dup.eml",
+        "milter/cid-dup.eml",
     )
     .await;
     let Status::Reject { message: Some(m) } = status else {
@@ -210,7 +211,7 @@ async fn tempfail_with_reply() {
     let (actions, status) = one(
         "tempfail",
         "[policy.inbound]\n\"related-cid-*\" = \"tempfail\"\n",
-        "cid-dup.eml",
+        "milter/cid-dup.eml",
     )
     .await;
     let Status::Tempfail { message: Some(m) } = status else {
@@ -228,7 +229,7 @@ async fn quarantine_with_reason_and_report() {
     let (actions, status) = one(
         "quarantine",
         "[policy.inbound]\n\"related-cid-duplicate\" = \"quarantine\"\n",
-        "cid-dup.eml",
+        "milter/cid-dup.eml",
     )
     .await;
     assert_eq!(status, Status::Accept);
@@ -244,24 +245,24 @@ async fn quarantine_with_reason_and_report() {
 #[tokio::test]
 async fn dry_run_sends_nothing_and_rejects_nothing() {
     let cfg = "dry_run = true\n[policy.inbound]\n\"*\" = \"reject\"\n";
-    let (actions, status) = one("dry", cfg, "cid-dup.eml").await;
+    let (actions, status) = one("dry", cfg, "milter/cid-dup.eml").await;
     assert_eq!(status, Status::Accept);
     assert!(actions.actions.is_empty(), "{:?}", actions.actions);
-    let (actions, status) = one("dry-fix", "dry_run = true\n", "nested-extbody.eml").await;
+    let (actions, status) = one("dry-fix", "dry_run = true\n", "milter/nested-extbody.eml").await;
     assert_eq!(status, Status::Accept);
     assert!(actions.actions.is_empty(), "{:?}", actions.actions);
 }
 
 #[tokio::test]
 async fn clean_message_is_accepted_untouched() {
-    let (actions, status) = one("clean", "", "clean.eml").await;
+    let (actions, status) = one("clean", "", "milter/clean.eml").await;
     assert_eq!(status, Status::Accept);
     assert!(actions.actions.is_empty(), "{:?}", actions.actions);
 }
 
 #[tokio::test]
 async fn forged_report_headers_removed_inbound_only() {
-    let mut msg = eml(&fixture("top-extbody.eml"));
+    let mut msg = eml(&fixture("milter/top-extbody.eml"));
     msg.headers
         .insert(0, (b"X-MIMERef".to_vec(), b" ok".to_vec()));
     msg.headers
@@ -312,7 +313,7 @@ async fn forged_report_headers_removed_inbound_only() {
 async fn forged_report_headers_past_the_header_limit_are_removed_too() {
     // The MTA holds every field, also those past max_header_size that the daemon did not
     // buffer: a forged report there must go as well, by the MTA's own index.
-    let mut msg = eml(&fixture("clean.eml"));
+    let mut msg = eml(&fixture("milter/clean.eml"));
     msg.headers
         .insert(0, (b"X-MIMERef".to_vec(), b" ok".to_vec()));
     for i in 0..40 {
@@ -347,12 +348,12 @@ async fn report_header_can_be_renamed_or_turned_off() {
     let (actions, _) = one(
         "rename",
         "[report]\nheader = \"X-Ref-Check\"\n",
-        "cid-dup.eml",
+        "milter/cid-dup.eml",
     )
     .await;
     assert!(report(&actions, "X-Ref-Check").is_some());
     assert!(report(&actions, "X-MIMERef").is_none());
-    let (actions, status) = one("off", "[report]\nenabled = false\n", "cid-dup.eml").await;
+    let (actions, status) = one("off", "[report]\nenabled = false\n", "milter/cid-dup.eml").await;
     assert_eq!(status, Status::Accept);
     assert!(actions.actions.is_empty(), "{:?}", actions.actions);
 }

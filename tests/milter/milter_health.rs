@@ -1,12 +1,13 @@
 //! The HTTP endpoint of `metrics_listen`: `/healthz`, `/readyz` through a failed reload
 //! and the beginning of shutdown, and `/metrics` beside them.
 
-mod milter_util;
+#[path = "../support/mod.rs"]
+mod support;
 
 use std::time::Duration;
 
 use indymilter_test::Status;
-use milter_util::*;
+use support::milter::*;
 
 #[tokio::test]
 async fn healthz_and_readyz_follow_the_daemon() {
@@ -28,7 +29,7 @@ async fn healthz_and_readyz_follow_the_daemon() {
     // takes no new connection.
     let mut c = m.conn().await;
     connect(&mut c, REMOTE, None).await;
-    let msg = eml(&fixture("clean.eml"));
+    let msg = eml(&fixture("milter/clean.eml"));
     assert_eq!(
         c.mail(["<alice@example.org>"]).await.unwrap(),
         Status::Continue
@@ -36,14 +37,7 @@ async fn healthz_and_readyz_follow_the_daemon() {
     send_headers(&mut c, &msg).await;
     let addr = m.addr;
     let run = m.begin_shutdown();
-    let mut ready = (0, String::new());
-    for _ in 0..100 {
-        ready = http_get(http, "/readyz").await;
-        if ready.0 == 503 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let ready = readyz_turns(http, 503).await;
     assert_eq!(ready, (503, "not ready: shutting down\n".into()));
     assert_eq!(http_get(http, "/healthz").await.0, 200);
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());

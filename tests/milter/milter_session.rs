@@ -2,10 +2,11 @@
 //! non-UTF-8 header bytes, oversize messages; "no reply" stages as negotiated, and the
 //! message-level tests with and without them.
 
-mod milter_util;
+#[path = "../support/mod.rs"]
+mod support;
 
 use indymilter_test::{MacroStage, ProtoOpts, Status};
-use milter_util::*;
+use support::milter::*;
 
 /// Inbound rejects the duplicate Content-ID, outbound only reports it: the status tells
 /// which direction the daemon chose.
@@ -33,7 +34,7 @@ async fn direction_of(
         queue_id: Some("Q1"),
         auth,
     };
-    let (_, st) = send(&mut c, &env, &eml(&fixture("cid-dup.eml"))).await;
+    let (_, st) = send(&mut c, &env, &eml(&fixture("milter/cid-dup.eml"))).await;
     c.close().await.unwrap();
     is_inbound(&st)
 }
@@ -94,7 +95,12 @@ async fn missing_macros_mean_inbound_and_no_queue_id() {
             .unwrap(),
         accumulating(&c, ProtoOpts::NOREPLY_CONNECT)
     );
-    let (_, st) = send(&mut c, &Envelope::default(), &eml(&fixture("cid-dup.eml"))).await;
+    let (_, st) = send(
+        &mut c,
+        &Envelope::default(),
+        &eml(&fixture("milter/cid-dup.eml")),
+    )
+    .await;
     assert!(is_inbound(&st));
     c.close().await.unwrap();
     m.stop().await;
@@ -143,7 +149,7 @@ async fn no_reply_stages_follow_the_config_and_what_the_mta_offers() {
     let (a, st) = send(
         &mut open,
         &Envelope::default(),
-        &eml(&fixture("nested-extbody.eml")),
+        &eml(&fixture("milter/nested-extbody.eml")),
     )
     .await;
     assert_eq!(st, Status::Accept);
@@ -173,9 +179,9 @@ async fn several_messages(name: &str, cfg: &str) {
         c.negotiated_opts()
     );
     connect(&mut c, "192.0.2.1", None).await;
-    let nested = eml(&fixture("nested-extbody.eml"));
-    let clean = eml(&fixture("clean.eml"));
-    let cid = eml(&fixture("cid-dup.eml"));
+    let nested = eml(&fixture("milter/nested-extbody.eml"));
+    let clean = eml(&fixture("milter/clean.eml"));
+    let cid = eml(&fixture("milter/cid-dup.eml"));
 
     let (a, st) = send(
         &mut c,
@@ -232,7 +238,7 @@ async fn several_messages(name: &str, cfg: &str) {
 async fn non_utf8_header_bytes_survive() {
     // A top-level field with Latin-1 bytes that the engine rewrites: the bytes must come
     // back unchanged around the repair.
-    let mut msg = eml(&fixture("top-extbody.eml"));
+    let mut msg = eml(&fixture("milter/top-extbody.eml"));
     let ct = msg
         .headers
         .iter_mut()
@@ -278,7 +284,7 @@ async fn oversize(mode: &str, cfg: &str) {
     .await;
     let mut c = m.conn().await;
     connect(&mut c, "192.0.2.1", None).await;
-    let mut msg = eml(&fixture("nested-extbody.eml"));
+    let mut msg = eml(&fixture("milter/nested-extbody.eml"));
     // Pad the first text part so the fixable part lies beyond the limit.
     let pad = "x".repeat(70) + "\r\n";
     let at = msg
@@ -312,7 +318,7 @@ async fn oversize(mode: &str, cfg: &str) {
     let (a, _) = send(
         &mut c,
         &Envelope::default(),
-        &eml(&fixture("nested-extbody.eml")),
+        &eml(&fixture("milter/nested-extbody.eml")),
     )
     .await;
     assert!(replaced_body(&a).is_some());
@@ -343,7 +349,7 @@ async fn oversize_heading_stops_at_a_field_boundary() {
     let m = Milter::start("oversize-hdr", "[limits]\nmax_header_size = 1024\n").await;
     let mut c = m.conn().await;
     connect(&mut c, "192.0.2.1", None).await;
-    let mut msg = eml(&fixture("clean.eml"));
+    let mut msg = eml(&fixture("milter/clean.eml"));
     for i in 0..40 {
         msg.headers.push((
             format!("X-Filler-{i}").into_bytes(),

@@ -3,13 +3,13 @@
 //! endless RFC 2231 continuations, encoded words where none belong).
 //!
 //! Each one goes through the engine (check, fix, re-check with the fix invariants of
-//! `common::fix_and_verify`) under a per-thread allocation meter, and through the real
+//! `fix_and_verify`) under a per-thread allocation meter, and through the real
 //! daemon, which must still answer with a verdict and pass the message on whole.
 //!
 //! Time bounds are deliberately generous (a loaded 2-core CI machine, debug build): they
 //! catch a hang or a quadratic blow-up, not a slow day.
 
-mod common;
+use crate::support::invariants::fix_and_verify;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -87,7 +87,7 @@ fn memory_bound(len: usize) -> usize {
 /// list stays proportionate (a million fields must not give a million findings).
 fn engine_run(name: &str, raw: &[u8], opts: &Options) -> Analysis {
     let t = Instant::now();
-    let ((_, analysis), peak) = metered(|| common::fix_and_verify(name, raw, opts));
+    let ((_, analysis), peak) = metered(|| fix_and_verify(name, raw, opts));
     let took = t.elapsed();
     eprintln!(
         "{name}: {} octets, {} findings, {:?}, peak {} KiB",
@@ -405,7 +405,7 @@ fn a_million_header_fields() {
 #[test]
 fn multipart_without_boundary() {
     let m = no_boundary();
-    let (fixed, analysis) = common::fix_and_verify("no boundary", &m, &opts());
+    let (fixed, analysis) = fix_and_verify("no boundary", &m, &opts());
     assert!(fixed == m);
     assert!(
         analysis
@@ -497,10 +497,11 @@ fn encoded_words_in_content_location() {
 // explicit verdict, and a replaced body must be exactly the engine's fix of the message
 // (nothing lost, nothing cut).
 
-mod milter_util;
-
+use crate::support::message::to_crlf;
+use crate::support::milter::{
+    as_received, connect, header_changes, replaced_body, send, Envelope, Milter,
+};
 use indymilter_test::Status;
-use milter_util::{connect, header_changes, replaced_body, send, Envelope, Milter};
 use mimeref_milter::config::Config;
 use mimeref_milter::policy::Direction;
 
@@ -525,25 +526,11 @@ fn as_mta_sends(raw: &[u8]) -> Eml {
     let body = raw.get(sep + 1..).unwrap_or_default();
     Eml {
         headers,
-        body: milter_util::crlf(body),
+        body: to_crlf(body),
     }
 }
 
-use milter_util::Eml;
-
-/// The message as the daemon buffers it (see `session.rs`).
-fn as_buffered(m: &Eml) -> Vec<u8> {
-    let mut raw = Vec::new();
-    for (n, v) in &m.headers {
-        raw.extend_from_slice(n);
-        raw.push(b':');
-        raw.extend_from_slice(v);
-        raw.extend_from_slice(b"\r\n");
-    }
-    raw.extend_from_slice(b"\r\n");
-    raw.extend_from_slice(&m.body);
-    raw
-}
+use crate::support::milter::Eml;
 
 async fn through_milter(m: &Milter, cfg: &Config, name: &str, raw: &[u8]) -> Status {
     let eml = as_mta_sends(raw);
@@ -567,7 +554,8 @@ async fn through_milter(m: &Milter, cfg: &Config, name: &str, raw: &[u8]) -> Sta
         matches!(status, Status::Accept | Status::Continue),
         "{name}: {status:?}"
     );
-    let buffered = as_buffered(&eml);
+    // The message as the daemon buffers it (see `session.rs`).
+    let buffered = as_received(&eml).0;
     let incomplete = buffered.len() > cfg.limits.max_message_size
         || buffered.len() - eml.body.len() > cfg.limits.max_header_size;
     match replaced_body(&actions) {
@@ -603,7 +591,7 @@ async fn hostile_mail_gets_a_verdict_from_the_daemon() {
         ("deep rfc822", deep_rfc822(10_000)),
         ("100k parts", many_parts(100_000, "multipart/mixed")),
         // One header packet stays under the protocol's 1 MB; a longer line is a
-        // protocol fault (tests/milter_faults.rs).
+        // protocol fault (tests/milter/milter_faults.rs).
         ("1 MB Subject", giant_line("Subject", "", 1_000_000)),
         (
             "1 MB Content-Location",

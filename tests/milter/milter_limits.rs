@@ -2,12 +2,13 @@
 //! applies its default action straight away instead of waiting out its connect
 //! timeout), counted and reported by `/readyz`, while the open ones go on working.
 
-mod milter_util;
+#[path = "../support/mod.rs"]
+mod support;
 
 use std::time::{Duration, Instant};
 
 use indymilter_test::Status;
-use milter_util::*;
+use support::milter::*;
 use tokio::io::AsyncReadExt;
 
 /// Connects and waits for the daemon to close the connection: how long that took, or
@@ -59,7 +60,7 @@ async fn connection_over_the_limit_is_closed_at_once() {
     assert!(body.contains("mimeref_connections_open 2"), "{body}");
 
     // The two open connections are unaffected.
-    let msg = eml(&fixture("clean.eml"));
+    let msg = eml(&fixture("milter/clean.eml"));
     for c in [&mut a, &mut b] {
         let (_, st) = send(c, &Envelope::default(), &msg).await;
         assert_eq!(st, Status::Accept);
@@ -67,14 +68,7 @@ async fn connection_over_the_limit_is_closed_at_once() {
 
     // Once one closes, a new connection is taken again.
     a.close().await.unwrap();
-    let mut ready = 0;
-    for _ in 0..100 {
-        ready = http_get(http, "/readyz").await.0;
-        if ready == 200 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let ready = readyz_turns(http, 200).await.0;
     assert_eq!(ready, 200);
     let mut c = m.conn().await;
     connect(&mut c, REMOTE, None).await;

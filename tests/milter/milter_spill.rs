@@ -4,22 +4,23 @@
 //! header). The daemon runs in this process, so its open files are ours: the spill file
 //! shows up in /proc/self/fd as `DIR/.mimeref-milter-PID-N (deleted)`.
 
-mod milter_util;
+#[path = "../support/mod.rs"]
+mod support;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use indymilter_test::{ProtoOpts, Status};
-use milter_util::*;
 use mimeref_milter::config::Config;
 use mimeref_milter::engine;
 use mimeref_milter::policy::Direction;
+use support::milter::*;
 
 const THRESHOLD: usize = 64 << 10;
 
 /// nested-extbody.eml with a base64 attachment that takes it to about `size` octets.
 fn large_nested(size: usize) -> Vec<u8> {
-    let raw = crlf(&fixture("nested-extbody.eml"));
+    let raw = to_crlf(&fixture("milter/nested-extbody.eml"));
     let close = b"--outer--";
     let at = raw
         .windows(close.len())
@@ -79,14 +80,20 @@ async fn a_message_past_the_threshold_spills_into_the_directory_and_gets_the_sam
         c.body(chunk.to_vec()).await.unwrap();
     }
     // Body chunks get no reply: wait until the daemon has written past the threshold.
-    let until = Instant::now() + Duration::from_secs(10);
-    let open = loop {
-        let open = open_in(&dir);
-        if !open.is_empty() || Instant::now() > until {
-            break open;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    let open = support::wait_until(
+        "a spill file open in the spool directory",
+        Duration::from_secs(10),
+        Duration::from_millis(10),
+        || async {
+            let open = open_in(&dir);
+            if open.is_empty() {
+                Err(format!("nothing open in {}", dir.display()))
+            } else {
+                Ok(open)
+            }
+        },
+    )
+    .await;
     let want = format!("{}/.mimeref-milter-{}-", dir.display(), std::process::id());
     assert_eq!(open.len(), 1, "{open:?}");
     assert!(

@@ -1,7 +1,7 @@
-//! Shared by the tests/milter_*.rs files: runs the real `daemon::run_with()` on 127.0.0.1:0
-//! with a config file of its own and talks to it with indymilter-test the way Postfix
-//! does (values with their leading space, folds as "\n", body with CRLF).
-#![allow(dead_code)]
+//! The daemon in-process, for tests/milter and the engine tests that go through it:
+//! runs the real `daemon::run_with()` on 127.0.0.1:0 with a config file of its own and
+//! talks to it with indymilter-test the way Postfix does (values with their leading
+//! space, folds as "\n", body with CRLF).
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -12,6 +12,8 @@ use mimeref_milter::config::Config;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
+
+pub use super::message::{fixture, milter_heading, to_crlf};
 
 pub struct Milter {
     pub addr: SocketAddr,
@@ -100,12 +102,27 @@ impl Milter {
             .unwrap()
     }
 
-    /// Rewrites the config file and signals a reload (as SIGHUP does).
+    /// Rewrites the config file, signals a reload (as SIGHUP does) and waits until the
+    /// daemon's reload task has taken the signal off its channel. That task re-reads
+    /// the file in the same poll, without yielding: on a current-thread runtime (the
+    /// tests that assert on what a reload changed) the reload is then complete.
     pub async fn reload_with(&self, config: &str) {
         std::fs::write(&self.config_path, config).unwrap();
         self.reload.send(()).await.unwrap();
-        // The reload runs on its own task; give it a moment.
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let reload = &self.reload;
+        super::wait_until(
+            "the daemon's reload task to take the reload",
+            Duration::from_secs(10),
+            Duration::from_millis(1),
+            || async {
+                if reload.capacity() == reload.max_capacity() {
+                    Ok(())
+                } else {
+                    Err("still queued".to_string())
+                }
+            },
+        )
+        .await
     }
 
     /// Begins shutdown and returns the task, which ends once run() has returned.
@@ -150,6 +167,24 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
     (code, body)
 }
 
+/// Polls `/readyz` until it answers `code` (10 s at most): the status and the body.
+pub async fn readyz_turns(http: SocketAddr, code: u16) -> (u16, String) {
+    super::wait_until(
+        &format!("/readyz to answer {code}"),
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || async {
+            let r = http_get(http, "/readyz").await;
+            if r.0 == code {
+                Ok(r)
+            } else {
+                Err(format!("{r:?}"))
+            }
+        },
+    )
+    .await
+}
+
 /// A message split the way an MTA hands it to a milter.
 #[derive(Debug, Clone)]
 pub struct Eml {
@@ -157,54 +192,18 @@ pub struct Eml {
     pub body: Vec<u8>,
 }
 
-pub fn fixture(name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/milter")
-        .join(name);
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-/// Fixtures are stored with LF; on the wire the body has CRLF.
-pub fn crlf(b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(b.len() + b.len() / 20);
-    for (i, &c) in b.iter().enumerate() {
-        if c == b'\n' && (i == 0 || b[i - 1] != b'\r') {
-            out.push(b'\r');
-        }
-        out.push(c);
-    }
-    out
-}
-
+/// The message as Postfix hands it over: the heading field by field (see
+/// [`milter_heading`]), the body with CRLF. Panics on a heading line that is no field.
 pub fn eml(raw: &[u8]) -> Eml {
-    let mut headers: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-    let mut pos = 0;
-    while pos < raw.len() {
-        let end = raw[pos..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(raw.len(), |n| pos + n);
-        let line = &raw[pos..end];
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        pos = (end + 1).min(raw.len());
-        if line.is_empty() {
-            break;
-        }
-        if line[0] == b' ' || line[0] == b'\t' {
-            let last = headers.last_mut().expect("continuation before any field");
-            last.1.push(b'\n');
-            last.1.extend_from_slice(line);
-        } else {
-            let colon = line
-                .iter()
-                .position(|&b| b == b':')
-                .expect("field without colon");
-            headers.push((line[..colon].to_vec(), line[colon + 1..].to_vec()));
-        }
-    }
+    let h = milter_heading(raw);
+    assert!(
+        h.stray.is_empty(),
+        "heading lines that are no field: {:?}",
+        h.stray
+    );
     Eml {
-        headers,
-        body: crlf(&raw[pos..]),
+        headers: h.fields,
+        body: to_crlf(&raw[h.body_at..]),
     }
 }
 
@@ -245,6 +244,14 @@ pub async fn connect(conn: &mut TestConnection, client: &str, daemon_name: Optio
     let ip: IpAddr = client.parse().unwrap();
     let st = conn.connect("client.example", (ip, 50000)).await.unwrap();
     assert_eq!(st, accumulating(conn, ProtoOpts::NOREPLY_CONNECT));
+}
+
+/// CONNECT from `client`, then one message from the fixture `rel` (no envelope
+/// macros), which must be accepted. The connection stays open.
+pub async fn accept_one(conn: &mut TestConnection, client: &str, rel: &str) {
+    connect(conn, client, None).await;
+    let (_, st) = send(conn, &Envelope::default(), &eml(&fixture(rel))).await;
+    assert_eq!(st, Status::Accept);
 }
 
 /// MAIL through end of message; returns what end of message answered.

@@ -1,9 +1,10 @@
 //! The whole corpus (`tests/corpus`, 363 real messages) through the engine:
-//! no panic, and every fix keeps the invariants of `common::fix_and_verify`. Each file
+//! no panic, and every fix keeps the invariants of `fix_and_verify`. Each file
 //! also runs with CRLF line endings. Figures (files, changed, findings per rule) go to
 //! `target/corpus-report.txt`.
 
-mod common;
+use crate::support::invariants::fix_and_verify;
+use crate::support::message::to_crlf;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -58,13 +59,9 @@ fn corpus_is_analysed_and_fixed_losslessly() {
         let raw = fs::read(path).unwrap();
         let rel = path.strip_prefix(&dir).unwrap().display().to_string();
         for crlf in [false, true] {
-            let input = if crlf {
-                common::to_crlf(&raw)
-            } else {
-                raw.clone()
-            };
+            let input = if crlf { to_crlf(&raw) } else { raw.clone() };
             let name = format!("{rel}{}", if crlf { " (CRLF)" } else { "" });
-            let res = std::panic::catch_unwind(|| common::fix_and_verify(&name, &input, &opts));
+            let res = std::panic::catch_unwind(|| fix_and_verify(&name, &input, &opts));
             match res {
                 Ok((fixed, analysis)) if !crlf => {
                     if fixed != input {

@@ -1,21 +1,9 @@
-//! Helpers shared by the engine test files.
+//! The invariants every fix must keep (engine tests and fuzz targets).
 #![allow(dead_code)]
 
 use std::ops::Range;
 
 use mimeref_milter::engine::{self, Analysis, Options};
-
-/// LF to CRLF, leaving existing CRLF alone.
-pub fn to_crlf(s: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(s.len() + s.len() / 16);
-    for (i, &b) in s.iter().enumerate() {
-        if b == b'\n' && (i == 0 || s[i - 1] != b'\r') {
-            out.push(b'\r');
-        }
-        out.push(b);
-    }
-    out
-}
 
 /// The invariants every fix must keep, checked on any input:
 /// - bytes outside the edited ranges are identical, in order;

@@ -3,10 +3,11 @@
 //! (fix = strip, report, reject), a rewrite left at `report`, and a legacy conversion
 //! of a top-level Content-Type by change_header.
 
-mod milter_util;
+#[path = "../support/mod.rs"]
+mod support;
 
 use indymilter_test::Status;
-use milter_util::*;
+use support::milter::*;
 
 const REWRITE: &str = "[[rewrite]]\nscheme = \"http\"\nhost_suffix = \"example.com\"\ntemplate = \"https://{authority}{path}{query}\"\n";
 
@@ -25,7 +26,7 @@ fn has(hay: &[u8], needle: &str) -> bool {
 #[tokio::test]
 async fn rewrite_and_strip_in_one_body_replacement() {
     let config = format!("[schemes]\nstrip_denied = true\n{REWRITE}");
-    let (actions, status) = one("rw-strip", &config, "url-policy-nested.eml").await;
+    let (actions, status) = one("rw-strip", &config, "milter/url-policy-nested.eml").await;
     assert_eq!(status, Status::Accept);
     assert!(header_changes(&actions).is_empty());
     let body = replaced_body(&actions).expect("body replaced");
@@ -43,7 +44,7 @@ async fn rewrite_and_strip_in_one_body_replacement() {
         "{text}"
     );
     // Everything else is byte-identical: the body around the two parts.
-    let orig = crlf(&fixture("url-policy-nested.eml"));
+    let orig = to_crlf(&fixture("milter/url-policy-nested.eml"));
     let orig_body = &orig[orig.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4..];
     let cut = orig_body.windows(7).position(|w| w == b"--inner").unwrap();
     assert_eq!(&body[..cut], &orig_body[..cut]);
@@ -64,7 +65,7 @@ async fn rewrite_and_strip_in_one_body_replacement() {
 #[tokio::test]
 async fn denied_reference_report_only() {
     let config = "[schemes]\nstrip_denied = true\n[policy.inbound]\n\"extbody-url-scheme-denied\" = \"report\"\n";
-    let (actions, status) = one("deny-report", config, "url-policy-nested.eml").await;
+    let (actions, status) = one("deny-report", config, "milter/url-policy-nested.eml").await;
     assert_eq!(status, Status::Accept);
     assert!(replaced_body(&actions).is_none());
     let rep = report(&actions, "X-MIMERef").unwrap();
@@ -78,7 +79,7 @@ async fn denied_reference_report_only() {
 #[tokio::test]
 async fn denied_reference_reject() {
     let config = "[schemes]\nstrip_denied = true\n[policy.inbound]\n\"extbody-url-scheme-denied\" = \"reject\"\n";
-    let (actions, status) = one("deny-reject", config, "url-policy-nested.eml").await;
+    let (actions, status) = one("deny-reject", config, "milter/url-policy-nested.eml").await;
     let Status::Reject { message: Some(m) } = status else {
         panic!("{status:?}")
     };
@@ -92,7 +93,7 @@ async fn denied_reference_reject() {
 #[tokio::test]
 async fn rewrite_left_at_report_changes_nothing() {
     let config = format!("[policy.inbound]\n\"extbody-url-rewritten\" = \"report\"\n{REWRITE}");
-    let (actions, status) = one("rw-report", &config, "url-policy-nested.eml").await;
+    let (actions, status) = one("rw-report", &config, "milter/url-policy-nested.eml").await;
     assert_eq!(status, Status::Accept);
     assert!(replaced_body(&actions).is_none());
     let rep = report(&actions, "X-MIMERef").unwrap();
@@ -107,7 +108,7 @@ async fn legacy_top_level_conversion_by_change_header() {
     let (actions, status) = one(
         "legacy",
         "[legacy]\nto_url = \"inbound\"\n",
-        "legacy-top.eml",
+        "milter/legacy-top.eml",
     )
     .await;
     assert_eq!(status, Status::Accept);

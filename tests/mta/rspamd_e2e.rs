@@ -1,20 +1,22 @@
 //! rspamd and mimeref-milter in the same `smtpd_milters` list of a real, private Postfix
-//! (see tests/mta/mod.rs), in both orders. rspamd runs as bench/e2e runs it: a proxy
+//! (see tests/support/mta/mod.rs), in both orders. rspamd runs as bench/e2e runs it: a proxy
 //! worker in milter mode scanning in process (self_scan), no rules, no DNS or redis,
 //! plus the milter_headers module so that it adds header fields of its own. Each
 //! delivered message must carry both milters' work: mimeref-milter's edits and report
 //! header byte for byte as `mimeref-milter fix --as-milter` makes them, and rspamd's
 //! fields naming the message's own queue id. Needs root, postfix and rspamd:
 //! `sudo scripts/install-test-deps`.
-#[path = "mta/mod.rs"]
-mod mta;
+#[path = "../support/mod.rs"]
+mod support;
+
+use support::mta;
 
 use std::fs;
-use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use mta::{drop_fields, fixture, with_message_id, Daemon, Postfix, PostfixConfig, TempDir};
+use mta::{Daemon, Postfix, PostfixConfig, TempDir};
+use support::message::{self, drop_fields, fixture, with_message_id};
 
 /// The fields rspamd's milter_headers adds here (the `use` list below).
 const RSPAMD_FIELDS: [&str; 2] = ["X-Spamd-Result", "X-Rspamd-Queue-Id"];
@@ -91,23 +93,9 @@ milter_headers {{
             .stderr(out)
             .spawn()
             .expect("start rspamd");
-        let end = Instant::now() + mta::WAIT;
-        loop {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                break;
-            }
-            if let Ok(Some(st)) = child.try_wait() {
-                panic!(
-                    "rspamd exited at start ({st}): {}",
-                    fs::read_to_string(dir.path().join("rspamd.out")).unwrap_or_default()
-                );
-            }
-            if Instant::now() >= end {
-                mta::stop_child(&mut child);
-                panic!("rspamd not listening on {port} within {:?}", mta::WAIT);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        mta::wait_listening("rspamd", &mut child, port, mta::WAIT, || {
+            fs::read_to_string(dir.path().join("rspamd.out")).unwrap_or_default()
+        });
         Rspamd { dir, port, child }
     }
 
@@ -175,26 +163,6 @@ Nothing to see here.
     .into_bytes()
 }
 
-/// What `mimeref-milter fix --as-milter` makes of the message: the daemon's edits.
-fn offline_as_milter(msg: &[u8]) -> Vec<u8> {
-    let dir = TempDir::new("offline");
-    let (c, m) = (dir.path().join("c.toml"), dir.path().join("m.eml"));
-    fs::write(&c, "").unwrap();
-    fs::write(&m, msg).unwrap();
-    let out = Command::new(mta::daemon_bin())
-        .args(["fix", "--as-milter", "--direction", "outbound", "--config"])
-        .arg(&c)
-        .arg(&m)
-        .output()
-        .expect("run mimeref-milter fix");
-    assert!(
-        out.status.success(),
-        "fix --as-milter failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
 /// The queue id in Postfix's Received: field (`... with ESMTP id QUEUEID`).
 fn postfix_queue_id(got: &mta::Delivered) -> String {
     let received = got.header("Received");
@@ -240,15 +208,15 @@ fn both_milters(mimeref_first: bool, tag: &str) {
     }
     let mut queue_ids = Vec::new();
     for (input, fixed) in &cases {
-        let id = mta::header_values(input, "Message-ID")[0].clone();
+        let id = message::header_values(input, "Message-ID")[0].clone();
         let id = id.trim_matches(|c| c == '<' || c == '>');
         let got = pf.wait_delivered(id);
         let text = String::from_utf8_lossy(&got.message).into_owned();
 
         // mimeref-milter's part: exactly its offline edits, report header included.
-        let want = offline_as_milter(input);
+        let want = mta::as_milter("outbound", "", input);
         let report = got.header("X-MIMERef");
-        assert_eq!(report, mta::header_values(&want, "X-MIMERef"), "{text}");
+        assert_eq!(report, message::header_values(&want, "X-MIMERef"), "{text}");
         if *fixed {
             assert_ne!(&want, input, "{id}: the fixture needs a fix");
             assert_eq!(report.len(), 1, "{text}");
@@ -262,8 +230,8 @@ fn both_milters(mimeref_first: bool, tag: &str) {
         }
         // A field order that differs from the offline one shows as a diff as well.
         assert_eq!(
-            mta::to_lf(&body),
-            mta::to_lf(&want),
+            message::to_lf(&body),
+            message::to_lf(&want),
             "{id}:\n{}",
             mta::show_diff(&want, &body)
         );

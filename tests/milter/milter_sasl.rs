@@ -3,10 +3,11 @@
 //! session is authenticated; the daemon must then apply the outbound policy, and the
 //! inbound one to the same message from the same client without them.
 
-mod milter_util;
+#[path = "../support/mod.rs"]
+mod support;
 
 use indymilter_test::{MacroStage, Status, TestConnection};
-use milter_util::*;
+use support::milter::*;
 
 /// Inbound rejects, outbound fixes: the reply and the edits tell which policy applied.
 /// No trusted network and no outbound daemon, so authentication is the only way out.
@@ -15,7 +16,7 @@ const CONFIG: &str = "trusted_networks = []\n\
                       [policy.outbound]\n\"*\" = \"fix\"\n";
 
 /// Over-long words in the URL of a top-level external-body: fixable, one rule.
-const FIXTURE: &str = "top-extbody.eml";
+const FIXTURE: &str = "milter/top-extbody.eml";
 
 /// What Postfix's smtpd defines at MAIL FROM after `AUTH PLAIN` as alice
 /// (`{auth_author}` only comes with a MAIL FROM `AUTH=` parameter).

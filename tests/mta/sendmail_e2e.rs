@@ -1,7 +1,9 @@
 //! End-to-end behind a real Sendmail run from the unpacked Debian packages
-//! (see tests/mta/mod.rs). Needs root: `sudo scripts/install-test-deps`.
-#[path = "mta/mod.rs"]
-mod mta;
+//! (see tests/support/mta/mod.rs). Needs root: `sudo scripts/install-test-deps`.
+#[path = "../support/mod.rs"]
+mod support;
+
+use support::mta;
 
 use mta::probe::{self, Action, Probe};
 use mta::Sendmail;
@@ -130,7 +132,8 @@ fn harness_probe_leading_space_mode() {
 // ---------------------------------------------------------------------------
 // mimeref-milter behind Sendmail
 
-use mta::{drop_fields, Daemon};
+use mta::Daemon;
+use support::message::drop_fields;
 
 fn config(tables: &str) -> String {
     format!("trusted_networks = []\n{tables}")

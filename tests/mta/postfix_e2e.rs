@@ -1,7 +1,9 @@
-//! End-to-end behind a real, private Postfix (see tests/mta/mod.rs).
+//! End-to-end behind a real, private Postfix (see tests/support/mta/mod.rs).
 //! Needs root and the `postfix` package: `sudo scripts/install-test-deps`.
-#[path = "mta/mod.rs"]
-mod mta;
+#[path = "../support/mod.rs"]
+mod support;
+
+use support::mta;
 
 use mta::probe::{self, Action, Probe};
 use mta::{Postfix, PostfixConfig};
@@ -171,8 +173,8 @@ fn harness_probe_leading_space_mode() {
 // ---------------------------------------------------------------------------
 // mimeref-milter behind Postfix
 
-use mta::{drop_fields, fixture, with_message_id, Daemon};
-use std::process::Command;
+use mta::Daemon;
+use support::message::{drop_fields, fixture, with_message_id};
 
 /// Loopback clients would be outbound through the default trusted_networks;
 /// the tests decide direction through the smtpd they use instead.
@@ -181,34 +183,6 @@ fn config(tables: &str) -> String {
         "trusted_networks = []\noutbound_daemons = [\"{}\"]\n{tables}",
         mta::SUBMISSION_DAEMON_NAME
     )
-}
-
-/// The message `mimeref-milter fix` writes offline with the same config:
-/// what the daemon must deliver, report header aside.
-fn offline_fix(cfg: &str, msg: &[u8]) -> Vec<u8> {
-    offline(&[], cfg, msg)
-}
-
-/// `mimeref-milter fix ARGS --config CFG MSG`, which must succeed.
-fn offline(args: &[&str], cfg: &str, msg: &[u8]) -> Vec<u8> {
-    let dir = mta::TempDir::new("offline");
-    let (c, m) = (dir.path().join("c.toml"), dir.path().join("m.eml"));
-    std::fs::write(&c, cfg).unwrap();
-    std::fs::write(&m, msg).unwrap();
-    let out = Command::new(mta::daemon_bin())
-        .arg("fix")
-        .args(args)
-        .arg("--config")
-        .arg(&c)
-        .arg(&m)
-        .output()
-        .expect("run mimeref-milter fix");
-    assert!(
-        out.status.success(),
-        "fix {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
 }
 
 fn start(cfg: &str, extra: &[&str], pf: PostfixConfig) -> (Daemon, Postfix) {
@@ -300,7 +274,7 @@ fn top_level_fix_lands_on_the_right_field_and_forged_reports_go() {
 
     // Same bytes as the offline fix, apart from report headers; the field
     // next to it with a similar name and the same defect is untouched.
-    let want = drop_fields(&offline_fix(&cfg, LONG_URL_TOP), "X-MIMERef");
+    let want = drop_fields(&mta::offline_fix(&[], &cfg, LONG_URL_TOP), "X-MIMERef");
     let body = drop_fields(&out, "X-MIMERef");
     assert_eq!(
         body,
@@ -558,7 +532,7 @@ Content-ID: <report@example.org>
     let r = pf.send(msg);
     assert_eq!(r.code, 250, "{r}");
     let got = drop_fields(&pf.wait_delivered("tab-1@").without_trace(), "X-MIMERef");
-    let want = drop_fields(&offline_fix(&cfg, msg), "X-MIMERef");
+    let want = drop_fields(&mta::offline_fix(&[], &cfg, msg), "X-MIMERef");
     assert_ne!(want, msg, "the fixture needs a fix");
     assert_eq!(got, want, "{}\n{}", mta::show_diff(&want, &got), d.log());
     assert!(String::from_utf8_lossy(&got).contains("\nContent-Type:\tmessage/external-body;"));
@@ -589,7 +563,7 @@ Content-Location: http://example.org/a/very/long/path/that/goes/on/and/on/beyond
     let r = pf.send(msg);
     assert_eq!(r.code, 250, "{r}");
     let got = drop_fields(&pf.wait_delivered("occ-2@").without_trace(), "X-MIMERef");
-    let want = drop_fields(&offline_fix(&cfg, msg), "X-MIMERef");
+    let want = drop_fields(&mta::offline_fix(&[], &cfg, msg), "X-MIMERef");
     assert_ne!(want, msg, "the fixture needs a fix");
     assert_eq!(got, want, "{}\n{}", mta::show_diff(&want, &got), d.log());
     let text = String::from_utf8_lossy(&got);
@@ -614,7 +588,7 @@ fn rewrite_and_strip_inside_a_nested_multipart() {
         &fixture("milter/url-policy-nested.eml"),
         "url-policy-1@sender.example",
     );
-    let fixed = offline_fix(&cfg, &input);
+    let fixed = mta::offline_fix(&[], &cfg, &input);
     assert!(fixed != input, "the offline fix must change something");
     let r = pf.send(&input);
     assert_eq!(r.code, 250, "{r}\n{}", d.log());
@@ -660,11 +634,6 @@ fn rewrite_and_strip_inside_a_nested_multipart() {
     );
 }
 
-/// `fix --as-milter` offline: the message the daemon should make Postfix deliver.
-fn as_milter(cfg: &str, msg: &[u8]) -> Vec<u8> {
-    offline(&["--as-milter", "--direction", "inbound"], cfg, msg)
-}
-
 /// A Chrome "Save as MHTML" stylesheet referenced as `cid:` but carrying only
 /// `Content-Location: cid:…`: under the built-in policy the daemon inserts the
 /// Content-ID (one body replacement) and adds the report header, and Postfix delivers
@@ -676,14 +645,14 @@ fn content_id_insertion_is_what_fix_as_milter_writes() {
     }
     let cfg = config("");
     let (d, pf) = start(&cfg, &[], PostfixConfig::with_milter(""));
-    let page = String::from_utf8(mta::fixture("html/chrome-cid-location.eml"))
+    let page = String::from_utf8(fixture("html/chrome-cid-location.eml"))
         .unwrap()
         .replace("From: <Saved by Blink>", "From: alice@sender.example");
-    let input = mta::with_message_id(page.as_bytes(), "cid-loc-1@sender.example");
+    let input = with_message_id(page.as_bytes(), "cid-loc-1@sender.example");
     let r = pf.send(&input);
     assert_eq!(r.code, 250, "{r}\n{}", d.log());
     let got = pf.wait_delivered("cid-loc-1@").without_trace();
-    let want = as_milter(&cfg, &input);
+    let want = mta::as_milter("inbound", &cfg, &input);
     assert_ne!(want, input, "the fixture needs a fix");
     assert_eq!(got, want, "{}\n{}", mta::show_diff(&want, &got), d.log());
     let text = String::from_utf8_lossy(&got);

@@ -3,13 +3,14 @@
 //! daemon's `/metrics`, so that a renamed metric cannot leave a panel or an alert
 //! silently empty.
 
-mod milter_util;
+#[path = "../support/mod.rs"]
+mod support;
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use indymilter_test::{ProtoOpts, Status, TestConnection};
-use milter_util::*;
+use indymilter_test::{ProtoOpts, TestConnection};
+use support::milter::*;
 
 fn read(rel: &str) -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)).unwrap()
@@ -41,14 +42,7 @@ async fn exported() -> BTreeSet<String> {
     let m = Milter::start_http("dashboards", "").await;
     // One message with findings: messages, findings, bytes and both histograms.
     let mut c = m.conn().await;
-    connect(&mut c, REMOTE, None).await;
-    let (_, st) = send(
-        &mut c,
-        &Envelope::default(),
-        &eml(&fixture("nested-extbody.eml")),
-    )
-    .await;
-    assert_eq!(st, Status::Accept);
+    accept_one(&mut c, REMOTE, "milter/nested-extbody.eml").await;
     // An MTA without LEADING_SPACE is refused at negotiation: the events counter.
     let refused = TestConnection::configure()
         .available_opts(ProtoOpts::all() - ProtoOpts::LEADING_SPACE)

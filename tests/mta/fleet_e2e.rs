@@ -9,8 +9,10 @@
 //! nothing lost, nothing bounced, each delivered message exactly what
 //! `mimeref-milter fix --as-milter` writes offline.
 //! Needs root, `postfix` and `haproxy`: `sudo scripts/install-test-deps`.
-#[path = "mta/mod.rs"]
-mod mta;
+#[path = "../support/mod.rs"]
+mod support;
+
+use support::{message, mta};
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -44,10 +46,10 @@ fn now_ms() -> u128 {
 /// only `Content-Location: cid:…`, which the daemon fixes by inserting a Content-ID).
 fn message(id: &str, fixable: bool) -> Vec<u8> {
     if fixable {
-        let page = String::from_utf8(mta::fixture("html/chrome-cid-location.eml"))
+        let page = String::from_utf8(message::fixture("html/chrome-cid-location.eml"))
             .unwrap()
             .replace("From: <Saved by Blink>", &format!("From: {FROM}"));
-        mta::with_message_id(page.as_bytes(), id)
+        message::with_message_id(page.as_bytes(), id)
     } else {
         format!(
             "Message-ID: <{id}>\nFrom: {FROM}\nTo: {TO}\nSubject: fleet {id}\n\
@@ -55,25 +57,6 @@ fn message(id: &str, fixable: bool) -> Vec<u8> {
         )
         .into_bytes()
     }
-}
-
-/// `mimeref-milter fix --as-milter`: what Postfix should deliver for `msg`.
-fn as_milter(dir: &Path, msg: &[u8]) -> Vec<u8> {
-    let (c, m) = (dir.join("c.toml"), dir.join("m.eml"));
-    std::fs::write(&c, CONFIG).unwrap();
-    std::fs::write(&m, msg).unwrap();
-    let out = Command::new(mta::daemon_bin())
-        .args(["fix", "--as-milter", "--direction", "inbound", "--config"])
-        .arg(&c)
-        .arg(&m)
-        .output()
-        .expect("run mimeref-milter fix");
-    assert!(
-        out.status.success(),
-        "fix --as-milter: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
 }
 
 /// A GET on a daemon's metrics address: status code and body.
@@ -181,6 +164,7 @@ backend mimeref
     balance roundrobin
     option httpchk GET /readyz
     http-check expect status 200
+    option log-health-checks
 {servers}"
         );
         let path = dir.path().join("haproxy.cfg");
@@ -225,6 +209,23 @@ backend mimeref
             .map(|(_, s)| s.as_str())
             .collect::<Vec<_>>()
             .join("\n")
+    }
+
+    /// Waits until HAProxy has logged a passed health check of every server in
+    /// `names` (option log-health-checks logs the first one, a change from unknown).
+    fn wait_checked(&self, names: &[&str]) {
+        let checked = mta::wait_for(WAIT, || {
+            let t = self.text();
+            names
+                .iter()
+                .all(|n| t.contains(&format!("Health check for server mimeref/{n} succeeded")))
+                .then_some(())
+        });
+        assert!(
+            checked.is_some(),
+            "HAProxy did not pass a health check of each of {names:?} within {WAIT:?}:\n{}",
+            self.text()
+        );
     }
 
     /// When HAProxy said server `name` is DOWN (ms since the epoch).
@@ -310,6 +311,7 @@ impl Load {
                             .unwrap()
                             .push(format!("{id} attempt {attempt}: {r}"));
                     }
+                    // Back-off before the next attempt, as an SMTP client would.
                     thread::sleep(Duration::from_millis(50 * (attempt as u64 + 1).min(6)));
                 }
             }
@@ -398,8 +400,8 @@ fn fleet_behind_haproxy_survives_drain_and_crash() {
     let mut m2 = Instance::start("m2");
     let m3 = Instance::start("m3");
     let hp = Haproxy::start(&[&m1, &m2, &m3]);
-    // Servers count as up until a check fails: give each a few checks first.
-    thread::sleep(Duration::from_millis(800));
+    // Servers count as up until a check fails: wait for each one's first check.
+    hp.wait_checked(&["m1", "m2", "m3"]);
     let ready = mta::wait_for(WAIT, || {
         let t = hp.text();
         ["m1", "m2", "m3"]
@@ -447,7 +449,8 @@ fn fleet_behind_haproxy_survives_drain_and_crash() {
     load.pause(&[&m1, &m2, &m3]);
     let (mut h1, others1) = hold_on(&pf, &[&m1, &m2, &m3], "m1", "term");
     // Postfix has passed MAIL and RCPT on by the time it answers RCPT; a moment more
-    // for the daemon to have read them through HAProxy.
+    // for the daemon to have read them through HAProxy. A fixed time: the daemon
+    // negotiates no reply to MAIL and RCPT and shows nothing when it has read them.
     thread::sleep(Duration::from_millis(200));
     let t_term = Instant::now();
     m1.daemon.signal_term();
@@ -493,9 +496,16 @@ fn fleet_behind_haproxy_survives_drain_and_crash() {
     let pause2 = Instant::now();
     load.pause(&[&m2, &m3]);
     let (mut h2, others2) = hold_on(&pf, &[&m2, &m3], "m2", "kill");
+    // As for m1: nothing shows the daemon has read MAIL and RCPT; a fixed moment.
     thread::sleep(Duration::from_millis(200));
     load.resume();
-    thread::sleep(Duration::from_millis(100));
+    // Under load: the kill comes once load sessions are open again (unless the
+    // clients have sent all theirs).
+    let busy = mta::wait_for(Duration::from_secs(10), || {
+        (load.active.load(Ordering::SeqCst) > 0 || clients.iter().all(|c| c.is_finished()))
+            .then_some(())
+    });
+    assert!(busy.is_some(), "the load did not resume");
     let t_kill = Instant::now();
     m2.daemon.kill();
     let r = h2.smtp.data(&h2.msg);
@@ -668,11 +678,10 @@ fn fleet_behind_haproxy_survives_drain_and_crash() {
 
     // Every delivered message is what the offline fix writes, and the fixable ones
     // were fixed.
-    let tmp = TempDir::new("fleet-offline");
     let mut fixed = 0;
     for (id, msg) in &sent {
         let got = by_id[id][0].without_trace();
-        let want = as_milter(tmp.path(), msg);
+        let want = mta::as_milter("inbound", CONFIG, msg);
         assert_eq!(got, want, "{id}\n{}", mta::show_diff(&want, &got));
         if String::from_utf8_lossy(&got).contains("\nContent-ID: <css-1234@mhtml.blink>\n") {
             fixed += 1;
@@ -706,7 +715,7 @@ fn fleet_throughput_one_vs_two_instances() {
             .map(|name| Instance::start(name))
             .collect();
         let hp = Haproxy::start(&instances.iter().collect::<Vec<_>>());
-        thread::sleep(Duration::from_millis(800));
+        hp.wait_checked(&["m1", "m2"][..n]);
         let pf = Arc::new(Postfix::start(&PostfixConfig::with_milter(&format!(
             "inet:127.0.0.1:{}",
             hp.port

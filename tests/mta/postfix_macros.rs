@@ -2,9 +2,11 @@
 //! an admin's `milter_*_macros` lists do not matter to it (README, main.cf.snippet). The
 //! other Postfix tests run with Postfix's default lists, which already hold those macros
 //! and would hide a daemon that stopped asking; here every list is empty.
-//! Needs root and the `postfix` package, as tests/postfix_e2e.rs.
-#[path = "mta/mod.rs"]
-mod mta;
+//! Needs root and the `postfix` package, as tests/mta/postfix_e2e.rs.
+#[path = "../support/mod.rs"]
+mod support;
+
+use support::mta;
 
 use mta::{Daemon, Postfix, PostfixConfig};
 

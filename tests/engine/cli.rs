@@ -4,14 +4,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use crate::support::message::fixture_path;
+
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_mimeref-milter"))
-}
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/cli")
-        .join(name)
 }
 
 fn run(args: &[&str]) -> Output {
@@ -36,14 +32,14 @@ fn stdout(o: &Output) -> String {
 
 #[test]
 fn check_clean_message_exits_0_silently() {
-    let o = run(&["check", fixture("clean.eml").to_str().unwrap()]);
+    let o = run(&["check", fixture_path("cli/clean.eml").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     assert_eq!(stdout(&o), "");
 }
 
 #[test]
 fn check_text_format_names_file_part_severity_rule() {
-    let path = fixture("long-url.eml");
+    let path = fixture_path("cli/long-url.eml");
     let o = run(&["check", path.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{o:?}");
     let out = stdout(&o);
@@ -56,8 +52,8 @@ fn check_text_format_names_file_part_severity_rule() {
 
 #[test]
 fn check_json_is_one_object_per_file() {
-    let clean = fixture("clean.eml");
-    let long = fixture("long-url.eml");
+    let clean = fixture_path("cli/clean.eml");
+    let long = fixture_path("cli/long-url.eml");
     let o = run(&[
         "check",
         "--format",
@@ -96,7 +92,7 @@ fn check_unreadable_file_exits_2() {
 
 #[test]
 fn check_reads_stdin() {
-    let raw = std::fs::read(fixture("long-url.eml")).unwrap();
+    let raw = std::fs::read(fixture_path("cli/long-url.eml")).unwrap();
     let o = run_stdin(&["check", "-"], &raw);
     assert_eq!(o.status.code(), Some(1));
     assert!(stdout(&o).starts_with("-: 2: "), "{}", stdout(&o));
@@ -129,7 +125,7 @@ impl Drop for TempConfig {
 
 #[test]
 fn fix_folds_and_leaves_the_rest_identical() {
-    let raw = std::fs::read(fixture("long-url.eml")).unwrap();
+    let raw = std::fs::read(fixture_path("cli/long-url.eml")).unwrap();
     let o = run_stdin(&["fix", "-"], &raw);
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     let fixed = stdout(&o);
@@ -204,14 +200,14 @@ fn fix_without_findings_is_byte_identical_and_writes_to_o() {
     let out = dir.join("out.eml");
     let o = run(&[
         "fix",
-        fixture("clean.eml").to_str().unwrap(),
+        fixture_path("cli/clean.eml").to_str().unwrap(),
         "-o",
         out.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     assert_eq!(
         std::fs::read(&out).unwrap(),
-        std::fs::read(fixture("clean.eml")).unwrap()
+        std::fs::read(fixture_path("cli/clean.eml")).unwrap()
     );
     let o = run(&["fix", "/nonexistent.eml"]);
     assert_eq!(o.status.code(), Some(2));

@@ -5,12 +5,10 @@
 //! - the daemon never opens a connection to a URL it reads in a message;
 //! - the systemd unit runs it unprivileged and confined.
 
-mod milter_util;
-
 use std::net::TcpListener;
 
+use crate::support::milter::*;
 use indymilter_test::{EomAction, Status};
-use milter_util::*;
 use mimeref_milter::config::Config;
 
 #[test]

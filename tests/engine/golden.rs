@@ -7,7 +7,8 @@
 //! Every fixture runs twice, as stored (LF) and with CRLF line endings. On a mismatch the
 //! actual result is written beside the fixture as `NAME.failed` / `NAME.fixed.failed`.
 
-mod common;
+use crate::support::invariants::fix_and_verify;
+use crate::support::message::{fixtures_dir, to_crlf};
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -15,7 +16,7 @@ use std::path::{Path, PathBuf};
 use mimeref_milter::engine::Options;
 
 fn fixtures() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let root = fixtures_dir();
     let mut out = Vec::new();
     let mut dirs = vec![root];
     while let Some(d) = dirs.pop() {
@@ -110,12 +111,12 @@ fn golden_fixtures() {
         for crlf in [false, true] {
             let variant = if crlf { "CRLF" } else { "LF" };
             let raw = if crlf {
-                common::to_crlf(&raw_lf)
+                to_crlf(&raw_lf)
             } else {
                 raw_lf.clone()
             };
             let name = format!("{} ({variant})", eml.display());
-            let (fixed, analysis) = common::fix_and_verify(&name, &raw, &opts);
+            let (fixed, analysis) = fix_and_verify(&name, &raw, &opts);
             let mut got: Vec<String> = analysis
                 .findings
                 .iter()
@@ -137,7 +138,7 @@ fn golden_fixtures() {
                 continue;
             }
             let want_fixed = match &fixed_lf {
-                Some(f) if crlf => common::to_crlf(f),
+                Some(f) if crlf => to_crlf(f),
                 Some(f) => f.clone(),
                 None => raw.clone(),
             };

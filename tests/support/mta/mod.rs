@@ -13,6 +13,8 @@
 
 pub mod probe;
 
+use super::message::{fixture, header_values, lines, split_fields, with_message_id};
+
 use std::fs;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -109,7 +111,7 @@ pub fn require_miltertest() -> bool {
 }
 
 /// OpenDKIM (signer, key generator) and python3-dkim (signing and verifying
-/// without DNS), for tests/dkim_e2e.rs. Only the install is checked here; the
+/// without DNS), for tests/mta/dkim_e2e.rs. Only the install is checked here; the
 /// Postfix those tests also need has its own check.
 pub fn require_opendkim() -> bool {
     let missing = ["/usr/sbin/opendkim", "/usr/sbin/opendkim-genkey"]
@@ -128,7 +130,7 @@ pub fn require_opendkim() -> bool {
     require("opendkim", missing)
 }
 
-/// rspamd (Debian package: the daemon and its `_rspamd` user), for tests/rspamd_e2e.rs.
+/// rspamd (Debian package: the daemon and its `_rspamd` user), for tests/mta/rspamd_e2e.rs.
 pub fn require_rspamd() -> bool {
     let missing = if !Path::new("/usr/bin/rspamd").exists() {
         Some("rspamd is not installed (/usr/bin/rspamd missing)".to_string())
@@ -504,66 +506,6 @@ pub fn smtp_data(message: &[u8]) -> Vec<u8> {
     }
     out.extend_from_slice(b".\r\n");
     out
-}
-
-/// Lines including their terminator (the last one may have none).
-pub fn lines(b: &[u8]) -> impl Iterator<Item = &[u8]> {
-    b.split_inclusive(|&c| c == b'\n')
-}
-
-/// The message with every line ending as "\n" (how both MTAs store it).
-pub fn to_lf(b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(b.len());
-    for line in lines(b) {
-        match line.strip_suffix(b"\r\n") {
-            Some(l) => {
-                out.extend_from_slice(l);
-                out.push(b'\n');
-            }
-            None => out.extend_from_slice(line),
-        }
-    }
-    if out.last() != Some(&b'\n') {
-        out.push(b'\n');
-    }
-    out
-}
-
-/// Splits a message (LF line ends) into its header fields, each with its
-/// continuation lines, and the rest (blank line + body).
-pub fn split_fields(msg: &[u8]) -> (Vec<Vec<u8>>, Vec<u8>) {
-    let mut fields: Vec<Vec<u8>> = Vec::new();
-    let mut pos = 0;
-    for line in lines(msg) {
-        if line == b"\n" || line == b"\r\n" {
-            break;
-        }
-        if matches!(line.first(), Some(b' ' | b'\t')) {
-            if let Some(f) = fields.last_mut() {
-                f.extend_from_slice(line);
-                pos += line.len();
-                continue;
-            }
-        }
-        fields.push(line.to_vec());
-        pos += line.len();
-    }
-    (fields, msg.get(pos..).unwrap_or_default().to_vec())
-}
-
-/// Values of all fields named `name` (case-insensitive), unfolded text
-/// after the colon with surrounding whitespace trimmed.
-pub fn header_values(msg: &[u8], name: &str) -> Vec<String> {
-    let (fields, _) = split_fields(msg);
-    fields
-        .iter()
-        .filter_map(|f| {
-            let s = String::from_utf8_lossy(f);
-            let (n, v) = s.split_once(':')?;
-            n.eq_ignore_ascii_case(name)
-                .then(|| v.replace("\r\n", "").replace('\n', "").trim().to_string())
-        })
-        .collect()
 }
 
 // ---------------------------------------------------------------------------
@@ -1293,24 +1235,9 @@ impl Daemon {
             .stderr(log)
             .spawn()
             .unwrap_or_else(|e| panic!("start {}: {e}", daemon_bin().display()));
+        let mut child = child;
+        wait_listening("daemon", &mut child, self.port, WAIT, || self.log());
         self.child = Some(child);
-        let end = Instant::now() + WAIT;
-        while Instant::now() < end {
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return;
-            }
-            if let Some(c) = self.child.as_mut() {
-                if let Ok(Some(st)) = c.try_wait() {
-                    panic!("daemon exited at start ({st}):\n{}", self.log());
-                }
-            }
-            thread::sleep(Duration::from_millis(50));
-        }
-        panic!(
-            "daemon not listening on {} within {WAIT:?}:\n{}",
-            self.port,
-            self.log()
-        );
     }
 
     /// SIGTERM and wait, as an admin's `systemctl stop` would.
@@ -1380,34 +1307,61 @@ impl Drop for Daemon {
     }
 }
 
-/// Reads a fixture file of this repository.
-pub fn fixture(rel: &str) -> Vec<u8> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(rel);
-    fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+/// `mimeref-milter fix ARGS --config CFG MSG` offline, which must succeed: the
+/// message it writes.
+pub fn offline_fix(args: &[&str], cfg: &str, msg: &[u8]) -> Vec<u8> {
+    let dir = TempDir::new("offline");
+    let (c, m) = (dir.path().join("c.toml"), dir.path().join("m.eml"));
+    fs::write(&c, cfg).unwrap();
+    fs::write(&m, msg).unwrap();
+    let out = Command::new(daemon_bin())
+        .arg("fix")
+        .args(args)
+        .arg("--config")
+        .arg(&c)
+        .arg(&m)
+        .output()
+        .expect("run mimeref-milter fix");
+    assert!(
+        out.status.success(),
+        "fix {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
 }
 
-/// Puts a Message-ID field first, so a test finds its delivery by id.
-pub fn with_message_id(msg: &[u8], id: &str) -> Vec<u8> {
-    let mut out = format!("Message-ID: <{id}>\n").into_bytes();
-    out.extend_from_slice(msg);
-    out
+/// `fix --as-milter --direction DIRECTION` offline: the message the daemon should make
+/// the MTA deliver (its edits and report header).
+pub fn as_milter(direction: &str, cfg: &str, msg: &[u8]) -> Vec<u8> {
+    offline_fix(&["--as-milter", "--direction", direction], cfg, msg)
 }
 
-/// Removes every field named `name` (case-insensitive) from the heading.
-pub fn drop_fields(msg: &[u8], name: &str) -> Vec<u8> {
-    let (fields, rest) = split_fields(msg);
-    let mut out = Vec::with_capacity(msg.len());
-    let prefix = format!("{}:", name.to_ascii_lowercase());
-    for f in fields {
-        let lower = String::from_utf8_lossy(&f).to_ascii_lowercase();
-        if !lower.starts_with(&prefix) {
-            out.extend_from_slice(&f);
+/// Waits until `child` accepts connections on 127.0.0.1:PORT. Panics, with `log()`,
+/// when it exits first or does not listen within `timeout` (killed then).
+pub fn wait_listening(
+    what: &str,
+    child: &mut Child,
+    port: u16,
+    timeout: Duration,
+    log: impl Fn() -> String,
+) {
+    let end = Instant::now() + timeout;
+    loop {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
         }
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!("{what} exited at start ({st}):\n{}", log());
+        }
+        if Instant::now() >= end {
+            stop_child(child);
+            panic!(
+                "{what} not listening on {port} within {timeout:?}:\n{}",
+                log()
+            );
+        }
+        thread::sleep(Duration::from_millis(50));
     }
-    out.extend_from_slice(&rest);
-    out
 }
 
 /// The nested external-body fixture and its expected fold, both with `message_id`.

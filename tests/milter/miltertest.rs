@@ -2,8 +2,10 @@
 //! protocol client independent of both MTAs and of indymilter. Scripts live
 //! in tests/miltertest/. Needs the `miltertest` package:
 //! `sudo scripts/install-test-deps`.
-#[path = "mta/mod.rs"]
-mod mta;
+#[path = "../support/mod.rs"]
+mod support;
+
+use support::{message, mta};
 
 use mta::Daemon;
 use std::path::Path;
@@ -39,8 +41,8 @@ fn nested_fold_replaces_body_and_reports() {
     }
     // miltertest sends the body file as is: give it CRLF line ends, as an
     // MTA would.
-    let msg = mta::fixture("extbody/nested-rfc822-mixed.eml");
-    let (_, rest) = mta::split_fields(&msg);
+    let msg = message::fixture("extbody/nested-rfc822-mixed.eml");
+    let (_, rest) = message::split_fields(&msg);
     let body = rest.strip_prefix(b"\n").unwrap_or(&rest);
     let crlf: Vec<u8> = mta::smtp_data(body);
     let crlf = &crlf[..crlf.len() - 3]; // without the final ".\r\n"

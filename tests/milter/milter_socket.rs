@@ -1,16 +1,17 @@
 //! UNIX socket handling (stale socket replaced, anything else left alone, mode applied)
 //! and the Prometheus endpoint.
 
-mod milter_util;
+#[path = "../support/mod.rs"]
+mod support;
 
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use indymilter_test::{Status, TestConnection};
-use milter_util::*;
+use indymilter_test::TestConnection;
 use mimeref_milter::config::{Config, SocketSpec};
 use mimeref_milter::daemon::bind;
+use support::milter::*;
 
 fn dir(name: &str) -> PathBuf {
     let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -53,9 +54,7 @@ async fn unix_socket_replaces_only_a_stale_socket_and_serves() {
         .open_unix(&path)
         .await
         .unwrap();
-    connect(&mut c, "192.0.2.1", None).await;
-    let (_, st) = send(&mut c, &Envelope::default(), &eml(&fixture("clean.eml"))).await;
-    assert_eq!(st, Status::Accept);
+    accept_one(&mut c, "192.0.2.1", "milter/clean.eml").await;
     c.close().await.unwrap();
     stop.send(()).unwrap();
     tokio::time::timeout(Duration::from_secs(5), run)
@@ -80,14 +79,7 @@ async fn prometheus_endpoint_counts_messages_and_rules() {
     let m = Milter::start_http("metrics", "").await;
     let addr = m.http.unwrap();
     let mut c = m.conn().await;
-    connect(&mut c, "192.0.2.1", None).await;
-    let (_, st) = send(
-        &mut c,
-        &Envelope::default(),
-        &eml(&fixture("nested-extbody.eml")),
-    )
-    .await;
-    assert_eq!(st, Status::Accept);
+    accept_one(&mut c, "192.0.2.1", "milter/nested-extbody.eml").await;
     c.close().await.unwrap();
     m.stop().await;
 

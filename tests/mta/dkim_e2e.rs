@@ -1,21 +1,21 @@
-//! DKIM behind a real, private Postfix (see tests/mta/mod.rs): OpenDKIM signing after
+//! DKIM behind a real, private Postfix (see tests/support/mta/mod.rs): OpenDKIM signing after
 //! and before mimeref-milter in `smtpd_milters`, and inbound mail signed elsewhere;
 //! the two orders again behind a private Sendmail (`INPUT_MAIL_FILTER`).
 //! Signatures are checked with python3-dkim against the key generated for the test,
 //! without DNS. Needs root, postfix, the unpacked Sendmail, opendkim, opendkim-tools
 //! and python3-dkim: `sudo scripts/install-test-deps`.
-#[path = "mta/mod.rs"]
-mod mta;
+#[path = "../support/mod.rs"]
+mod support;
+
+use support::{message, mta};
 
 use std::fs;
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use mta::{
-    drop_fields, fixture, with_message_id, Daemon, Postfix, PostfixConfig, Sendmail, TempDir,
-};
+use mta::{Daemon, Postfix, PostfixConfig, Sendmail, TempDir};
+use support::message::{drop_fields, fixture, with_message_id};
 
 const DOMAIN: &str = "sender.example";
 const SELECTOR: &str = "mimeref";
@@ -83,6 +83,15 @@ sys.stdout.buffer.write(sig)
 "#;
 
 impl Key {
+    /// The message's DKIM-Signature verifies, and no longer once a body byte changes.
+    fn assert_holds(&self, msg: &[u8], text: &str) {
+        assert!(self.verifies(msg), "signature does not verify:\n{text}");
+        assert!(
+            !self.verifies(&flip_body_byte(msg)),
+            "a changed body still verifies"
+        );
+    }
+
     /// True when python3-dkim finds the message's DKIM-Signature valid.
     fn verifies(&self, msg: &[u8]) -> bool {
         let dir = TempDir::new("dkim-verify");
@@ -128,7 +137,7 @@ impl Key {
             "dkim sign failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let mut signed = mta::to_lf(&out.stdout);
+        let mut signed = message::to_lf(&out.stdout);
         assert!(signed.starts_with(b"DKIM-Signature:"), "{signed:?}");
         signed.extend_from_slice(msg);
         signed
@@ -182,20 +191,9 @@ RequireSafeKeys no
             .stderr(f)
             .spawn()
             .expect("start opendkim");
-        let end = Instant::now() + mta::WAIT;
-        loop {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                break;
-            }
-            if let Ok(Some(st)) = child.try_wait() {
-                panic!(
-                    "opendkim exited at start ({st}): {}",
-                    fs::read_to_string(&log).unwrap_or_default()
-                );
-            }
-            assert!(Instant::now() < end, "opendkim not listening on {port}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        mta::wait_listening("opendkim", &mut child, port, mta::WAIT, || {
+            fs::read_to_string(&log).unwrap_or_default()
+        });
         OpenDkim {
             _dir: dir,
             port,
@@ -254,26 +252,6 @@ fn mhtml(id: &str) -> Vec<u8> {
     with_message_id(m.as_bytes(), id)
 }
 
-/// What `mimeref-milter fix --as-milter` makes of the message: the daemon's edits.
-fn offline_as_milter(direction: &str, msg: &[u8]) -> Vec<u8> {
-    let dir = TempDir::new("offline");
-    let (c, m) = (dir.path().join("c.toml"), dir.path().join("m.eml"));
-    fs::write(&c, "").unwrap();
-    fs::write(&m, msg).unwrap();
-    let out = Command::new(mta::daemon_bin())
-        .args(["fix", "--as-milter", "--direction", direction, "--config"])
-        .arg(&c)
-        .arg(&m)
-        .output()
-        .expect("run mimeref-milter fix");
-    assert!(
-        out.status.success(),
-        "fix --as-milter failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
 #[test]
 fn opendkim_after_mimeref_signs_the_fixed_message() {
     if !require() {
@@ -296,7 +274,7 @@ fn opendkim_after_mimeref_signs_the_fixed_message() {
     let report = got.header("X-MIMERef");
     assert_eq!(report.len(), 1, "{text}");
     assert!(report[0].starts_with("fix;"), "{text}\n{}", d.log());
-    let want = offline_as_milter("outbound", &input);
+    let want = mta::as_milter("outbound", "", &input);
     assert_ne!(want, input, "the fixture needs a fix");
     let body = drop_fields(&without_trace_and_signature(&got.message), "X-MIMERef");
     let want = drop_fields(&want, "X-MIMERef");
@@ -305,14 +283,7 @@ fn opendkim_after_mimeref_signs_the_fixed_message() {
     let sig = got.header("DKIM-Signature");
     assert_eq!(sig.len(), 1, "{text}");
     assert!(sig[0].contains(&format!("d={DOMAIN}")), "{sig:?}");
-    assert!(
-        key.verifies(&got.message),
-        "signature does not verify:\n{text}"
-    );
-    assert!(
-        !key.verifies(&flip_body_byte(&got.message)),
-        "a changed body still verifies"
-    );
+    key.assert_holds(&got.message, &text);
 }
 
 /// The signer first: Postfix hands the second milter the message with the first
@@ -348,14 +319,7 @@ fn opendkim_before_mimeref_withholds_the_fix_and_the_signature_holds() {
     );
     let body = drop_fields(&without_trace_and_signature(&got.message), "X-MIMERef");
     assert_eq!(body, input, "{}", mta::show_diff(&input, &body));
-    assert!(
-        key.verifies(&got.message),
-        "signature does not verify:\n{text}"
-    );
-    assert!(
-        !key.verifies(&flip_body_byte(&got.message)),
-        "a changed body still verifies"
-    );
+    key.assert_holds(&got.message, &text);
 }
 
 /// Why `fix_signed = true` belongs only before the signer: after it, the fix is
@@ -373,7 +337,7 @@ fn opendkim_before_mimeref_with_fix_signed_breaks_the_signature() {
         "{log}"
     );
     assert!(got.header("X-MIMERef")[0].starts_with("fix;"), "{text}");
-    let want = drop_fields(&offline_as_milter("outbound", &input), "X-MIMERef");
+    let want = drop_fields(&mta::as_milter("outbound", "", &input), "X-MIMERef");
     let body = drop_fields(&without_trace_and_signature(&got.message), "X-MIMERef");
     assert_eq!(body, want, "{}", mta::show_diff(&want, &body));
     assert_eq!(got.header("DKIM-Signature").len(), 1, "{text}");
@@ -429,7 +393,7 @@ fn inbound_signed_content_type_is_left_alone_and_verifies() {
         "from:to:subject:date:message-id:mime-version:content-type",
     );
     assert_ne!(
-        drop_fields(&offline_as_milter("inbound", EXTBODY), "X-MIMERef"),
+        drop_fields(&mta::as_milter("inbound", "", EXTBODY), "X-MIMERef"),
         EXTBODY,
         "unsigned, the fixture gets a fix"
     );
@@ -462,18 +426,11 @@ fn inbound_signed_content_type_is_left_alone_and_verifies() {
     );
     let body = drop_fields(&got.without_trace(), "X-MIMERef");
     assert_eq!(body, input, "{}", mta::show_diff(&input, &body));
-    assert!(
-        key.verifies(&got.message),
-        "signature does not verify:\n{text}"
-    );
-    assert!(
-        !key.verifies(&flip_body_byte(&got.message)),
-        "a changed body still verifies"
-    );
+    key.assert_holds(&got.message, &text);
 }
 
 // ---------------------------------------------------------------------------
-// The same two orders behind Sendmail (see tests/mta/mod.rs), the filters listed
+// The same two orders behind Sendmail (see tests/support/mta/mod.rs), the filters listed
 // with INPUT_MAIL_FILTER in the order they are called.
 
 fn require_sendmail() -> bool {
@@ -532,7 +489,7 @@ fn sendmail_opendkim_after_mimeref_signs_the_fixed_message() {
     assert!(report[0].starts_with("fix;"), "{text}\n{log}");
     // `sendmail -bs` has no client address: the daemon takes the message as inbound.
     assert!(log.contains("direction=inbound verdict=fix"), "{log}");
-    let want = offline_as_milter("inbound", &input);
+    let want = mta::as_milter("inbound", "", &input);
     assert_ne!(want, input, "the fixture needs a fix");
     let body = drop_fields(
         &drop_fields(&q.without_trace(), "DKIM-Signature"),
@@ -544,11 +501,7 @@ fn sendmail_opendkim_after_mimeref_signs_the_fixed_message() {
     let sig = q.header("DKIM-Signature");
     assert_eq!(sig.len(), 1, "{text}");
     assert!(sig[0].contains(&format!("d={DOMAIN}")), "{sig:?}");
-    assert!(key.verifies(&msg), "signature does not verify:\n{text}");
-    assert!(
-        !key.verifies(&flip_body_byte(&msg)),
-        "a changed body still verifies"
-    );
+    key.assert_holds(&msg, &text);
 }
 
 /// The signer first: like Postfix, Sendmail hands the second filter the header
@@ -599,9 +552,5 @@ fn sendmail_opendkim_before_mimeref_withholds_the_fix_and_the_signature_holds() 
         "X-MIMERef",
     );
     assert_eq!(body, input, "{}", mta::show_diff(&input, &body));
-    assert!(key.verifies(&msg), "signature does not verify:\n{text}");
-    assert!(
-        !key.verifies(&flip_body_byte(&msg)),
-        "a changed body still verifies"
-    );
+    key.assert_holds(&msg, &text);
 }
