@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mimeref_milter::engine::cturi;
+use mimeref_milter::engine::checks::cturi;
 
 fuzz_target!(|data: &[u8]| {
     let s = String::from_utf8_lossy(data);

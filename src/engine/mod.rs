@@ -13,29 +13,19 @@
 //!   `headers` (line limits), `signed` (DKIM / S/MIME protection)
 //! - `edit` (edits and `apply`), `rules` (the catalogue)
 
-pub mod ascii;
-pub mod cid;
-pub mod cturi;
-pub mod decode;
-pub mod edit;
-pub mod extbody;
-pub mod fold;
-pub mod headers;
-pub mod html;
-pub mod ids;
-pub mod mime;
-pub mod params;
-pub mod related;
-pub mod resolve;
-pub mod rewrite;
-pub mod rules;
-pub mod signed;
+pub mod checks;
+pub mod model;
+pub mod repair;
+pub mod syntax;
 
 use std::collections::{HashMap, HashSet};
 
-pub use edit::{apply, ApplyError, Edit, EditKind, EditSet, FieldLoc, UrlChange};
-pub use rewrite::{HostMatch, PathRegex, Template, UrlRewrite};
-pub use rules::{Rule, Severity};
+use checks::{cturi, extbody, headers, html, ids, related, signed};
+use model::mime;
+
+pub use model::edit::{apply, ApplyError, Edit, EditKind, EditSet, FieldLoc, UrlChange};
+pub use model::rules::{Rule, Severity};
+pub use repair::rewrite::{HostMatch, PathRegex, Template, UrlRewrite};
 
 /// Structural limits. Exceeding one is a finding, never a panic or a hang.
 #[derive(Debug, Clone, PartialEq, Eq)]

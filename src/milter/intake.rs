@@ -12,7 +12,7 @@
 use std::borrow::Cow;
 
 use crate::config::Config;
-use crate::engine::{self, mime, Limits};
+use crate::engine::{self, model::mime, Limits};
 
 use super::actions::Received;
 

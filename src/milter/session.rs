@@ -587,7 +587,7 @@ impl Session {
         for (part, c) in &plan.changes {
             info!(
                 "{queue_id}: changed {}{dry}",
-                actions::change_text(part, c, engine::rewrite::DISPLAY_MAX)
+                actions::change_text(part, c, engine::repair::rewrite::DISPLAY_MAX)
             );
         }
         for f in &findings {

@@ -4,7 +4,7 @@
 //! All are lenient in the way mail readers are: garbage is skipped, never an error, since
 //! a finding about a reference must not depend on a perfect encoding elsewhere.
 
-use super::mime::Encoding;
+use crate::engine::model::mime::Encoding;
 
 /// Decodes a body in `enc`; identity for 7bit/8bit/binary/unknown.
 pub fn transfer_decode(body: &[u8], enc: Encoding) -> Vec<u8> {

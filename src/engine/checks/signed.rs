@@ -9,8 +9,8 @@
 
 use std::ops::Range;
 
-use super::mime::Message;
-use super::{Edit, Finding, Options, Rule};
+use crate::engine::model::mime::Message;
+use crate::engine::{Edit, Finding, Options, Rule};
 
 /// One thing a signature covers, and what signs it.
 struct Cover {

@@ -23,8 +23,8 @@ use std::borrow::Cow;
 use iri_string::format::ToDedicatedString;
 use iri_string::types::{UriAbsoluteStr, UriReferenceStr, UriStr};
 
-use super::decode;
-use super::mime::{Entity, Message};
+use crate::engine::model::mime::{Entity, Message};
+use crate::engine::syntax::decode;
 
 /// The last-resort base of RFC 2557 §5(e).
 pub const THIS_MESSAGE: &str = "thismessage:/";
@@ -242,7 +242,7 @@ pub fn location_value(raw_field_value: &[u8]) -> String {
 }
 
 fn skip_leading_cfws(s: &[u8], comments: &mut bool) -> usize {
-    let end = super::params::skip_cfws(s, 0);
+    let end = crate::engine::syntax::params::skip_cfws(s, 0);
     // Any `(` in what was skipped opened a comment.
     *comments |= s[..end].contains(&b'(');
     end

@@ -57,8 +57,10 @@ impl IdRef {
     fn new(raw: &str) -> IdRef {
         IdRef {
             raw: raw.to_string(),
-            decoded: String::from_utf8_lossy(&super::params::percent_decode(raw.as_bytes()))
-                .into_owned(),
+            decoded: String::from_utf8_lossy(&crate::engine::syntax::params::percent_decode(
+                raw.as_bytes(),
+            ))
+            .into_owned(),
         }
     }
 
@@ -311,8 +313,10 @@ pub fn syntax_problem(url: &str) -> Option<String> {
         if let Some(p) = url_encoding_problem(piece, scheme == Scheme::Mid) {
             return Some(format!("the {what} {p}"));
         }
-        let decoded =
-            String::from_utf8_lossy(&super::params::percent_decode(piece.as_bytes())).into_owned();
+        let decoded = String::from_utf8_lossy(&crate::engine::syntax::params::percent_decode(
+            piece.as_bytes(),
+        ))
+        .into_owned();
         if let Some(p) = addr_spec_problem(&decoded) {
             return Some(format!("the {what} is not an addr-spec: {p}"));
         }

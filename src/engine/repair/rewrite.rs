@@ -4,15 +4,15 @@
 //!
 //! Everything here works on URLs already in RFC 2017 §3.1 encoded form (`fold::
 //! pct_encode_unsafe`): ASCII without SP, CTLs, `"` or `\`. The rules come in through
-//! [`super::Options`] already chosen for the message's direction.
+//! [`crate::engine::Options`] already chosen for the message's direction.
 
 use std::borrow::Cow;
 use std::fmt;
 
 use iri_string::types::{UriAbsoluteStr, UriStr};
 
-use super::mime::Kind;
-use super::{Context, Rule, UrlChange};
+use crate::engine::model::mime::Kind;
+use crate::engine::{Context, Rule, UrlChange};
 
 /// How a rule matches the host of a URL (compared case-insensitively; an IPv6 host is
 /// written with its brackets, `[2001:db8::1]`).
@@ -42,7 +42,7 @@ impl HostMatch {
 }
 
 /// A path regex (the `regex` crate: linear time whatever the input). Compared by its
-/// pattern text so that [`super::Options`] stays comparable.
+/// pattern text so that [`crate::engine::Options`] stays comparable.
 #[derive(Debug, Clone)]
 pub struct PathRegex(pub regex::Regex);
 
@@ -292,7 +292,7 @@ pub fn refuse(cx: &Context, url: &str) -> Option<String> {
         return Some("is not an absolute URI without fragment (RFC 3986 §4.3)".into());
     }
     let scheme = url.split(':').next().unwrap_or("").to_ascii_lowercase();
-    if super::extbody::NON_RETRIEVAL_SCHEMES.contains(&scheme.as_str()) {
+    if crate::engine::checks::extbody::NON_RETRIEVAL_SCHEMES.contains(&scheme.as_str()) {
         return Some(format!(
             "has scheme {scheme}:, which retrieves nothing (RFC 2017 §2)"
         ));
@@ -442,7 +442,7 @@ fn display_is_safe(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::fold;
+    use crate::engine::syntax::fold;
 
     fn rule(
         scheme: Option<&str>,

@@ -12,8 +12,8 @@ use std::borrow::Cow;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
-use super::mime::{Kind, Message};
-use super::{Context, Finding, Rule, Severity};
+use crate::engine::model::mime::{Kind, Message};
+use crate::engine::{Context, Finding, Rule, Severity};
 
 /// Why a value is not a msg-id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -255,7 +255,7 @@ impl Cur<'_> {
 
     /// Skips folding whitespace and (nested) comments.
     fn cfws(&mut self) {
-        self.i = super::params::skip_cfws(self.s, self.i);
+        self.i = crate::engine::syntax::params::skip_cfws(self.s, self.i);
     }
 
     fn atom(&mut self, out: &mut Vec<u8>) -> bool {
@@ -341,7 +341,7 @@ fn check_syntax<'m>(cx: &mut Context<'m, '_>) -> Vec<Option<Cow<'m, [u8]>>> {
                     &e.path,
                     format!(
                         "Content-ID \"{}\" is not a msg-id <left@right>: {} (RFC 5322 §3.6.4, RFC 2045 §7)",
-                        super::excerpt(v),
+                        crate::engine::excerpt(v),
                         why.describe()
                     ),
                 );
@@ -427,7 +427,7 @@ fn check_duplicates(cx: &mut Context, mut ids: Vec<Option<Cow<'_, [u8]>>>) {
                     &msg.entities[o].path,
                     format!(
                         "Content-ID <{}> is also on part {other}; Content-IDs must be unique in the message except among alternatives (RFC 2045 §7, RFC 2392 §2)",
-                        super::excerpt(id)
+                        crate::engine::excerpt(id)
                     ),
                 ));
             }

@@ -6,18 +6,18 @@
 //!
 //! The one repair is a rewrite of the Content-Type value that re-emits the URL parameter
 //! in RFC 2017 form (encoded, quoted, folded into ≤40-octet words) and keeps every other
-//! byte of the value. The encoding and folding live in [`super::fold`].
+//! byte of the value. The encoding and folding live in [`crate::engine::syntax::fold`].
 
 use std::borrow::Cow;
 use std::ops::Range;
 
 use iri_string::types::UriAbsoluteStr;
 
-use super::fold;
-use super::mime::{Encoding, Entity, Kind};
-use super::params::{is_token_byte, ContentType, Param};
-use super::rewrite;
-use super::{Context, Finding, Rule};
+use crate::engine::model::mime::{Encoding, Entity, Kind};
+use crate::engine::repair::rewrite;
+use crate::engine::syntax::fold;
+use crate::engine::syntax::params::{is_token_byte, ContentType, Param};
+use crate::engine::{Context, Finding, Rule};
 
 /// Schemes that name or contact something rather than retrieve it. RFC 2017 §2: the URL
 /// access-type "is only intended for use with URLs that actually retrieve something.
@@ -25,7 +25,7 @@ use super::{Context, Finding, Rule};
 /// (it names a group or an article by Message-ID, and reaching it depends on the
 /// reader's own server); `nntp`, which names a server, stays allowed. `cid` and `mid`
 /// point inside messages, never to an external body. Dangerous schemes (`file`,
-/// `javascript`, `data`…) are a policy matter: see [`super::SchemePolicy`].
+/// `javascript`, `data`…) are a policy matter: see [`crate::engine::SchemePolicy`].
 pub const NON_RETRIEVAL_SCHEMES: &[&str] = &[
     "mailto", "news", "snews", "telnet", "tn3270", "rlogin", "tel", "fax", "modem", "sms", "sip",
     "sips", "callto", "xmpp", "irc", "ircs", "urn", "cid", "mid", "geo", "about",
@@ -140,7 +140,7 @@ fn check_entity(cx: &mut Context, idx: usize) {
                     path,
                     format!(
                         "access-type={access} stands for a {scheme}: URL, a scheme denied by the scheme policy: {}",
-                        super::excerpt(u)
+                        crate::engine::excerpt(u)
                     ),
                 );
                 if let Some(i) = strip {
@@ -155,7 +155,7 @@ fn check_entity(cx: &mut Context, idx: usize) {
                 path,
                 format!(
                     "access-type={} is not one of RFC 2046 §5.2.3 or RFC 2017 (FTP, ANON-FTP, TFTP, LOCAL-FILE, MAIL-SERVER, URL): passed through untouched",
-                    super::excerpt(access.as_bytes())
+                    crate::engine::excerpt(access.as_bytes())
                 ),
             ));
         }
@@ -176,7 +176,7 @@ fn check_encoding(cx: &mut Context, e: &Entity) {
     let cte = cx
         .msg
         .field(e, "content-transfer-encoding")
-        .map(|f| super::excerpt(cx.msg.value(e, f).trim_ascii()))
+        .map(|f| crate::engine::excerpt(cx.msg.value(e, f).trim_ascii()))
         .unwrap_or_default();
     cx.report(Finding::new(
         Rule::ExtbodyBadEncoding,
@@ -214,7 +214,7 @@ fn check_phantom(cx: &mut Context, e: &Entity, access: Option<&str>) {
                 &e.path,
                 format!(
                     "access-type=URL with a phantom body that is not blank (RFC 2017 §3(3): should be left blank): {}",
-                    super::excerpt(&body[start..end])
+                    crate::engine::excerpt(&body[start..end])
                 ),
             ));
         }
@@ -271,8 +271,8 @@ fn check_url(
             rule: Rule::ExtbodyUrlConflict,
             message: format!(
                 "the URL parameters give different URLs: {} and {} (RFC 2231 §3 reassembly vs RFC 2017 §3.1)",
-                super::excerpt(&urls[0]),
-                super::excerpt(other)
+                crate::engine::excerpt(&urls[0]),
+                crate::engine::excerpt(other)
             ),
             cured_by_rewrite: false,
         });
@@ -287,7 +287,7 @@ fn check_url(
                 rule: Rule::ExtbodyUrlUnquoted,
                 message: format!(
                     "URL parameter is not a quoted-string (RFC 2017 §3.1: the quotes are always required): {}",
-                    super::excerpt(&value[p.span.clone()])
+                    crate::engine::excerpt(&value[p.span.clone()])
                 ),
                 cured_by_rewrite: true,
             });
@@ -304,7 +304,7 @@ fn check_url(
                 message: format!(
                     "URL-word of {} octets (RFC 2017 §3.1(2): at most 40): {}",
                     w.len(),
-                    super::excerpt(w)
+                    crate::engine::excerpt(w)
                 ),
                 cured_by_rewrite: !cx.opts.whole_url_words,
             });
@@ -348,7 +348,7 @@ fn check_url(
             message: format!(
                 "URL given as RFC 2231 parameters ({}) rather than the RFC 2017 URL=\"…\" form: {}",
                 names.join(", "),
-                super::excerpt(&url)
+                crate::engine::excerpt(&url)
             ),
             cured_by_rewrite: normalize,
         });
@@ -360,7 +360,7 @@ fn check_url(
             rule: Rule::ExtbodyUrlUnencoded,
             message: format!(
                 "URL holds unencoded {what} (RFC 2017 §3.1(1): SP, CTLs, '\"', '\\' and 8-bit octets must be %-encoded): {}",
-                super::excerpt(&url)
+                crate::engine::excerpt(&url)
             ),
             // Only a rewrite of the form the URL was read from repairs it.
             cured_by_rewrite: cont_url.is_none() || normalize,
@@ -381,7 +381,7 @@ fn check_url(
             rule: Rule::ExtbodyUrlInvalid,
             message: format!(
                 "URL is not an absolute URI (RFC 3986 §4.3){why}: {}",
-                super::excerpt(&encoded)
+                crate::engine::excerpt(&encoded)
             ),
             cured_by_rewrite: false,
         });
@@ -392,7 +392,7 @@ fn check_url(
                 rule: Rule::ExtbodyUrlNotRetrieval,
                 message: format!(
                     "{scheme}: URLs retrieve nothing (RFC 2017 §2: only URLs that retrieve something may be used): {}",
-                    super::excerpt(&encoded)
+                    crate::engine::excerpt(&encoded)
                 ),
                 cured_by_rewrite: false,
             });
@@ -402,7 +402,7 @@ fn check_url(
                 rule: Rule::ExtbodyUrlSchemeDenied,
                 message: format!(
                     "URL scheme {scheme}: is denied by the scheme policy: {}",
-                    super::excerpt(&encoded)
+                    crate::engine::excerpt(&encoded)
                 ),
                 cured_by_rewrite: false,
             });
@@ -426,8 +426,8 @@ fn check_url(
                             message: format!(
                                 "{} rewrites the URL {} to {}",
                                 rw.rule,
-                                super::excerpt(&encoded),
-                                super::excerpt(rw.url.as_bytes())
+                                crate::engine::excerpt(&encoded),
+                                crate::engine::excerpt(rw.url.as_bytes())
                             ),
                             cured_by_rewrite: true,
                         });
@@ -438,8 +438,8 @@ fn check_url(
                         message: format!(
                             "{} would rewrite the URL {} to {}, which {why}: URL left as is",
                             rw.rule,
-                            super::excerpt(&encoded),
-                            super::excerpt(rw.url.as_bytes())
+                            crate::engine::excerpt(&encoded),
+                            crate::engine::excerpt(rw.url.as_bytes())
                         ),
                         cured_by_rewrite: false,
                     }),
@@ -549,7 +549,7 @@ fn legacy_convert(
     };
     let equivalent = format!(
         " (equivalent: access-type=URL; URL=\"{}\")",
-        super::excerpt(&url)
+        crate::engine::excerpt(&url)
     );
     if !cx.opts.legacy_to_url {
         out.note = equivalent;
@@ -571,8 +571,8 @@ fn legacy_convert(
                         format!(
                             "{} rewrites the URL {} (from access-type={access}) to {}",
                             rw.rule,
-                            super::excerpt(&url),
-                            super::excerpt(rw.url.as_bytes())
+                            crate::engine::excerpt(&url),
+                            crate::engine::excerpt(rw.url.as_bytes())
                         ),
                     ));
                     target = rw.url;
@@ -584,8 +584,8 @@ fn legacy_convert(
                         format!(
                             "{} would rewrite the URL {} (from access-type={access}) to {}, which {why}: not rewritten",
                             rw.rule,
-                            super::excerpt(&url),
-                            super::excerpt(rw.url.as_bytes())
+                            crate::engine::excerpt(&url),
+                            crate::engine::excerpt(rw.url.as_bytes())
                         ),
                     ))
                 }
@@ -649,7 +649,7 @@ fn legacy_convert(
     out.rewritten = out.rewritten.take().map(|f| f.with_edit(i));
     out.note = format!(
         ": converted to access-type=URL; URL=\"{}\"",
-        super::excerpt(target.as_bytes())
+        crate::engine::excerpt(target.as_bytes())
     );
     out.edit = Some(i);
     out
@@ -838,7 +838,7 @@ fn stop_note(ct: &ContentType, value: &[u8]) -> String {
     match ct.trailing {
         Some(t) if t < value.len() => format!(
             "; the parameter list is unreadable from {} (missing ';'?)",
-            super::excerpt(&value[t..])
+            crate::engine::excerpt(&value[t..])
         ),
         _ => String::new(),
     }

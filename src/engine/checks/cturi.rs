@@ -32,10 +32,10 @@
 
 use std::fmt;
 
-use super::mime::unfold;
-use super::params::{is_token_byte, percent_decode, ContentType};
-use super::rules::Rule;
-use super::{Context, Finding};
+use crate::engine::model::mime::unfold;
+use crate::engine::model::rules::Rule;
+use crate::engine::syntax::params::{is_token_byte, percent_decode, ContentType};
+use crate::engine::{Context, Finding};
 
 /// Why a Content-Type or URI cannot be mapped.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,13 +97,13 @@ impl fmt::Display for CturiError {
 impl std::error::Error for CturiError {}
 
 fn clip(s: &str) -> String {
-    super::excerpt(s.as_bytes())
+    crate::engine::excerpt(s.as_bytes())
 }
 
 /// The characters of §4 plus `"` and 8-bit octets: what cannot stand in an RFC 2045
 /// token, and `%`, which the mapping uses for its own escapes.
 fn troublesome(b: u8) -> bool {
-    b >= 127 || b == b'%' || !super::params::is_token_byte(b)
+    b >= 127 || b == b'%' || !crate::engine::syntax::params::is_token_byte(b)
 }
 
 fn encode_with(bytes: &[u8], enc: impl Fn(u8) -> bool) -> String {
@@ -224,7 +224,7 @@ fn parse_content_type(input: &str) -> Result<Parsed, CturiError> {
 /// the caller's parser having succeeded; here only whitespace and comments around `/`).
 fn raw_type(v: &[u8]) -> Option<(String, String)> {
     let mut i = 0;
-    let skip = |i: &mut usize| *i = super::params::skip_cfws(v, *i);
+    let skip = |i: &mut usize| *i = crate::engine::syntax::params::skip_cfws(v, *i);
     let token = |i: &mut usize| {
         *i = (*i).min(v.len());
         let s = *i;
@@ -510,9 +510,12 @@ pub fn check(cx: &mut Context) {
                         ),
                     );
                     // Policy may strip the part, as for an external-body URL.
-                    if let Some(i) =
-                        super::rewrite::offer_strip(cx, idx, Rule::CturiUriDenied, uri.as_bytes())
-                    {
+                    if let Some(i) = crate::engine::repair::rewrite::offer_strip(
+                        cx,
+                        idx,
+                        Rule::CturiUriDenied,
+                        uri.as_bytes(),
+                    ) {
                         f = f.with_edit(i);
                     }
                     cx.report(f);

@@ -464,7 +464,7 @@ fn common_name(t: &[u8]) -> Option<&'static str> {
     let lc = |b: u8| b.to_ascii_lowercase();
     let slot = common_slot(t.len(), lc(first), lc(second), lc(last));
     let name = COMMON_NAMES.get(usize::from(COMMON_SLOTS[slot]).checked_sub(1)?)?;
-    super::ascii::eq_lower(t, name.as_bytes()).then_some(*name)
+    crate::engine::syntax::ascii::eq_lower(t, name.as_bytes()).then_some(*name)
 }
 
 /// `t` in ASCII lower case (8-bit octets, which a lenient token may hold, as lossy UTF-8).

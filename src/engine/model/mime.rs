@@ -15,9 +15,9 @@ use std::ops::Range;
 use compact_str::{CompactString, ToCompactString};
 use memchr::memmem;
 
-use super::ascii::eq_lower;
-use super::params::ContentType;
-use super::Limits;
+use crate::engine::syntax::ascii::eq_lower;
+use crate::engine::syntax::params::ContentType;
+use crate::engine::Limits;
 
 /// One header field: `name: value EOL` (with any folded continuation lines).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -195,8 +195,8 @@ impl<'a> Message<'a> {
     }
 
     /// The location of field `i` of entity `e` for an edit.
-    pub fn field_loc(&self, e: &Entity, i: usize) -> super::FieldLoc {
-        super::FieldLoc {
+    pub fn field_loc(&self, e: &Entity, i: usize) -> crate::engine::FieldLoc {
+        crate::engine::FieldLoc {
             part: e.path.to_string(),
             name: String::from_utf8_lossy(self.name(e, &self.fields(e)[i])).into_owned(),
             occurrence: self.occurrence(e, i),
@@ -287,8 +287,10 @@ impl<'a> Message<'a> {
                     let path = encapsulated_path(&e.path);
                     match encoding {
                         Encoding::Base64 | Encoding::QuotedPrintable => {
-                            let decoded =
-                                super::decode::transfer_decode(&self.buffers[ebuf][body], encoding);
+                            let decoded = crate::engine::syntax::decode::transfer_decode(
+                                &self.buffers[ebuf][body],
+                                encoding,
+                            );
                             let len = decoded.len();
                             self.buffers.push(Cow::Owned(decoded));
                             children.push(Pending {

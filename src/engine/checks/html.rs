@@ -27,12 +27,12 @@ use std::collections::{HashMap, HashSet};
 use lol_html::html_content::{Element, TextChunk};
 use lol_html::{element, text, HtmlRewriter, MemorySettings, Settings};
 
-use super::cid::{self, IdRef, IdUrl, Match};
-use super::decode::{charset_decode, transfer_decode};
-use super::mime::{Kind, Message};
-use super::resolve;
-use super::rules::{Rule, Severity};
-use super::{Context, Finding};
+use crate::engine::model::mime::{Kind, Message};
+use crate::engine::model::rules::{Rule, Severity};
+use crate::engine::syntax::cid::{self, IdRef, IdUrl, Match};
+use crate::engine::syntax::decode::{charset_decode, transfer_decode};
+use crate::engine::syntax::resolve;
+use crate::engine::{Context, Finding};
 
 /// Largest text/html part analysed, in octets after transfer decoding. Larger parts are
 /// skipped: real HTML mail is far below it, and the scan must stay cheap.
@@ -384,7 +384,7 @@ impl<'m, 'a> Scopes<'m, 'a> {
                 let e = &self.msg.entities[i];
                 if self.ids[i].is_none() && self.msg.field(e, "content-id").is_none() {
                     if let Some(id) = self.msg.field(e, "content-location").and_then(|f| {
-                        let v = crate::engine::mime::unfold(self.msg.value(e, f));
+                        let v = crate::engine::model::mime::unfold(self.msg.value(e, f));
                         let v = String::from_utf8_lossy(&v).trim().to_string();
                         match cid::parse(&v) {
                             Some(IdUrl::Cid(id)) if !id.raw.is_empty() => Some(id.raw),
@@ -504,7 +504,7 @@ fn lookup(set: &IdSet, r: &IdRef) -> Option<(usize, Match)> {
 }
 
 fn clip(s: &str) -> String {
-    super::excerpt(s.as_bytes())
+    crate::engine::excerpt(s.as_bytes())
 }
 
 fn tried(r: &IdRef) -> String {
@@ -643,13 +643,13 @@ fn check_message_id(cx: &mut Context, heading: usize) {
     let e = &msg.entities[heading];
     for (_, f) in msg.fields_named(e, "message-id") {
         let v = msg.value(e, f);
-        if let Err(why) = super::ids::parse_msg_id(v) {
+        if let Err(why) = crate::engine::checks::ids::parse_msg_id(v) {
             cx.report(Finding::new(
                 Rule::ContentIdSyntax,
                 &e.path,
                 format!(
                     "Message-ID \"{}\", which mid: URLs in this message refer to, is not a msg-id <left@right>: {} (RFC 5322 §3.6.4, RFC 2392 §2)",
-                    super::excerpt(v),
+                    crate::engine::excerpt(v),
                     why.describe()
                 ),
             ));
@@ -697,7 +697,7 @@ fn resolve_cid(scopes: &mut Scopes, idx: usize, id: &IdRef) -> Resolution {
 fn content_id_parses(msg: &Message, i: usize) -> bool {
     let e = &msg.entities[i];
     msg.field(e, "content-id")
-        .is_some_and(|f| super::ids::parse_msg_id(msg.value(e, f)).is_ok())
+        .is_some_and(|f| crate::engine::checks::ids::parse_msg_id(msg.value(e, f)).is_ok())
 }
 
 /// `related-cid-location-only` for a reference that only a `Content-Location: cid:` of

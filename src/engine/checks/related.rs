@@ -18,15 +18,15 @@
 
 use std::collections::HashMap;
 
-use super::ascii::eq_lower;
-use super::cid::{IdRef, Match};
-use super::excerpt;
-use super::fold;
-use super::ids::addr_spec;
-use super::mime::{Entity, Kind, Message};
-use super::params::ContentType;
-use super::resolve::{self, parse_location};
-use super::{Context, Finding, Rule};
+use crate::engine::checks::ids::addr_spec;
+use crate::engine::excerpt;
+use crate::engine::model::mime::{Entity, Kind, Message};
+use crate::engine::syntax::ascii::eq_lower;
+use crate::engine::syntax::cid::{IdRef, Match};
+use crate::engine::syntax::fold;
+use crate::engine::syntax::params::ContentType;
+use crate::engine::syntax::resolve::{self, parse_location};
+use crate::engine::{Context, Finding, Rule};
 
 /// RFC 5322 §2.1.1 soft line limit, which RFC 2557 §4.4.2 asks Content-Location to keep.
 const SOFT_LINE: usize = 78;
@@ -362,7 +362,9 @@ fn check_location_field(cx: &mut Context, idx: usize, fi: usize) {
             ),
         ));
     }
-    let longest = super::mime::line_lengths(msg.buf(e), f).max().unwrap_or(0);
+    let longest = crate::engine::model::mime::line_lengths(msg.buf(e), f)
+        .max()
+        .unwrap_or(0);
     if longest <= SOFT_LINE {
         return;
     }
@@ -668,8 +670,8 @@ mod tests {
         assert_eq!(related_ancestors(&m, 99).count(), 0);
         assert_eq!(content_ids(&m, 1), [(3, b"a%25b@x".to_vec())]);
         let index = cid_index(&m, 1);
-        let raw_form = match crate::engine::cid::parse("cid:a%25b@x") {
-            Some(crate::engine::cid::IdUrl::Cid(r)) => r,
+        let raw_form = match crate::engine::syntax::cid::parse("cid:a%25b@x") {
+            Some(crate::engine::syntax::cid::IdUrl::Cid(r)) => r,
             other => panic!("{other:?}"),
         };
         assert_eq!(lookup_cid(&index, &raw_form), Some((3, Match::Raw)));

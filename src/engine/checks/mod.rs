@@ -1,0 +1,8 @@
+//! The checks: each reads the model and reports findings, offering edits.
+pub mod cturi;
+pub mod extbody;
+pub mod headers;
+pub mod html;
+pub mod ids;
+pub mod related;
+pub mod signed;
