@@ -32,10 +32,11 @@
 
 use std::fmt;
 
-use crate::engine::model::mime::unfold;
+use crate::engine::model::analysis::{Context, Finding};
 use crate::engine::model::rules::Rule;
+use crate::engine::syntax::fold::unfold;
 use crate::engine::syntax::params::{is_token_byte, percent_decode, ContentType};
-use crate::engine::{Context, Finding};
+use crate::engine::syntax::uri;
 
 /// Why a Content-Type or URI cannot be mapped.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,7 +98,7 @@ impl fmt::Display for CturiError {
 impl std::error::Error for CturiError {}
 
 fn clip(s: &str) -> String {
-    crate::engine::excerpt(s.as_bytes())
+    crate::engine::syntax::ascii::excerpt(s.as_bytes())
 }
 
 /// The characters of §4 plus `"` and 8-bit octets: what cannot stand in an RFC 2045
@@ -159,17 +160,6 @@ fn parameter(name: &str, v: &[u8]) -> String {
         b >= 127 || !is_token_byte(b) || matches!(b, b'*' | b'\'' | b'%')
     });
     format!("; {name}*={charset}''{value}")
-}
-
-/// The scheme of an absolute URI (RFC 3986 §3.1), if `s` starts with one.
-pub fn uri_scheme(s: &str) -> Option<&str> {
-    let colon = s.find(':')?;
-    let scheme = &s[..colon];
-    let mut bytes = scheme.bytes();
-    let first = bytes.next()?;
-    (first.is_ascii_alphabetic()
-        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.')))
-    .then_some(scheme)
 }
 
 fn is_token(s: &[u8]) -> bool {
@@ -274,7 +264,7 @@ pub fn to_uri(content_type: &str) -> Result<String, CturiError> {
     if let Some(body) = uri_tree_body(&ct.subtype) {
         let decoded = percent_decode(body.as_bytes());
         let mut uri = enc_uri(&decoded, b"");
-        if uri_scheme(&uri).is_none() {
+        if uri::scheme(uri.as_bytes()).is_none() {
             return Err(CturiError::NotAbsolute(uri));
         }
         push_query(&mut uri, &query_of(&["uri-fragment"]));
@@ -288,7 +278,7 @@ pub fn to_uri(content_type: &str) -> Result<String, CturiError> {
     // §3: URI-Body chooses the URI; the media type travels as MIME-Type.
     if let Some(body) = named("uri-body") {
         let body = String::from_utf8_lossy(body).trim().to_string();
-        if uri_scheme(&body).is_none() {
+        if uri::scheme(body.as_bytes()).is_none() {
             return Err(CturiError::NotAbsolute(body));
         }
         if body.contains('#') {
@@ -391,7 +381,7 @@ pub fn to_content_type(uri: &str) -> Result<String, CturiError> {
         .and_then(|u| u.strip_suffix('>'))
         .unwrap_or(uri)
         .trim();
-    let Some(scheme) = uri_scheme(uri) else {
+    let Some(scheme) = uri::scheme(uri.as_bytes()) else {
         return Err(CturiError::NotAbsolute(uri.to_string()));
     };
     let (before_frag, fragment) = match uri.split_once('#') {
@@ -497,7 +487,7 @@ pub fn check(cx: &mut Context) {
                         clip(&uri)
                     ),
                 ));
-                let scheme = uri_scheme(&uri).unwrap_or("");
+                let scheme = uri::scheme(uri.as_bytes()).unwrap_or("");
                 if !scheme.eq_ignore_ascii_case("contenttype") && cx.opts.schemes.denies(scheme) {
                     let mut f = Finding::new(
                         Rule::CturiUriDenied,

@@ -13,23 +13,14 @@ use std::ops::Range;
 
 use iri_string::types::UriAbsoluteStr;
 
-use crate::engine::model::mime::{Encoding, Entity, Kind};
+use crate::engine::model::analysis::{Context, Finding};
+use crate::engine::model::mime::{Entity, Kind};
+use crate::engine::model::rules::Rule;
 use crate::engine::repair::rewrite;
+use crate::engine::syntax::decode::Encoding;
 use crate::engine::syntax::fold;
 use crate::engine::syntax::params::{is_token_byte, ContentType, Param};
-use crate::engine::{Context, Finding, Rule};
-
-/// Schemes that name or contact something rather than retrieve it. RFC 2017 §2: the URL
-/// access-type "is only intended for use with URLs that actually retrieve something.
-/// Other URL mechanisms, e.g. mailto, may not be used". `news` is here as RULES.md asks
-/// (it names a group or an article by Message-ID, and reaching it depends on the
-/// reader's own server); `nntp`, which names a server, stays allowed. `cid` and `mid`
-/// point inside messages, never to an external body. Dangerous schemes (`file`,
-/// `javascript`, `data`…) are a policy matter: see [`crate::engine::SchemePolicy`].
-pub const NON_RETRIEVAL_SCHEMES: &[&str] = &[
-    "mailto", "news", "snews", "telnet", "tn3270", "rlogin", "tel", "fax", "modem", "sms", "sip",
-    "sips", "callto", "xmpp", "irc", "ircs", "urn", "cid", "mid", "geo", "about",
-];
+use crate::engine::syntax::uri;
 
 /// Access types of RFC 2046 §5.2.3.2–5 and RFC 2017, lower-case.
 const KNOWN_ACCESS_TYPES: &[&str] = &[
@@ -140,7 +131,7 @@ fn check_entity(cx: &mut Context, idx: usize) {
                     path,
                     format!(
                         "access-type={access} stands for a {scheme}: URL, a scheme denied by the scheme policy: {}",
-                        crate::engine::excerpt(u)
+                        crate::engine::syntax::ascii::excerpt(u)
                     ),
                 );
                 if let Some(i) = strip {
@@ -155,7 +146,7 @@ fn check_entity(cx: &mut Context, idx: usize) {
                 path,
                 format!(
                     "access-type={} is not one of RFC 2046 §5.2.3 or RFC 2017 (FTP, ANON-FTP, TFTP, LOCAL-FILE, MAIL-SERVER, URL): passed through untouched",
-                    crate::engine::excerpt(access.as_bytes())
+                    crate::engine::syntax::ascii::excerpt(access.as_bytes())
                 ),
             ));
         }
@@ -176,7 +167,7 @@ fn check_encoding(cx: &mut Context, e: &Entity) {
     let cte = cx
         .msg
         .field(e, "content-transfer-encoding")
-        .map(|f| crate::engine::excerpt(cx.msg.value(e, f).trim_ascii()))
+        .map(|f| crate::engine::syntax::ascii::excerpt(cx.msg.value(e, f).trim_ascii()))
         .unwrap_or_default();
     cx.report(Finding::new(
         Rule::ExtbodyBadEncoding,
@@ -214,7 +205,7 @@ fn check_phantom(cx: &mut Context, e: &Entity, access: Option<&str>) {
                 &e.path,
                 format!(
                     "access-type=URL with a phantom body that is not blank (RFC 2017 §3(3): should be left blank): {}",
-                    crate::engine::excerpt(&body[start..end])
+                    crate::engine::syntax::ascii::excerpt(&body[start..end])
                 ),
             ));
         }
@@ -271,8 +262,8 @@ fn check_url(
             rule: Rule::ExtbodyUrlConflict,
             message: format!(
                 "the URL parameters give different URLs: {} and {} (RFC 2231 §3 reassembly vs RFC 2017 §3.1)",
-                crate::engine::excerpt(&urls[0]),
-                crate::engine::excerpt(other)
+                crate::engine::syntax::ascii::excerpt(&urls[0]),
+                crate::engine::syntax::ascii::excerpt(other)
             ),
             cured_by_rewrite: false,
         });
@@ -287,7 +278,7 @@ fn check_url(
                 rule: Rule::ExtbodyUrlUnquoted,
                 message: format!(
                     "URL parameter is not a quoted-string (RFC 2017 §3.1: the quotes are always required): {}",
-                    crate::engine::excerpt(&value[p.span.clone()])
+                    crate::engine::syntax::ascii::excerpt(&value[p.span.clone()])
                 ),
                 cured_by_rewrite: true,
             });
@@ -304,7 +295,7 @@ fn check_url(
                 message: format!(
                     "URL-word of {} octets (RFC 2017 §3.1(2): at most 40): {}",
                     w.len(),
-                    crate::engine::excerpt(w)
+                    crate::engine::syntax::ascii::excerpt(w)
                 ),
                 cured_by_rewrite: !cx.opts.whole_url_words,
             });
@@ -348,7 +339,7 @@ fn check_url(
             message: format!(
                 "URL given as RFC 2231 parameters ({}) rather than the RFC 2017 URL=\"…\" form: {}",
                 names.join(", "),
-                crate::engine::excerpt(&url)
+                crate::engine::syntax::ascii::excerpt(&url)
             ),
             cured_by_rewrite: normalize,
         });
@@ -360,7 +351,7 @@ fn check_url(
             rule: Rule::ExtbodyUrlUnencoded,
             message: format!(
                 "URL holds unencoded {what} (RFC 2017 §3.1(1): SP, CTLs, '\"', '\\' and 8-bit octets must be %-encoded): {}",
-                crate::engine::excerpt(&url)
+                crate::engine::syntax::ascii::excerpt(&url)
             ),
             // Only a rewrite of the form the URL was read from repairs it.
             cured_by_rewrite: cont_url.is_none() || normalize,
@@ -381,18 +372,18 @@ fn check_url(
             rule: Rule::ExtbodyUrlInvalid,
             message: format!(
                 "URL is not an absolute URI (RFC 3986 §4.3){why}: {}",
-                crate::engine::excerpt(&encoded)
+                crate::engine::syntax::ascii::excerpt(&encoded)
             ),
             cured_by_rewrite: false,
         });
     }
-    if let Some(scheme) = scheme_of(&encoded) {
-        if NON_RETRIEVAL_SCHEMES.contains(&scheme.as_str()) {
+    if let Some(scheme) = uri::scheme(&encoded).map(str::to_ascii_lowercase) {
+        if uri::NON_RETRIEVAL_SCHEMES.contains(&scheme.as_str()) {
             found.push(UrlFinding {
                 rule: Rule::ExtbodyUrlNotRetrieval,
                 message: format!(
                     "{scheme}: URLs retrieve nothing (RFC 2017 §2: only URLs that retrieve something may be used): {}",
-                    crate::engine::excerpt(&encoded)
+                    crate::engine::syntax::ascii::excerpt(&encoded)
                 ),
                 cured_by_rewrite: false,
             });
@@ -402,7 +393,7 @@ fn check_url(
                 rule: Rule::ExtbodyUrlSchemeDenied,
                 message: format!(
                     "URL scheme {scheme}: is denied by the scheme policy: {}",
-                    crate::engine::excerpt(&encoded)
+                    crate::engine::syntax::ascii::excerpt(&encoded)
                 ),
                 cured_by_rewrite: false,
             });
@@ -426,8 +417,8 @@ fn check_url(
                             message: format!(
                                 "{} rewrites the URL {} to {}",
                                 rw.rule,
-                                crate::engine::excerpt(&encoded),
-                                crate::engine::excerpt(rw.url.as_bytes())
+                                crate::engine::syntax::ascii::excerpt(&encoded),
+                                crate::engine::syntax::ascii::excerpt(rw.url.as_bytes())
                             ),
                             cured_by_rewrite: true,
                         });
@@ -438,8 +429,8 @@ fn check_url(
                         message: format!(
                             "{} would rewrite the URL {} to {}, which {why}: URL left as is",
                             rw.rule,
-                            crate::engine::excerpt(&encoded),
-                            crate::engine::excerpt(rw.url.as_bytes())
+                            crate::engine::syntax::ascii::excerpt(&encoded),
+                            crate::engine::syntax::ascii::excerpt(rw.url.as_bytes())
                         ),
                         cured_by_rewrite: false,
                     }),
@@ -549,7 +540,7 @@ fn legacy_convert(
     };
     let equivalent = format!(
         " (equivalent: access-type=URL; URL=\"{}\")",
-        crate::engine::excerpt(&url)
+        crate::engine::syntax::ascii::excerpt(&url)
     );
     if !cx.opts.legacy_to_url {
         out.note = equivalent;
@@ -571,8 +562,8 @@ fn legacy_convert(
                         format!(
                             "{} rewrites the URL {} (from access-type={access}) to {}",
                             rw.rule,
-                            crate::engine::excerpt(&url),
-                            crate::engine::excerpt(rw.url.as_bytes())
+                            crate::engine::syntax::ascii::excerpt(&url),
+                            crate::engine::syntax::ascii::excerpt(rw.url.as_bytes())
                         ),
                     ));
                     target = rw.url;
@@ -584,8 +575,8 @@ fn legacy_convert(
                         format!(
                             "{} would rewrite the URL {} (from access-type={access}) to {}, which {why}: not rewritten",
                             rw.rule,
-                            crate::engine::excerpt(&url),
-                            crate::engine::excerpt(rw.url.as_bytes())
+                            crate::engine::syntax::ascii::excerpt(&url),
+                            crate::engine::syntax::ascii::excerpt(rw.url.as_bytes())
                         ),
                     ))
                 }
@@ -649,7 +640,7 @@ fn legacy_convert(
     out.rewritten = out.rewritten.take().map(|f| f.with_edit(i));
     out.note = format!(
         ": converted to access-type=URL; URL=\"{}\"",
-        crate::engine::excerpt(target.as_bytes())
+        crate::engine::syntax::ascii::excerpt(target.as_bytes())
     );
     out.edit = Some(i);
     out
@@ -665,16 +656,6 @@ fn needs_encoding(url: &[u8]) -> Option<&'static str> {
         0x80.. => "8-bit octets",
         _ => "control characters",
     })
-}
-
-/// The scheme of a URL (RFC 3986 §3.1: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )), lower-case.
-fn scheme_of(url: &[u8]) -> Option<String> {
-    let colon = url.iter().position(|&b| b == b':')?;
-    let s = &url[..colon];
-    let ok = s.first().is_some_and(u8::is_ascii_alphabetic)
-        && s.iter()
-            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'));
-    ok.then(|| String::from_utf8_lossy(s).to_ascii_lowercase())
 }
 
 /// Whether `value` has a run of SP/HTAB between two other octets of one line (not the
@@ -838,7 +819,7 @@ fn stop_note(ct: &ContentType, value: &[u8]) -> String {
     match ct.trailing {
         Some(t) if t < value.len() => format!(
             "; the parameter list is unreadable from {} (missing ';'?)",
-            crate::engine::excerpt(&value[t..])
+            crate::engine::syntax::ascii::excerpt(&value[t..])
         ),
         _ => String::new(),
     }

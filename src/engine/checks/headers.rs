@@ -2,9 +2,10 @@
 //! `message-too-large`) and the RFC 5322 §2.1.1 998-octet line limit
 //! (`header-line-too-long`).
 
+use crate::engine::model::analysis::{Context, Finding};
 use crate::engine::model::mime::{Field, Kind};
+use crate::engine::model::rules::Rule;
 use crate::engine::syntax::fold;
-use crate::engine::{Context, Finding, Rule};
 
 /// RFC 5322 §2.1.1: lines MUST NOT be longer than 998 octets, excluding CRLF.
 pub const MAX_LINE: usize = 998;
@@ -70,7 +71,7 @@ fn check_boundaries(cx: &mut Context) {
                 closed: true,
                 boundary,
             } => {
-                let b = crate::engine::excerpt(boundary);
+                let b = crate::engine::syntax::ascii::excerpt(boundary);
                 format!("only the close delimiter --{b}-- occurs in its body, no delimiter line --{b} opens a part")
             }
             Kind::Multipart {
@@ -80,7 +81,7 @@ fn check_boundaries(cx: &mut Context) {
             } => {
                 format!(
                     "no delimiter line --{} occurs in its body",
-                    crate::engine::excerpt(boundary)
+                    crate::engine::syntax::ascii::excerpt(boundary)
                 )
             }
             Kind::Multipart { .. } => continue,

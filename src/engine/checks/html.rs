@@ -13,9 +13,8 @@
 //!   (RFC 2392 §2 scopes cid to the message).
 //! - `cid:`/`mid:` URLs that are not URL-encoded addr-specs: `cid-url-syntax`.
 //! - `mid:` URLs naming another message than the one holding the part: `mid-url-external`.
-//! - Relative references are resolved (RFC 2557 §8.2: HTML `<base>`, then the headings'
-//!   Content-Location, then `thismessage:/`) for [`part_references`]; one that matches no
-//!   Content-Location is not a finding, since it may point to the web.
+//! - Relative references are not findings: one that matches no Content-Location may
+//!   point to the web.
 //!
 //! Work is capped: parts larger than [`MAX_HTML_BYTES`] once decoded are skipped, at most
 //! [`MAX_REFS_PER_PART`] references are read per part, and Content-ID sets are built
@@ -27,12 +26,12 @@ use std::collections::{HashMap, HashSet};
 use lol_html::html_content::{Element, TextChunk};
 use lol_html::{element, text, HtmlRewriter, MemorySettings, Settings};
 
+use crate::engine::model::analysis::{Context, Finding};
 use crate::engine::model::mime::{Kind, Message};
 use crate::engine::model::rules::{Rule, Severity};
 use crate::engine::syntax::cid::{self, IdRef, IdUrl, Match};
 use crate::engine::syntax::decode::{charset_decode, transfer_decode};
-use crate::engine::syntax::resolve;
-use crate::engine::{Context, Finding};
+use crate::engine::syntax::msgid::{addr_spec, parse_msg_id};
 
 /// Largest text/html part analysed, in octets after transfer decoding. Larger parts are
 /// skipped: real HTML mail is far below it, and the scan must stay cheap.
@@ -282,47 +281,6 @@ fn decode_char_refs(s: &str) -> String {
     out
 }
 
-/// A reference of a part with its resolution (RFC 2557 §8.2).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResolvedRef {
-    pub place: String,
-    pub url: String,
-    /// The absolute URI it resolves to; `None` when it cannot be resolved even
-    /// leniently. `cid:`/`mid:` URLs are absolute and resolve to themselves.
-    pub resolved: Option<String>,
-}
-
-/// The references of the text/html entity `entity`, resolved against the HTML `<base>`
-/// (itself resolved against the headings' base), else the base of the headings, else
-/// `thismessage:/`. `None` when the entity is not a text/html leaf or is too large.
-pub fn part_references(msg: &Message, entity: usize) -> Option<(Vec<ResolvedRef>, bool)> {
-    let text = html_text(msg, entity)?;
-    let s = scan(&text, MAX_REFS_PER_PART);
-    let heading_base = resolve::base_for(msg, entity);
-    let base = s
-        .base
-        .as_deref()
-        .and_then(|b| resolve::resolve_lenient(&heading_base, b))
-        .unwrap_or(heading_base);
-    let refs = s
-        .refs
-        .into_iter()
-        .map(|r| {
-            let resolved = if cid::split_scheme(&r.url).is_some() {
-                Some(r.url.clone())
-            } else {
-                resolve::resolve_lenient(&base, &r.url)
-            };
-            ResolvedRef {
-                place: r.place,
-                url: r.url,
-                resolved,
-            }
-        })
-        .collect();
-    Some((refs, s.truncated))
-}
-
 fn html_text(msg: &Message, entity: usize) -> Option<String> {
     let e = msg.entities.get(entity)?;
     if !e.ctype.is("text", "html") || !matches!(e.kind, Kind::Leaf) {
@@ -339,6 +297,13 @@ fn html_text(msg: &Message, entity: usize) -> Option<String> {
     }
     let charset = e.ctype.get_str("charset");
     Some(charset_decode(&decoded, charset.as_deref()))
+}
+
+/// The addr-spec of a Content-ID or Message-ID value as text to compare with a `cid:` or
+/// `mid:` reference (which is text once %-decoded); `None` when nothing is left.
+fn addr_spec_text(value: &[u8]) -> Option<String> {
+    let a = addr_spec(value);
+    (!a.is_empty()).then(|| String::from_utf8_lossy(&a).into_owned())
 }
 
 /// Content-IDs (addr-specs) found in a scope, each with the first entity carrying it.
@@ -362,7 +327,7 @@ impl<'m, 'a> Scopes<'m, 'a> {
             .iter()
             .map(|e| {
                 msg.field(e, "content-id")
-                    .and_then(|f| cid::addr_spec_of(msg.value(e, f)))
+                    .and_then(|f| addr_spec_text(msg.value(e, f)))
             })
             .collect();
         Scopes {
@@ -384,7 +349,7 @@ impl<'m, 'a> Scopes<'m, 'a> {
                 let e = &self.msg.entities[i];
                 if self.ids[i].is_none() && self.msg.field(e, "content-id").is_none() {
                     if let Some(id) = self.msg.field(e, "content-location").and_then(|f| {
-                        let v = crate::engine::model::mime::unfold(self.msg.value(e, f));
+                        let v = crate::engine::syntax::fold::unfold(self.msg.value(e, f));
                         let v = String::from_utf8_lossy(&v).trim().to_string();
                         match cid::parse(&v) {
                             Some(IdUrl::Cid(id)) if !id.raw.is_empty() => Some(id.raw),
@@ -490,7 +455,7 @@ impl<'m, 'a> Scopes<'m, 'a> {
                 let e = &self.msg.entities[a];
                 self.msg
                     .field(e, "message-id")
-                    .and_then(|f| cid::addr_spec_of(self.msg.value(e, f)))
+                    .and_then(|f| addr_spec_text(self.msg.value(e, f)))
             })
             .collect()
     }
@@ -504,7 +469,7 @@ fn lookup(set: &IdSet, r: &IdRef) -> Option<(usize, Match)> {
 }
 
 fn clip(s: &str) -> String {
-    crate::engine::excerpt(s.as_bytes())
+    crate::engine::syntax::ascii::excerpt(s.as_bytes())
 }
 
 fn tried(r: &IdRef) -> String {
@@ -643,13 +608,13 @@ fn check_message_id(cx: &mut Context, heading: usize) {
     let e = &msg.entities[heading];
     for (_, f) in msg.fields_named(e, "message-id") {
         let v = msg.value(e, f);
-        if let Err(why) = crate::engine::checks::ids::parse_msg_id(v) {
+        if let Err(why) = parse_msg_id(v) {
             cx.report(Finding::new(
                 Rule::ContentIdSyntax,
                 &e.path,
                 format!(
                     "Message-ID \"{}\", which mid: URLs in this message refer to, is not a msg-id <left@right>: {} (RFC 5322 §3.6.4, RFC 2392 §2)",
-                    crate::engine::excerpt(v),
+                    crate::engine::syntax::ascii::excerpt(v),
                     why.describe()
                 ),
             ));
@@ -697,7 +662,7 @@ fn resolve_cid(scopes: &mut Scopes, idx: usize, id: &IdRef) -> Resolution {
 fn content_id_parses(msg: &Message, i: usize) -> bool {
     let e = &msg.entities[i];
     msg.field(e, "content-id")
-        .is_some_and(|f| crate::engine::checks::ids::parse_msg_id(msg.value(e, f)).is_ok())
+        .is_some_and(|f| parse_msg_id(msg.value(e, f)).is_ok())
 }
 
 /// `related-cid-location-only` for a reference that only a `Content-Location: cid:` of
@@ -1124,28 +1089,12 @@ mod tests {
         // "<img src=3D"cid:q@x.test"><img src=3D"images/a.gif">" in QP, Latin-1.
         let raw = "Content-Type: multipart/related; boundary=r; type=\"text/html\"\n\n--r\nContent-Type: text/html; charset=iso-8859-1\nContent-Transfer-Encoding: quoted-printable\nContent-Location: http://w.test/p/index.html\n\n<p>caf=E9</p><img src=3D\"ci=\nd:q@x.test\"><img src=3D\"images/a.gif\">\n--r\nContent-Type: image/gif\nContent-ID: <q@x.test>\n\nG\n--r--\n";
         assert!(findings(raw.as_bytes()).is_empty());
-        let m = Message::parse(raw.as_bytes(), &Default::default());
-        let (refs, truncated) = part_references(&m, 1).unwrap();
-        assert!(!truncated);
-        assert_eq!(refs[0].resolved.as_deref(), Some("cid:q@x.test"));
-        assert_eq!(
-            refs[1].resolved.as_deref(),
-            Some("http://w.test/p/images/a.gif")
-        );
         // and when the Content-ID is missing, the decoded reference dangles
         let broken = raw.replace("Content-ID: <q@x.test>\n", "");
         assert_eq!(
             findings(broken.as_bytes()),
             vec![("1".to_string(), "related-ref-dangling")]
         );
-    }
-
-    #[test]
-    fn html_base_element_wins_over_content_location() {
-        let raw = "Content-Type: text/html\nContent-Location: http://w.test/p/\n\n<base href=\"../q/\"><img src=\"a.gif\">";
-        let m = Message::parse(raw.as_bytes(), &Default::default());
-        let (refs, _) = part_references(&m, 0).unwrap();
-        assert_eq!(refs[0].resolved.as_deref(), Some("http://w.test/q/a.gif"));
     }
 
     #[test]

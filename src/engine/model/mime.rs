@@ -15,9 +15,10 @@ use std::ops::Range;
 use compact_str::{CompactString, ToCompactString};
 use memchr::memmem;
 
+use crate::engine::model::options::Limits;
 use crate::engine::syntax::ascii::eq_lower;
+use crate::engine::syntax::decode::{self, parse_encoding, Encoding};
 use crate::engine::syntax::params::ContentType;
-use crate::engine::Limits;
 
 /// One header field: `name: value EOL` (with any folded continuation lines).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,17 +51,6 @@ pub enum Kind {
     ExternalBody,
     /// The phantom heading and body inside a message/external-body.
     Phantom,
-}
-
-/// Transfer encodings that matter to the checks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Encoding {
-    SevenBit,
-    EightBit,
-    Binary,
-    Base64,
-    QuotedPrintable,
-    Other,
 }
 
 /// One MIME entity: a heading and a body.
@@ -195,8 +185,8 @@ impl<'a> Message<'a> {
     }
 
     /// The location of field `i` of entity `e` for an edit.
-    pub fn field_loc(&self, e: &Entity, i: usize) -> crate::engine::FieldLoc {
-        crate::engine::FieldLoc {
+    pub fn field_loc(&self, e: &Entity, i: usize) -> crate::engine::model::edit::FieldLoc {
+        crate::engine::model::edit::FieldLoc {
             part: e.path.to_string(),
             name: String::from_utf8_lossy(self.name(e, &self.fields(e)[i])).into_owned(),
             occurrence: self.occurrence(e, i),
@@ -287,10 +277,8 @@ impl<'a> Message<'a> {
                     let path = encapsulated_path(&e.path);
                     match encoding {
                         Encoding::Base64 | Encoding::QuotedPrintable => {
-                            let decoded = crate::engine::syntax::decode::transfer_decode(
-                                &self.buffers[ebuf][body],
-                                encoding,
-                            );
+                            let decoded =
+                                decode::transfer_decode(&self.buffers[ebuf][body], encoding);
                             let len = decoded.len();
                             self.buffers.push(Cow::Owned(decoded));
                             children.push(Pending {
@@ -468,32 +456,6 @@ fn encapsulated_path(path: &str) -> CompactString {
         compact_str::format_compact!("{p}.1.0")
     } else {
         compact_str::format_compact!("{path}.0")
-    }
-}
-
-fn parse_encoding(v: &[u8]) -> Encoding {
-    let start = v
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(v.len());
-    let t = &v[start..];
-    let t = &t[..t
-        .iter()
-        .position(|&b| b == b'(' || b.is_ascii_whitespace())
-        .unwrap_or(t.len())];
-    let is = |name: &[u8]| t.eq_ignore_ascii_case(name);
-    if t.is_empty() || is(b"7bit") {
-        Encoding::SevenBit
-    } else if is(b"8bit") {
-        Encoding::EightBit
-    } else if is(b"binary") {
-        Encoding::Binary
-    } else if is(b"base64") {
-        Encoding::Base64
-    } else if is(b"quoted-printable") {
-        Encoding::QuotedPrintable
-    } else {
-        Encoding::Other
     }
 }
 
@@ -855,19 +817,6 @@ impl DelimiterIndex {
     fn is_line_start(&self, pos: usize) -> bool {
         self.dash_lines.binary_search(&pos).is_ok()
     }
-}
-
-/// Removes the line breaks of folding (CR and LF), keeping the whitespace after them.
-pub fn unfold(v: &[u8]) -> Cow<'_, [u8]> {
-    if !v.iter().any(|&b| b == b'\n' || b == b'\r') {
-        return Cow::Borrowed(v);
-    }
-    Cow::Owned(
-        v.iter()
-            .copied()
-            .filter(|&b| b != b'\n' && b != b'\r')
-            .collect(),
-    )
 }
 
 /// The lengths of the physical lines of a field, name included, line endings excluded.

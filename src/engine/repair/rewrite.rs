@@ -11,8 +11,11 @@ use std::fmt;
 
 use iri_string::types::{UriAbsoluteStr, UriStr};
 
+use crate::engine::model::analysis::Context;
+use crate::engine::model::edit::UrlChange;
 use crate::engine::model::mime::Kind;
-use crate::engine::{Context, Rule, UrlChange};
+use crate::engine::model::rules::Rule;
+use crate::engine::syntax::uri;
 
 /// How a rule matches the host of a URL (compared case-insensitively; an IPv6 host is
 /// written with its brackets, `[2001:db8::1]`).
@@ -291,8 +294,10 @@ pub fn refuse(cx: &Context, url: &str) -> Option<String> {
     if UriAbsoluteStr::new(url).is_err() {
         return Some("is not an absolute URI without fragment (RFC 3986 §4.3)".into());
     }
-    let scheme = url.split(':').next().unwrap_or("").to_ascii_lowercase();
-    if crate::engine::checks::extbody::NON_RETRIEVAL_SCHEMES.contains(&scheme.as_str()) {
+    let scheme = uri::scheme(url.as_bytes())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if uri::NON_RETRIEVAL_SCHEMES.contains(&scheme.as_str()) {
         return Some(format!(
             "has scheme {scheme}:, which retrieves nothing (RFC 2017 §2)"
         ));

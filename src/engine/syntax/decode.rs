@@ -4,7 +4,43 @@
 //! All are lenient in the way mail readers are: garbage is skipped, never an error, since
 //! a finding about a reference must not depend on a perfect encoding elsewhere.
 
-use crate::engine::model::mime::Encoding;
+/// Transfer encodings that matter to the checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    SevenBit,
+    EightBit,
+    Binary,
+    Base64,
+    QuotedPrintable,
+    Other,
+}
+
+/// The transfer encoding a Content-Transfer-Encoding value names (RFC 2045 §6.1).
+pub(crate) fn parse_encoding(v: &[u8]) -> Encoding {
+    let start = v
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(v.len());
+    let t = &v[start..];
+    let t = &t[..t
+        .iter()
+        .position(|&b| b == b'(' || b.is_ascii_whitespace())
+        .unwrap_or(t.len())];
+    let is = |name: &[u8]| t.eq_ignore_ascii_case(name);
+    if t.is_empty() || is(b"7bit") {
+        Encoding::SevenBit
+    } else if is(b"8bit") {
+        Encoding::EightBit
+    } else if is(b"binary") {
+        Encoding::Binary
+    } else if is(b"base64") {
+        Encoding::Base64
+    } else if is(b"quoted-printable") {
+        Encoding::QuotedPrintable
+    } else {
+        Encoding::Other
+    }
+}
 
 /// Decodes a body in `enc`; identity for 7bit/8bit/binary/unknown.
 pub fn transfer_decode(body: &[u8], enc: Encoding) -> Vec<u8> {

@@ -11,6 +11,9 @@
 //! - [`fold_plain`]: the same cut without quotes (Content-Location, RFC 2557 §4.4.2).
 //! - [`fold_params`]: a fold of a Content-Type value between its parameters, for lines
 //!   over the RFC 5322 §2.1.1 limit of 998 octets.
+//! - [`unfold`]: the reverse of any fold, line breaks removed (RFC 5322 §2.2.3).
+
+use std::borrow::Cow;
 
 /// RFC 2017 §3.1(2): a URL-word holds at most 40 octets.
 pub const MAX_URL_WORD: usize = 40;
@@ -296,6 +299,19 @@ fn split_top_level(value: &[u8]) -> Vec<&[u8]> {
         items.push(&value[start.min(value.len())..]);
     }
     items
+}
+
+/// Removes the line breaks of folding (CR and LF), keeping the whitespace after them.
+pub fn unfold(v: &[u8]) -> Cow<'_, [u8]> {
+    if !v.iter().any(|&b| b == b'\n' || b == b'\r') {
+        return Cow::Borrowed(v);
+    }
+    Cow::Owned(
+        v.iter()
+            .copied()
+            .filter(|&b| b != b'\n' && b != b'\r')
+            .collect(),
+    )
 }
 
 #[cfg(test)]

@@ -3,5 +3,7 @@ pub mod ascii;
 pub mod cid;
 pub mod decode;
 pub mod fold;
+pub mod msgid;
 pub mod params;
 pub mod resolve;
+pub mod uri;
