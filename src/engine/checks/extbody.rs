@@ -17,6 +17,7 @@ use crate::engine::model::analysis::{Context, Finding};
 use crate::engine::model::mime::{Entity, Kind};
 use crate::engine::model::rules::Rule;
 use crate::engine::repair::rewrite;
+use crate::engine::repair::strip;
 use crate::engine::syntax::decode::Encoding;
 use crate::engine::syntax::fold;
 use crate::engine::syntax::params::{is_token_byte, ContentType, Param};
@@ -125,7 +126,7 @@ fn check_entity(cx: &mut Context, idx: usize) {
             // The scheme policy applies to the URL such a reference stands for.
             let scheme: &str = if access == "tftp" { "tftp" } else { "ftp" };
             if let (Some(u), None, true) = (&lg.url, lg.edit, cx.opts.schemes.denies(scheme)) {
-                let strip = rewrite::offer_strip(cx, idx, Rule::ExtbodyUrlSchemeDenied, u);
+                let strip = strip::offer_strip(cx, idx, Rule::ExtbodyUrlSchemeDenied, u);
                 let mut f = Finding::new(
                     Rule::ExtbodyUrlSchemeDenied,
                     path,
@@ -485,7 +486,7 @@ fn check_url(
     // A denied scheme no rewrite cures: policy may strip the part.
     let strip =
         if rewritten.is_none() && found.iter().any(|f| f.rule == Rule::ExtbodyUrlSchemeDenied) {
-            rewrite::offer_strip(cx, idx, Rule::ExtbodyUrlSchemeDenied, &url)
+            strip::offer_strip(cx, idx, Rule::ExtbodyUrlSchemeDenied, &url)
         } else {
             None
         };

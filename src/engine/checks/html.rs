@@ -29,6 +29,7 @@ use lol_html::{element, text, HtmlRewriter, MemorySettings, Settings};
 use crate::engine::model::analysis::{Context, Finding};
 use crate::engine::model::mime::{Kind, Message};
 use crate::engine::model::rules::{Rule, Severity};
+use crate::engine::syntax::ascii::clip;
 use crate::engine::syntax::cid::{self, IdRef, IdUrl, Match};
 use crate::engine::syntax::decode::{charset_decode, transfer_decode};
 use crate::engine::syntax::msgid::{addr_spec, parse_msg_id};
@@ -466,10 +467,6 @@ fn lookup(set: &IdSet, r: &IdRef) -> Option<(usize, Match)> {
         return Some((i, Match::Decoded));
     }
     set.get(&r.raw).map(|&i| (i, Match::Raw))
-}
-
-fn clip(s: &str) -> String {
-    crate::engine::syntax::ascii::excerpt(s.as_bytes())
 }
 
 fn tried(r: &IdRef) -> String {

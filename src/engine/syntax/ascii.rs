@@ -83,6 +83,21 @@ pub fn excerpt(v: &[u8]) -> String {
     out
 }
 
+/// [`excerpt`] of a text.
+pub fn clip(s: &str) -> String {
+    excerpt(s.as_bytes())
+}
+
+/// The value of a hexadecimal digit, either case.
+pub fn hex_value(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

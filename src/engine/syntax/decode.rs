@@ -4,6 +4,8 @@
 //! All are lenient in the way mail readers are: garbage is skipped, never an error, since
 //! a finding about a reference must not depend on a perfect encoding elsewhere.
 
+use crate::engine::syntax::ascii::hex_value;
+
 /// Transfer encodings that matter to the checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Encoding {
@@ -117,7 +119,7 @@ fn qp(s: &[u8], underscore_space: bool) -> Vec<u8> {
                 continue;
             }
             if i + 2 < s.len() {
-                if let (Some(h), Some(l)) = (hexval(s[i + 1]), hexval(s[i + 2])) {
+                if let (Some(h), Some(l)) = (hex_value(s[i + 1]), hex_value(s[i + 2])) {
                     out.push(h << 4 | l);
                     i += 3;
                     continue;
@@ -132,10 +134,6 @@ fn qp(s: &[u8], underscore_space: bool) -> Vec<u8> {
         i += 1;
     }
     out
-}
-
-fn hexval(b: u8) -> Option<u8> {
-    (b as char).to_digit(16).map(|d| d as u8)
 }
 
 /// Decodes `bytes` from `charset` (a MIME charset name) into UTF-8. Unknown or missing

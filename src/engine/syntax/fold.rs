@@ -63,15 +63,11 @@ pub fn extract_url(quoted_content: &[u8]) -> Vec<u8> {
         .collect()
 }
 
-fn is_hex(b: u8) -> bool {
-    b.is_ascii_hexdigit()
-}
-
 /// A `%HH` triplet starts at `i`.
 fn triplet_at(url: &[u8], i: usize) -> bool {
     url.get(i) == Some(&b'%')
-        && url.get(i + 1).is_some_and(|&b| is_hex(b))
-        && url.get(i + 2).is_some_and(|&b| is_hex(b))
+        && url.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+        && url.get(i + 2).is_some_and(u8::is_ascii_hexdigit)
 }
 
 /// Cuts `url` into words of at most [`MAX_URL_WORD`] octets, greedily from the left,

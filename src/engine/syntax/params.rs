@@ -8,6 +8,8 @@
 
 use std::ops::Range;
 
+use crate::engine::syntax::ascii::hex_value;
+
 use std::borrow::Cow;
 
 /// A parsed Content-Type value.
@@ -257,7 +259,7 @@ pub fn percent_decode(s: &[u8]) -> Vec<u8> {
     let mut i = 0;
     while i < s.len() {
         if s[i] == b'%' && i + 2 < s.len() {
-            if let (Some(h), Some(l)) = (hex(s[i + 1]), hex(s[i + 2])) {
+            if let (Some(h), Some(l)) = (hex_value(s[i + 1]), hex_value(s[i + 2])) {
                 out.push(h << 4 | l);
                 i += 3;
                 continue;
@@ -267,15 +269,6 @@ pub fn percent_decode(s: &[u8]) -> Vec<u8> {
         i += 1;
     }
     out
-}
-
-fn hex(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
 }
 
 /// RFC 2045 tspecials plus SP and CTLs end a token.
