@@ -89,6 +89,32 @@ fn run(cx: &mut Context) {
     headers::check_line_lengths(cx);
 }
 
+/// Internals the fuzz targets (`fuzz/fuzz_targets/`) drive directly: exactly what they
+/// use, and not part of the API.
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Content-Type and RFC 2231 parameter parsing.
+    pub mod params {
+        pub use crate::engine::syntax::params::{percent_decode, skip_cfws, ContentType};
+    }
+    /// The HTML reference scanner.
+    pub mod html {
+        pub use crate::engine::checks::html::scan;
+    }
+    /// RFC 3986 resolution and Content-Location reading.
+    pub mod resolve {
+        pub use crate::engine::syntax::resolve::{
+            as_base, encode_for_comparison, is_absolute, location_value, parse_location, resolve,
+            resolve_lenient,
+        };
+    }
+    /// The draft-eastlake-cturi mapping and URI schemes.
+    pub mod cturi {
+        pub use crate::engine::syntax::cturi::{to_content_type, to_uri};
+        pub use crate::engine::syntax::uri::scheme as uri_scheme;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

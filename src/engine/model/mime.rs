@@ -573,7 +573,7 @@ static FIELD_NAME: [bool; 256] = {
 };
 
 /// (end of line content, start of next line). CRLF or LF end a line; a bare CR does not.
-pub fn line_end(buf: &[u8], pos: usize, end: usize) -> (usize, usize) {
+pub(crate) fn line_end(buf: &[u8], pos: usize, end: usize) -> (usize, usize) {
     match find_lf(&buf[pos..end]) {
         Some(n) => {
             let lf = pos + n;
@@ -608,22 +608,7 @@ fn find_lf(hay: &[u8]) -> Option<usize> {
 /// says whether the close delimiter was seen. RFC 2046 §5.1.1: the line break before a
 /// delimiter belongs to the delimiter; after the boundary only `--` (close) and
 /// transport padding may follow on the line, so a longer boundary that merely starts with
-/// this one is not a delimiter.
-pub fn split_multipart(
-    buf: &[u8],
-    body: Range<usize>,
-    boundary: &[u8],
-) -> (Vec<Range<usize>>, bool) {
-    let mut dash = Vec::with_capacity(boundary.len() + 2);
-    dash.extend_from_slice(b"--");
-    dash.extend_from_slice(boundary);
-    let finder = memmem::Finder::new(&dash);
-    let hay = &buf[body.clone()];
-    let candidates = finder.find_iter(hay);
-    split_at_candidates(hay, body.start, dash.len(), candidates)
-}
-
-/// As [`split_multipart`], but the candidate delimiter lines come from `index`, so that
+/// this one is not a delimiter. The candidate delimiter lines come from `index`, so that
 /// nested multiparts do not each search the whole rest of the message (a message nested
 /// thousands deep would otherwise cost depth × size).
 fn split_multipart_indexed(
@@ -958,6 +943,22 @@ mod tests {
 mod split_index_tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The split by a plain search of the whole body, the reference the indexed split must
+    /// agree with.
+    fn split_multipart(
+        buf: &[u8],
+        body: Range<usize>,
+        boundary: &[u8],
+    ) -> (Vec<Range<usize>>, bool) {
+        let mut dash = Vec::with_capacity(boundary.len() + 2);
+        dash.extend_from_slice(b"--");
+        dash.extend_from_slice(boundary);
+        let finder = memmem::Finder::new(&dash);
+        let hay = &buf[body.clone()];
+        let candidates = finder.find_iter(hay);
+        split_at_candidates(hay, body.start, dash.len(), candidates)
+    }
 
     proptest! {
         /// The indexed split finds exactly what the plain memmem split finds, on bodies

@@ -1,7 +1,7 @@
 //! The message model: the MIME structure scan, edits and the rule catalogue.
-pub mod analysis;
-pub mod base;
-pub mod edit;
+pub(crate) mod analysis;
+pub(crate) mod base;
+pub(crate) mod edit;
 pub mod mime;
-pub mod options;
-pub mod rules;
+pub(crate) mod options;
+pub(crate) mod rules;

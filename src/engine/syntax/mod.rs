@@ -1,10 +1,10 @@
 //! Syntax: octets and text of the standards, with no knowledge of a message's structure.
-pub mod ascii;
+pub(crate) mod ascii;
 pub mod cid;
 pub mod cturi;
-pub mod decode;
+pub(crate) mod decode;
 pub mod fold;
-pub mod msgid;
-pub mod params;
+pub(crate) mod msgid;
+pub(crate) mod params;
 pub mod resolve;
-pub mod uri;
+pub(crate) mod uri;
