@@ -481,6 +481,16 @@ fn tried(r: &IdRef) -> String {
     }
 }
 
+/// What the check of one message carries from one reference to the next.
+struct State<'m, 'a> {
+    scopes: Scopes<'m, 'a>,
+    /// Message headings whose Message-ID has been checked.
+    message_ids_checked: HashSet<usize>,
+    /// Parts given a Content-ID so far, with the edit: one per part, whatever the number
+    /// of references to it.
+    inserted: HashMap<usize, Option<usize>>,
+}
+
 /// Reports dangling `cid:` references, malformed `cid:`/`mid:` URLs and `mid:` URLs to
 /// other messages, for every text/html part.
 pub fn check(cx: &mut Context) {
@@ -494,17 +504,17 @@ pub fn check(cx: &mut Context) {
     if htmls.is_empty() {
         return;
     }
-    let mut scopes = Scopes::new(msg);
-    let mut message_ids_checked: HashSet<usize> = HashSet::new();
-    // Parts given a Content-ID so far, with the edit: one per part, whatever the number
-    // of references to it.
-    let mut inserted: HashMap<usize, Option<usize>> = HashMap::new();
+    let mut st = State {
+        scopes: Scopes::new(msg),
+        message_ids_checked: HashSet::new(),
+        inserted: HashMap::new(),
+    };
     for idx in htmls {
         let Some(text) = html_text(msg, idx) else {
             continue;
         };
         let s = scan(&text, MAX_REFS_PER_PART);
-        let path = msg.entities[idx].path.clone();
+        let path = msg.entities[idx].path.as_str();
         let mut seen: HashSet<&str> = HashSet::new();
         for r in &s.refs {
             let Some(parsed) = cid::parse(&r.url) else {
@@ -514,87 +524,111 @@ pub fn check(cx: &mut Context) {
                 continue;
             }
             let problem = cid::syntax_problem(&r.url);
-            let syntax = |problem: &str| {
-                Finding::new(
-                    Rule::CidUrlSyntax,
-                    &path,
-                    format!(
-                        "{} \"{}\" in text/html is not a URL-encoded addr-spec: {problem} (RFC 2392 §2)",
-                        r.place,
-                        clip(&r.url)
-                    ),
-                )
-            };
             match parsed {
                 IdUrl::Cid(id) if !id.raw.is_empty() => {
-                    // One defect, one finding: a URL that resolves is not reported again
-                    // for a syntax problem its Content-ID shares (content-id-syntax says
-                    // it there), and one that does not resolve says why in one finding.
-                    match resolve_cid(&mut scopes, idx, &id) {
-                        Resolution::Found(at) => {
-                            cx.cid_targets.insert(at);
-                            if let Some(p) = problem.as_deref() {
-                                if content_id_parses(msg, at) {
-                                    let mut f = syntax(p);
-                                    f.severity = Severity::Info;
-                                    f.message.push_str(&format!(
-                                        "; it resolves to part {} all the same",
-                                        msg.entities[at].path
-                                    ));
-                                    cx.report(f);
-                                }
-                            }
-                        }
-                        Resolution::LocationOnly(at) => {
-                            cx.cid_targets.insert(at);
-                            let f = location_only(cx, &mut inserted, idx, at, r, &id);
-                            cx.report(f);
-                        }
-                        Resolution::Dangling(rel, elsewhere) => {
-                            cx.cid_dangling = true;
-                            let mut f = dangling(msg, &path, r, &id, rel, elsewhere);
-                            if let Some(p) = problem {
-                                f.message.push_str(&format!(
-                                    "; the URL is also not a URL-encoded addr-spec: {p}"
-                                ));
-                            }
-                            cx.report(f);
-                        }
-                    }
+                    check_cid(cx, &mut st, idx, r, &id, problem.as_deref())
                 }
                 IdUrl::Cid(_) => {
                     if let Some(p) = problem {
-                        cx.report(syntax(&p));
+                        cx.report(syntax_finding(path, r, &p));
                     }
                 }
                 IdUrl::Mid { message, .. } => {
                     if let Some(p) = problem {
-                        cx.report(syntax(&p));
+                        cx.report(syntax_finding(path, r, &p));
                     }
-                    for heading in scopes.message_headings_around(idx) {
-                        if message_ids_checked.insert(heading) {
-                            check_message_id(cx, heading);
-                        }
-                    }
-                    if message.raw.is_empty() {
-                        continue;
-                    }
-                    let ours = scopes.message_ids_around(idx);
-                    if !ours.iter().any(|m| message.matches(m).is_some()) {
-                        cx.report(Finding::new(
-                            Rule::MidUrlExternal,
-                            &path,
-                            format!(
-                                "{} \"{}\" names message {}, not this one: it cannot be resolved inside this message (RFC 2392 §2)",
-                                r.place,
-                                clip(&r.url),
-                                message.to_header()
-                            ),
-                        ));
-                    }
+                    check_mid(cx, &mut st, idx, r, &message);
                 }
             }
         }
+    }
+}
+
+/// `cid-url-syntax`: reference `r` of part `path` is not a URL-encoded addr-spec.
+fn syntax_finding(path: &str, r: &HtmlRef, problem: &str) -> Finding {
+    Finding::new(
+        Rule::CidUrlSyntax,
+        path,
+        format!(
+            "{} \"{}\" in text/html is not a URL-encoded addr-spec: {problem} (RFC 2392 §2)",
+            r.place,
+            clip(&r.url)
+        ),
+    )
+}
+
+/// The `cid:` reference `r` to `id` of text/html part `idx`, whose URL has the syntax
+/// `problem`, if any. One defect, one finding: a URL that resolves is not reported again
+/// for a syntax problem its Content-ID shares (content-id-syntax says it there), and one
+/// that does not resolve says why in one finding.
+fn check_cid(
+    cx: &mut Context,
+    st: &mut State,
+    idx: usize,
+    r: &HtmlRef,
+    id: &IdRef,
+    problem: Option<&str>,
+) {
+    let msg = cx.msg;
+    let path = msg.entities[idx].path.as_str();
+    match resolve_cid(&mut st.scopes, idx, id) {
+        Resolution::Found(at) => {
+            cx.cid_targets.insert(at);
+            if let Some(p) = problem {
+                if content_id_parses(msg, at) {
+                    let mut f = syntax_finding(path, r, p);
+                    f.severity = Severity::Info;
+                    f.message.push_str(&format!(
+                        "; it resolves to part {} all the same",
+                        msg.entities[at].path
+                    ));
+                    cx.report(f);
+                }
+            }
+        }
+        Resolution::LocationOnly(at) => {
+            cx.cid_targets.insert(at);
+            let f = location_only(cx, &mut st.inserted, idx, at, r, id);
+            cx.report(f);
+        }
+        Resolution::Dangling(rel, elsewhere) => {
+            cx.cid_dangling = true;
+            let mut f = dangling(msg, path, r, id, rel, elsewhere);
+            if let Some(p) = problem {
+                f.message.push_str(&format!(
+                    "; the URL is also not a URL-encoded addr-spec: {p}"
+                ));
+            }
+            cx.report(f);
+        }
+    }
+}
+
+/// The `mid:` reference `r` to `message` of text/html part `idx`: the Message-IDs of the
+/// messages around the part are checked once, and a reference to another message is
+/// `mid-url-external`.
+fn check_mid(cx: &mut Context, st: &mut State, idx: usize, r: &HtmlRef, message: &IdRef) {
+    for heading in st.scopes.message_headings_around(idx) {
+        if st.message_ids_checked.insert(heading) {
+            check_message_id(cx, heading);
+        }
+    }
+    if message.raw.is_empty() {
+        return;
+    }
+    let ours = st.scopes.message_ids_around(idx);
+    if !ours.iter().any(|m| message.matches(m).is_some()) {
+        let msg = cx.msg;
+        cx.report(Finding::new(
+            Rule::MidUrlExternal,
+            &msg.entities[idx].path,
+            format!(
+                "{} \"{}\" names message {}, not this one: it cannot be resolved inside this message (RFC 2392 §2)",
+                r.place,
+                clip(&r.url),
+                message.to_header()
+            ),
+        ));
     }
 }
 

@@ -204,9 +204,9 @@ impl<'a> Message<'a> {
         std::iter::successors(self.entities[i].parent, move |&p| self.entities[p].parent)
     }
 
+    /// Reads every entity, depth first in document order, within `limits`.
     fn scan(&mut self, limits: &Limits) {
         let raw_len = self.buffers[0].len();
-        // (buffer, range, parent, path, default content type is message/rfc822, kind override)
         let mut work: Vec<Pending> = vec![Pending {
             buf: 0,
             range: 0..raw_len,
@@ -226,11 +226,9 @@ impl<'a> Message<'a> {
             if let Some(parent) = p.parent {
                 self.entities[parent].children.push(idx);
             }
-            let e = &self.entities[idx];
-            if matches!(e.kind, Kind::Leaf | Kind::Phantom) {
+            if matches!(self.entities[idx].kind, Kind::Leaf | Kind::Phantom) {
                 continue;
             }
-            let mut children: Vec<Pending> = Vec::new();
             let descend = if depth >= limits.max_depth {
                 if self.overflow.depth_at.is_none() {
                     self.overflow.depth_at = Some(idx);
@@ -239,97 +237,129 @@ impl<'a> Message<'a> {
             } else {
                 true
             };
-            let (ebuf, body, encoding) = (e.buf, e.body.clone(), e.encoding);
-            match e.kind.clone() {
-                Kind::Multipart { boundary, .. } => {
-                    while index.len() <= ebuf {
-                        index.push(None);
-                    }
-                    let ix =
-                        index[ebuf].get_or_insert_with(|| DelimiterIndex::new(&self.buffers[ebuf]));
-                    let (parts, closed) =
-                        split_multipart_indexed(&self.buffers[ebuf], body, &boundary, ix);
-                    let e = &mut self.entities[idx];
-                    e.kind = Kind::Multipart {
-                        boundary,
-                        closed,
-                        no_parts: parts.is_empty(),
-                    };
-                    if descend {
-                        // One reservation per multipart instead of repeated doubling of
-                        // two vectors that end up holding every part.
-                        let prefix = child_prefix(&e.path);
-                        let digest = e.ctype.subtype == "digest";
-                        children.reserve(parts.len());
-                        for (n, r) in parts.into_iter().enumerate() {
-                            children.push(Pending {
-                                buf: ebuf,
-                                range: r,
-                                parent: Some(idx),
-                                path: child_path(prefix, n + 1),
-                                digest,
-                                phantom: false,
-                            });
-                        }
-                    }
-                }
-                Kind::Message if descend => {
-                    let path = encapsulated_path(&e.path);
-                    match encoding {
-                        Encoding::Base64 | Encoding::QuotedPrintable => {
-                            let decoded =
-                                decode::transfer_decode(&self.buffers[ebuf][body], encoding);
-                            let len = decoded.len();
-                            self.buffers.push(Cow::Owned(decoded));
-                            children.push(Pending {
-                                buf: self.buffers.len() - 1,
-                                range: 0..len,
-                                parent: Some(idx),
-                                path,
-                                digest: false,
-                                phantom: false,
-                            });
-                        }
-                        _ => children.push(Pending {
-                            buf: ebuf,
-                            range: body,
-                            parent: Some(idx),
-                            path,
-                            digest: false,
-                            phantom: false,
-                        }),
-                    }
-                }
-                Kind::ExternalBody if descend => {
-                    children.push(Pending {
-                        buf: ebuf,
-                        range: body,
-                        parent: Some(idx),
-                        path: e.path.clone(),
-                        digest: false,
-                        phantom: true,
-                    });
-                }
-                _ => {}
-            }
-            // One reservation per multipart instead of repeated doubling of vectors that
-            // end up holding every part.
-            self.entities.reserve(children.len());
-            self.all_fields.reserve(2 * children.len());
-            work.reserve(children.len());
-            // Children go on the stack in reverse so that they are read in document order.
-            for c in children.into_iter().rev() {
-                if self.entities.len() + work.len() >= limits.max_parts {
-                    if self.overflow.parts_at.is_none() {
-                        self.overflow.parts_at = c.parent;
-                    }
-                    continue;
-                }
-                work.push(c);
-            }
+            let children = self.children(idx, descend, &mut index);
+            self.queue(children, &mut work, limits);
         }
         // Children were pushed to the stack in reverse but entity indices follow the
         // order of reading, which is document order; the children lists are too.
+    }
+
+    /// The children of container entity `idx` still to be read. A multipart's body is
+    /// split whatever `descend` says (its kind records what the split found); its parts,
+    /// an encapsulated message or a phantom heading are returned only with `descend`.
+    fn children(
+        &mut self,
+        idx: usize,
+        descend: bool,
+        index: &mut Vec<Option<DelimiterIndex>>,
+    ) -> Vec<Pending> {
+        let e = &self.entities[idx];
+        let (ebuf, body) = (e.buf, e.body.clone());
+        match e.kind.clone() {
+            Kind::Multipart { boundary, .. } => self.split_parts(idx, boundary, descend, index),
+            Kind::Message if descend => vec![self.encapsulated(idx)],
+            Kind::ExternalBody if descend => vec![Pending {
+                buf: ebuf,
+                range: body,
+                parent: Some(idx),
+                path: e.path.clone(),
+                digest: false,
+                phantom: true,
+            }],
+            _ => Vec::new(),
+        }
+    }
+
+    /// Splits the body of multipart `idx` at `boundary`, records what the split found in
+    /// its kind, and returns its parts to read when `descend`.
+    fn split_parts(
+        &mut self,
+        idx: usize,
+        boundary: Vec<u8>,
+        descend: bool,
+        index: &mut Vec<Option<DelimiterIndex>>,
+    ) -> Vec<Pending> {
+        let (ebuf, body) = (self.entities[idx].buf, self.entities[idx].body.clone());
+        while index.len() <= ebuf {
+            index.push(None);
+        }
+        let ix = index[ebuf].get_or_insert_with(|| DelimiterIndex::new(&self.buffers[ebuf]));
+        let (parts, closed) = split_multipart_indexed(&self.buffers[ebuf], body, &boundary, ix);
+        let e = &mut self.entities[idx];
+        e.kind = Kind::Multipart {
+            boundary,
+            closed,
+            no_parts: parts.is_empty(),
+        };
+        if !descend {
+            return Vec::new();
+        }
+        // One reservation per multipart instead of repeated doubling of two vectors that
+        // end up holding every part.
+        let prefix = child_prefix(&e.path);
+        let digest = e.ctype.subtype == "digest";
+        let mut children = Vec::with_capacity(parts.len());
+        for (n, r) in parts.into_iter().enumerate() {
+            children.push(Pending {
+                buf: ebuf,
+                range: r,
+                parent: Some(idx),
+                path: child_path(prefix, n + 1),
+                digest,
+                phantom: false,
+            });
+        }
+        children
+    }
+
+    /// The message encapsulated in message/rfc822 entity `idx`, transfer-decoded into a
+    /// buffer of its own when the entity is base64 or quoted-printable.
+    fn encapsulated(&mut self, idx: usize) -> Pending {
+        let e = &self.entities[idx];
+        let (ebuf, body, encoding) = (e.buf, e.body.clone(), e.encoding);
+        let path = encapsulated_path(&e.path);
+        match encoding {
+            Encoding::Base64 | Encoding::QuotedPrintable => {
+                let decoded = decode::transfer_decode(&self.buffers[ebuf][body], encoding);
+                let len = decoded.len();
+                self.buffers.push(Cow::Owned(decoded));
+                Pending {
+                    buf: self.buffers.len() - 1,
+                    range: 0..len,
+                    parent: Some(idx),
+                    path,
+                    digest: false,
+                    phantom: false,
+                }
+            }
+            _ => Pending {
+                buf: ebuf,
+                range: body,
+                parent: Some(idx),
+                path,
+                digest: false,
+                phantom: false,
+            },
+        }
+    }
+
+    /// Puts `children` on the `work` stack, as far as `limits` allows more parts.
+    fn queue(&mut self, children: Vec<Pending>, work: &mut Vec<Pending>, limits: &Limits) {
+        // One reservation per multipart instead of repeated doubling of vectors that
+        // end up holding every part.
+        self.entities.reserve(children.len());
+        self.all_fields.reserve(2 * children.len());
+        work.reserve(children.len());
+        // Children go on the stack in reverse so that they are read in document order.
+        for c in children.into_iter().rev() {
+            if self.entities.len() + work.len() >= limits.max_parts {
+                if self.overflow.parts_at.is_none() {
+                    self.overflow.parts_at = c.parent;
+                }
+                continue;
+            }
+            work.push(c);
+        }
     }
 
     /// Reads the heading at `p` and appends the entity to `entities`; the entity takes
