@@ -3,15 +3,47 @@
 //! Pure by design: no I/O, no async, no logging, no globals. The milter, the CLI, the
 //! tests and the fuzzers all drive it through [`check`] and [`fix`].
 //!
-//! Layout, one file per standard:
-//! - `mime` (structure scan with byte offsets), `params` (RFC 2045/2231 parameters),
-//!   `decode` (transfer encodings, charsets, RFC 2047)
-//! - `extbody` (RFC 2046 §5.2.3 / RFC 2017), `fold` (the RFC 2017 folding and %-encoding)
-//! - `related` (RFC 2387 / RFC 2557), `resolve` (RFC 3986 resolution of Content-Location),
-//!   `html` (references inside text/html)
-//! - `cid` (RFC 2392 URLs), `cturi` (draft-eastlake-cturi), `ids` (Content-ID rules),
-//!   `headers` (line limits), `signed` (DKIM / S/MIME protection)
-//! - `edit` (edits and `apply`), `rules` (the catalogue)
+//! # Layout
+//!
+//! Four layers, each using only the ones above it in this list; this file runs the
+//! checks in order and re-exports the types a caller needs.
+//!
+//! - `syntax/`: octets and text of the standards, nothing about a message's structure.
+//!   - `ascii`: case-insensitive comparison, hex digits, `excerpt` (values quoted in
+//!     findings)
+//!   - `params`: Content-Type and its parameters (RFC 2045, RFC 2231 continuations)
+//!   - `decode`: transfer encodings, charsets, RFC 2047 encoded-words
+//!   - `fold`: **RFC 2017 §3.1 %-encoding and folding** of the URL parameter, the fold of
+//!     Content-Location (RFC 2557 §4.4.2) and of parameter lists, and `unfold`
+//!   - `cid`: `cid:` and `mid:` URLs (RFC 2392)
+//!   - `msgid`: Message-ID and Content-ID syntax and their addr-spec (RFC 5322 §3.6.4)
+//!   - `uri`: the URI scheme (RFC 3986 §3.1) and the schemes that retrieve nothing
+//!   - `resolve`: Content-Location values and RFC 3986 §5.2 resolution
+//!   - `cturi`: the draft-eastlake-cturi mapping between Content-Types and URIs
+//! - `model/`: the message and what an analysis builds.
+//!   - `mime`: the structure scan, every entity with byte offsets
+//!   - `base`: the base URI of an entity and its resolved Content-Location (RFC 2557 §5)
+//!   - `edit`: edits, the edit set of an analysis, and `apply`
+//!   - `rules`: the rule catalogue; `options`: limits, scheme policy, options;
+//!     `url_rules`: the admin's URL rewrite rules the options carry (match, template);
+//!     `analysis`: findings, the analysis and the context the checks share
+//! - `repair/`: repairs beyond one field, offered by the checks.
+//!   - `rewrite`: a rewrite rule's result as a repair (may it be written, the change
+//!     record); `strip`: the notice part that replaces a part with a denied reference
+//! - `checks/`: the rules, each reading the model and reporting findings with edits.
+//!   - `headers`: structural limits and line lengths
+//!   - `extbody/`: message/external-body (RFC 2046 §5.2.3, RFC 2017): `mod.rs` the
+//!     access-type, parameters and phantom heading, `url` the URL access-type, `legacy`
+//!     FTP/ANON-FTP/TFTP and their conversion, `value` the rewrite of the Content-Type
+//!     value both repairs make
+//!   - `related`: multipart/related and Content-Location (RFC 2387, RFC 2557)
+//!   - `html`: references inside text/html (RFC 2557 §8, RFC 2392)
+//!   - `ids`: Content-ID rules; `cturi`: Content-Types that stand for a URI
+//!   - `signed`: fixes withheld from DKIM-signed, multipart/signed and S/MIME messages
+//!
+//! Public beyond the root: the library functions of `syntax` (`cid`, `cturi`, `fold`,
+//! `resolve`) and the structure scan `model::mime`. `fuzzing` (hidden) is for the fuzz
+//! targets.
 
 pub(crate) mod checks;
 pub mod model;
@@ -26,7 +58,7 @@ pub use model::analysis::{Analysis, Finding, MAX_FINDINGS_PER_RULE};
 pub use model::edit::{apply, ApplyError, Edit, EditKind, EditSet, FieldLoc, UrlChange};
 pub use model::options::{Limits, Options, SchemePolicy};
 pub use model::rules::{Rule, Severity};
-pub use repair::rewrite::{HostMatch, PathRegex, Template, UrlRewrite};
+pub use model::url_rules::{HostMatch, PathRegex, Template, UrlRewrite};
 
 /// Analyses `raw` and returns every finding with the edits that would repair them.
 pub fn check(raw: &[u8], opts: &Options) -> Analysis {
@@ -72,7 +104,7 @@ pub fn fix(raw: &[u8], opts: &Options) -> Result<(Vec<u8>, Analysis), ApplyError
 }
 
 /// The edits of every fixable finding of `analysis` (an analysis of `raw`), applied.
-pub fn apply_fixes(raw: &[u8], analysis: &Analysis) -> Result<Vec<u8>, ApplyError> {
+pub(crate) fn apply_fixes(raw: &[u8], analysis: &Analysis) -> Result<Vec<u8>, ApplyError> {
     apply(raw, analysis.edits_for(|f| f.fixable))
 }
 

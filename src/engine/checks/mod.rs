@@ -1,4 +1,5 @@
-//! The checks: each reads the model and reports findings, offering edits.
+//! The checks: each reads the model and reports findings, offering edits. Uses
+//! `syntax`, `model` and `repair`; no check uses another.
 pub mod cturi;
 pub mod extbody;
 pub mod headers;

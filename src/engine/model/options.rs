@@ -1,6 +1,6 @@
 //! What the engine is asked to do: limits, scheme policy and the options of a check.
 
-use crate::engine::repair::rewrite::UrlRewrite;
+use crate::engine::model::url_rules::UrlRewrite;
 
 /// Structural limits. Exceeding one is a finding, never a panic or a hang.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,3 +1,5 @@
-//! Repairs beyond one field: URL rewrite rules and the notice that replaces a part.
+//! Repairs beyond the RFC ones: the result of a URL rewrite rule, and the notice that
+//! replaces a part.
+//! Uses `syntax` and `model`; the checks offer them.
 pub mod rewrite;
 pub mod strip;

@@ -1,4 +1,5 @@
-//! Syntax: octets and text of the standards, with no knowledge of a message's structure.
+//! Syntax: octets and text of the standards, with no knowledge of a message's
+//! structure. Uses nothing else of the engine.
 pub(crate) mod ascii;
 pub mod cid;
 pub mod cturi;

@@ -9,6 +9,7 @@ use super::value::{self, Form};
 use super::ExtField;
 use crate::engine::model::analysis::{Context, Finding};
 use crate::engine::model::rules::Rule;
+use crate::engine::model::url_rules;
 use crate::engine::repair::{rewrite, strip};
 use crate::engine::syntax::ascii::excerpt;
 use crate::engine::syntax::fold;
@@ -122,7 +123,7 @@ fn apply_rewrite_rules(
     out: &mut Legacy,
 ) -> String {
     let url_str = String::from_utf8_lossy(url).into_owned();
-    let Some(rw) = rewrite::apply_rules(&cx.opts.rewrites, url) else {
+    let Some(rw) = url_rules::apply_rules(&cx.opts.rewrites, url) else {
         return url_str;
     };
     if rw.url == url_str {

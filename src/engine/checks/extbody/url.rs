@@ -10,6 +10,7 @@ use super::value::{self, Form};
 use super::ExtField;
 use crate::engine::model::analysis::{Context, Finding};
 use crate::engine::model::rules::Rule;
+use crate::engine::model::url_rules;
 use crate::engine::repair::{rewrite, strip};
 use crate::engine::syntax::ascii::excerpt;
 use crate::engine::syntax::fold;
@@ -326,7 +327,7 @@ fn apply_rewrite_rules(
     encoded: &[u8],
     found: &mut Vec<UrlFinding>,
 ) -> Option<String> {
-    let rw = rewrite::apply_rules(&cx.opts.rewrites, encoded)?;
+    let rw = url_rules::apply_rules(&cx.opts.rewrites, encoded)?;
     if rw.url.as_bytes() == encoded {
         return None;
     }
