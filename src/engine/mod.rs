@@ -20,6 +20,7 @@
 //!   - `uri`: the URI scheme (RFC 3986 §3.1) and the schemes that retrieve nothing
 //!   - `resolve`: Content-Location values and RFC 3986 §5.2 resolution
 //!   - `cturi`: the draft-eastlake-cturi mapping between Content-Types and URIs
+//!   - `html`: the URL references of an HTML document (attributes and CSS)
 //! - `model/`: the message and what an analysis builds.
 //!   - `mime`: the structure scan, every entity with byte offsets
 //!   - `base`: the base URI of an entity and its resolved Content-Location (RFC 2557 §5)
@@ -131,7 +132,7 @@ pub mod fuzzing {
     }
     /// The HTML reference scanner.
     pub mod html {
-        pub use crate::engine::checks::html::scan;
+        pub use crate::engine::syntax::html::scan;
     }
     /// RFC 3986 resolution and Content-Location reading.
     pub mod resolve {

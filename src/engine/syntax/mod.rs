@@ -5,6 +5,7 @@ pub mod cid;
 pub mod cturi;
 pub(crate) mod decode;
 pub mod fold;
+pub(crate) mod html;
 pub(crate) mod msgid;
 pub(crate) mod params;
 pub mod resolve;
