@@ -9,9 +9,9 @@
 //! - [`url_words`]: step (2), cut a URL into ≤40-octet words without splitting `%HH`.
 //! - [`fold_url`]: step (3), the `URL="w1<eol> w2<eol> w3"` parameter.
 //! - [`fold_plain`]: the same cut without quotes (Content-Location, RFC 2557 §4.4.2).
-//! - [`fold_params_after`]: a fold of a Content-Type value between its parameters, for lines
+//! - `fold_params_after`: a fold of a Content-Type value between its parameters, for lines
 //!   over the RFC 5322 §2.1.1 limit of 998 octets.
-//! - [`unfold`]: the reverse of any fold, line breaks removed (RFC 5322 §2.2.3).
+//! - `unfold`: the reverse of any fold, line breaks removed (RFC 5322 §2.2.3).
 
 use std::borrow::Cow;
 
@@ -34,7 +34,7 @@ pub(crate) fn must_encode(b: u8) -> bool {
     b <= 0x20 || b >= 0x7f || b == b'"' || b == b'\\'
 }
 
-/// %-encodes every octet [`must_encode`] names, with upper-case hex. Already-encoded
+/// %-encodes every octet `must_encode` names, with upper-case hex. Already-encoded
 /// triplets and stray `%` pass through, so applying it twice changes nothing.
 ///
 /// `http://example.com/a b/"q"\x/café?x=1&y=%zz` becomes

@@ -25,7 +25,7 @@ pub struct ContentType {
     pub trailing: Option<usize>,
     /// Offsets where a parameter follows the previous value without its `;` (RFC 2046
     /// erratum 589, RFC 2387 §5.1 as printed). Parsing reads on, as lenient readers do,
-    /// and marks what follows [`Param::after_defect`]; [`ContentType::strict`] gives the
+    /// and marks what follows `Param::after_defect`; [`ContentType::strict`] gives the
     /// view of a reader that stops there.
     pub defects: Vec<usize>,
 }
