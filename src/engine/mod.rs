@@ -56,7 +56,7 @@ use model::analysis::Context;
 use model::mime;
 
 pub use model::analysis::{Analysis, Finding, MAX_FINDINGS_PER_RULE};
-pub use model::edit::{apply, ApplyError, Edit, EditKind, EditSet, FieldLoc, UrlChange};
+pub use model::edit::{apply, ApplyError, Edit, EditKind, FieldLoc, UrlChange};
 pub use model::options::{Limits, Options, SchemePolicy};
 pub use model::rules::{Rule, Severity};
 pub use model::url_rules::{HostMatch, PathRegex, Template, UrlRewrite};

@@ -252,10 +252,6 @@ impl EditSet {
     pub fn into_vec(self) -> Vec<Edit> {
         self.edits
     }
-
-    pub fn as_slice(&self) -> &[Edit] {
-        &self.edits
-    }
 }
 
 #[cfg(test)]
