@@ -23,7 +23,7 @@ use crate::engine::model::analysis::{Context, Finding};
 use crate::engine::model::mime::{Kind, Message};
 use crate::engine::model::rules::{Rule, Severity};
 use crate::engine::syntax::ascii::clip;
-use crate::engine::syntax::cid::{self, IdRef, IdUrl, Match};
+use crate::engine::syntax::cid::{self, IdRef, IdUrl};
 use crate::engine::syntax::decode::{charset_decode, transfer_decode};
 use crate::engine::syntax::html::{scan, HtmlRef};
 use crate::engine::syntax::msgid::{addr_spec, parse_msg_id};
@@ -215,11 +215,10 @@ impl<'m, 'a> Scopes<'m, 'a> {
     }
 }
 
-fn lookup(set: &IdSet, r: &IdRef) -> Option<(usize, Match)> {
-    if let Some(&i) = set.get(&r.decoded) {
-        return Some((i, Match::Decoded));
-    }
-    set.get(&r.raw).map(|&i| (i, Match::Raw))
+/// The entity of `set` a reference names: by its %-decoded form first, then as written
+/// (RFC 2392 §2 and erratum 454).
+fn lookup(set: &IdSet, r: &IdRef) -> Option<usize> {
+    set.get(&r.decoded).or_else(|| set.get(&r.raw)).copied()
 }
 
 fn tried(r: &IdRef) -> String {
@@ -422,18 +421,18 @@ enum Resolution {
 fn resolve_cid(scopes: &mut Scopes, idx: usize, id: &IdRef) -> Resolution {
     let related = scopes.related_ancestors(idx);
     for &rel in &related {
-        if let Some((at, _)) = lookup(scopes.related_ids(rel), id) {
+        if let Some(at) = lookup(scopes.related_ids(rel), id) {
             return Resolution::Found(at);
         }
     }
     let root = scopes.message_root(idx);
-    let elsewhere = lookup(scopes.message_ids(root), id).map(|(at, _)| at);
+    let elsewhere = lookup(scopes.message_ids(root), id);
     match (related.first(), elsewhere) {
         // RFC 2392 scopes cid: to the message; no multipart/related narrows it here.
         (None, Some(at)) => Resolution::Found(at),
         _ => {
             for &rel in &related {
-                if let Some((at, _)) = lookup(scopes.related_cid_locations(rel), id) {
+                if let Some(at) = lookup(scopes.related_cid_locations(rel), id) {
                     return Resolution::LocationOnly(at);
                 }
             }

@@ -45,15 +45,6 @@ pub enum Match {
     Raw,
 }
 
-impl Match {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Match::Decoded => "%-decoded",
-            Match::Raw => "as written",
-        }
-    }
-}
-
 impl IdRef {
     fn new(raw: &str) -> IdRef {
         IdRef {
@@ -88,15 +79,6 @@ pub enum IdUrl {
     Cid(IdRef),
     /// `mid:message-id[/content-id]`
     Mid { message: IdRef, part: Option<IdRef> },
-}
-
-impl IdUrl {
-    pub fn scheme(&self) -> Scheme {
-        match self {
-            IdUrl::Cid(_) => Scheme::Cid,
-            IdUrl::Mid { .. } => Scheme::Mid,
-        }
-    }
 }
 
 /// The scheme of `url` if it is `cid:` or `mid:` (case-insensitive), and the rest.
