@@ -368,8 +368,8 @@ fn fix(args: FixArgs) -> ExitCode {
 
 fn cturi(c: CturiCommand) -> ExitCode {
     let res = match c {
-        CturiCommand::ToUri { content_type } => engine::cturi::to_uri(&content_type),
-        CturiCommand::ToContentType { uri } => engine::cturi::to_content_type(&uri),
+        CturiCommand::ToUri { content_type } => engine::syntax::cturi::to_uri(&content_type),
+        CturiCommand::ToContentType { uri } => engine::syntax::cturi::to_content_type(&uri),
     };
     match res {
         Ok(s) => {

@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mimeref_milter::engine::cturi;
+use mimeref_milter::engine::fuzzing::cturi;
 
 fuzz_target!(|data: &[u8]| {
     let s = String::from_utf8_lossy(data);
@@ -12,5 +12,5 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(ct) = cturi::to_content_type(&s) {
         let _ = cturi::to_uri(&ct);
     }
-    let _ = cturi::uri_scheme(&s);
+    let _ = cturi::uri_scheme(s.as_bytes());
 });

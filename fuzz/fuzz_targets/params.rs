@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mimeref_milter::engine::params::{self, ContentType};
+use mimeref_milter::engine::fuzzing::params::{self, ContentType};
 
 fuzz_target!(|data: &[u8]| {
     let ct = ContentType::parse(data);

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mimeref_milter::engine::resolve;
+use mimeref_milter::engine::fuzzing::resolve;
 
 fuzz_target!(|data: &[u8]| {
     let (base, reference) = match data.iter().position(|&b| b == 0) {

@@ -11,7 +11,7 @@
 
 use std::borrow::Cow;
 
-use crate::engine::{self, mime, Limits};
+use crate::engine::{self, model::mime, Limits};
 
 use super::plan::Received;
 

@@ -415,13 +415,13 @@ fn multipart_without_boundary() {
         "{:?}",
         analysis.findings
     );
-    let parsed = engine::mime::Message::parse(&m, &Limits::default());
+    let parsed = engine::model::mime::Message::parse(&m, &Limits::default());
     assert_eq!(parsed.entities.len(), 1, "split without a boundary");
     // An empty boundary is no boundary either.
     let empty = String::from_utf8(m)
         .unwrap()
         .replace("start=", "boundary=\"\"; start=");
-    let parsed = engine::mime::Message::parse(empty.as_bytes(), &Limits::default());
+    let parsed = engine::model::mime::Message::parse(empty.as_bytes(), &Limits::default());
     assert_eq!(parsed.entities.len(), 1, "split on an empty boundary");
     let a = engine_run("empty boundary", empty.as_bytes(), &opts());
     assert!(a
@@ -435,7 +435,7 @@ fn boundaries_that_are_prefixes_of_each_other() {
     let m = prefix_boundaries();
     let a = engine_run("prefix boundaries", &m, &opts());
     assert_fires("prefix boundaries", &a, Rule::RelatedCidDuplicate);
-    let parsed = engine::mime::Message::parse(&m, &Limits::default());
+    let parsed = engine::model::mime::Message::parse(&m, &Limits::default());
     // Top, the inner multipart, its two parts, and the outer last part.
     assert_eq!(parsed.entities.len(), 5, "boundaries split wrongly");
 }

@@ -51,6 +51,53 @@ pub fn eq_lower(s: &[u8], lower: &[u8]) -> bool {
     lower8(load(s, n - LANES)) == load(lower, n - LANES)
 }
 
+/// A message value as findings quote it: lossy UTF-8, folding whitespace collapsed to one SP, other
+/// controls escaped, cut at 80 characters. Findings reach logs and
+/// report headers, so no control character ever gets through.
+pub fn excerpt(v: &[u8]) -> String {
+    let text = String::from_utf8_lossy(v);
+    let mut out = String::new();
+    let mut n = 0;
+    let mut blank = false;
+    for ch in text.chars() {
+        if n == 80 {
+            out.push('…');
+            break;
+        }
+        if matches!(ch, ' ' | '\t' | '\r' | '\n') {
+            blank = true;
+            continue;
+        }
+        if blank && n > 0 {
+            out.push(' ');
+            n += 1;
+        }
+        blank = false;
+        if ch.is_control() {
+            out.extend(ch.escape_default());
+        } else {
+            out.push(ch);
+        }
+        n += 1;
+    }
+    out
+}
+
+/// [`excerpt`] of a text.
+pub fn clip(s: &str) -> String {
+    excerpt(s.as_bytes())
+}
+
+/// The value of a hexadecimal digit, either case.
+pub fn hex_value(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,8 +8,8 @@
 //! Per heading: `location-multiple`, `location-illegal-chars`, `location-line-too-long`
 //! (fixable: RFC 2017 fold without quotes, RFC 2557 §4.4.2), `location-base-not-absolute`.
 //!
-//! For the HTML reference check: [`related_ancestors`], [`content_ids`], [`cid_index`] and
-//! [`lookup_cid`]; Content-Location resolution is in `resolve`.
+//! The `cid:` references of text/html are checked in `checks::html`; Content-Location
+//! resolution is in `syntax::resolve` and `model::base`.
 //!
 //! Both RFC 2387 examples omit a `;` between parameters (§5.1 before `start=`, §5.2
 //! before `type=`) and Opera writes `start=<…>` unquoted: the parameters after such a
@@ -18,15 +18,16 @@
 
 use std::collections::HashMap;
 
-use super::ascii::eq_lower;
-use super::cid::{IdRef, Match};
-use super::excerpt;
-use super::fold;
-use super::ids::addr_spec;
-use super::mime::{Entity, Kind, Message};
-use super::params::ContentType;
-use super::resolve::{self, parse_location};
-use super::{Context, Finding, Rule};
+use crate::engine::model::analysis::{Context, Finding};
+use crate::engine::model::base;
+use crate::engine::model::mime::{Entity, Kind, Message};
+use crate::engine::model::rules::Rule;
+use crate::engine::syntax::ascii::eq_lower;
+use crate::engine::syntax::ascii::excerpt;
+use crate::engine::syntax::fold;
+use crate::engine::syntax::msgid::addr_spec;
+use crate::engine::syntax::params::ContentType;
+use crate::engine::syntax::resolve::{self, parse_location};
 
 /// RFC 5322 §2.1.1 soft line limit, which RFC 2557 §4.4.2 asks Content-Location to keep.
 const SOFT_LINE: usize = 78;
@@ -35,24 +36,9 @@ fn is_related(e: &Entity) -> bool {
     e.ctype.is("multipart", "related") && matches!(e.kind, Kind::Multipart { .. })
 }
 
-/// The multipart/related entities that contain `entity`, innermost first. A `cid:` or
-/// Content-Location reference inside `entity` may be satisfied by a direct child of any
-/// of them (RFC 2557 §7 covers only the innermost; RULES.md accepts enclosing ones).
-pub fn related_ancestors<'m>(
-    msg: &'m Message<'_>,
-    entity: usize,
-) -> impl Iterator<Item = usize> + 'm {
-    let valid = entity < msg.entities.len();
-    valid
-        .then(|| msg.ancestors(entity))
-        .into_iter()
-        .flatten()
-        .filter(move |&i| is_related(&msg.entities[i]))
-}
-
 /// The direct children of `related` that carry a Content-ID, with its addr-spec (angle
-/// brackets and CFWS removed, see `ids::addr_spec`), in document order.
-pub fn content_ids(msg: &Message, related: usize) -> Vec<(usize, Vec<u8>)> {
+/// brackets and CFWS removed, see `msgid::addr_spec`), in document order.
+fn content_ids(msg: &Message, related: usize) -> Vec<(usize, Vec<u8>)> {
     let Some(r) = msg.entities.get(related) else {
         return Vec::new();
     };
@@ -65,24 +51,6 @@ pub fn content_ids(msg: &Message, related: usize) -> Vec<(usize, Vec<u8>)> {
             (!id.is_empty()).then_some((c, id))
         })
         .collect()
-}
-
-/// Content-ID addr-spec → first direct child of `related` carrying it, for many lookups.
-pub fn cid_index(msg: &Message, related: usize) -> HashMap<Vec<u8>, usize> {
-    let mut index = HashMap::new();
-    for (c, id) in content_ids(msg, related) {
-        index.entry(id).or_insert(c);
-    }
-    index
-}
-
-/// The child a `cid:` reference names in `index`, trying the %-decoded URL body first and
-/// then the body as written (RFC 2392 §2 and erratum 454), and which form matched.
-pub fn lookup_cid(index: &HashMap<Vec<u8>, usize>, r: &IdRef) -> Option<(usize, Match)> {
-    if let Some(&c) = index.get(r.decoded.as_bytes()) {
-        return Some((c, Match::Decoded));
-    }
-    index.get(r.raw.as_bytes()).map(|&c| (c, Match::Raw))
 }
 
 pub fn check(cx: &mut Context) {
@@ -261,10 +229,10 @@ fn check_cid_duplicates(cx: &mut Context, ids: &[(usize, Vec<u8>)]) {
 
 fn check_location_duplicates(cx: &mut Context, idx: usize) {
     let msg = cx.msg;
-    let base = resolve::base_for(msg, idx);
+    let base = base::base_for(msg, idx);
     let mut first: HashMap<String, usize> = HashMap::new();
     for &c in &msg.entities[idx].children {
-        let Some(loc) = resolve::resolved_location_with(msg, c, &base) else {
+        let Some(loc) = base::resolved_location_with(msg, c, &base) else {
             continue;
         };
         match first.get(&loc) {
@@ -362,7 +330,9 @@ fn check_location_field(cx: &mut Context, idx: usize, fi: usize) {
             ),
         ));
     }
-    let longest = super::mime::line_lengths(msg.buf(e), f).max().unwrap_or(0);
+    let longest = crate::engine::model::mime::line_lengths(msg.buf(e), f)
+        .max()
+        .unwrap_or(0);
     if longest <= SOFT_LINE {
         return;
     }
@@ -615,7 +585,7 @@ mod tests {
         assert!(out.ends_with("\n\nx\n"));
         let m = Message::parse(out.as_bytes(), &Limits::default());
         assert_eq!(
-            resolve::resolved_location(&m, 0).as_deref(),
+            base::resolved_location_with(&m, 0, resolve::THIS_MESSAGE).as_deref(),
             Some(url.as_str())
         );
         assert!(found(&out).is_empty(), "{out}");
@@ -661,17 +631,9 @@ mod tests {
     }
 
     #[test]
-    fn helpers_for_html_references() {
+    fn content_ids_are_the_addr_specs_of_the_direct_children() {
         let raw = "Content-Type: multipart/related; boundary=o; type=\"multipart/related\"\n\n--o\nContent-Type: multipart/related; boundary=i; type=\"text/html\"\n\n--i\nContent-Type: text/html\n\nh\n--i\nContent-ID: <a%25b@x>\n\ni\n--i--\n--o--\n";
         let m = Message::parse(raw.as_bytes(), &Limits::default());
-        assert_eq!(related_ancestors(&m, 2).collect::<Vec<_>>(), [1, 0]);
-        assert_eq!(related_ancestors(&m, 99).count(), 0);
         assert_eq!(content_ids(&m, 1), [(3, b"a%25b@x".to_vec())]);
-        let index = cid_index(&m, 1);
-        let raw_form = match crate::engine::cid::parse("cid:a%25b@x") {
-            Some(crate::engine::cid::IdUrl::Cid(r)) => r,
-            other => panic!("{other:?}"),
-        };
-        assert_eq!(lookup_cid(&index, &raw_form), Some((3, Match::Raw)));
     }
 }

@@ -58,10 +58,6 @@ macro_rules! rules {
             pub fn has_fix(self) -> bool {
                 match self { $( Rule::$variant => $fixable, )* }
             }
-
-            pub fn from_id(id: &str) -> Option<Rule> {
-                match id { $( $id => Some(Rule::$variant), )* _ => None }
-            }
         }
     };
 }
@@ -131,13 +127,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ids_round_trip_and_are_unique() {
+    fn ids_are_unique() {
         let mut seen = std::collections::HashSet::new();
         for &r in Rule::ALL {
             assert!(seen.insert(r.id()), "duplicate id {}", r.id());
-            assert_eq!(Rule::from_id(r.id()), Some(r));
         }
         assert_eq!(Rule::ALL.len(), 40);
-        assert_eq!(Rule::from_id("no-such-rule"), None);
     }
 }

@@ -2,34 +2,30 @@
 //!
 //! Every `extbody-*` rule of the catalogue is checked here, on each entity the scanner
 //! marked [`Kind::ExternalBody`]; its phantom heading and body is the child entity marked
-//! [`Kind::Phantom`].
+//! [`Kind::Phantom`]. This file reads the access-type and checks what every reference
+//! needs (parameters, encoding, phantom heading); then:
 //!
-//! The one repair is a rewrite of the Content-Type value that re-emits the URL parameter
-//! in RFC 2017 form (encoded, quoted, folded into ≤40-octet words) and keeps every other
-//! byte of the value. The encoding and folding live in [`super::fold`].
+//! - `url`: the URL access-type (RFC 2017): the forms of the URL parameter, its content,
+//!   the scheme policy and the rewrite rules;
+//! - `legacy`: FTP, ANON-FTP and TFTP, and their conversion to `access-type=URL`;
+//! - `value`: the one repair both make, a rewrite of the Content-Type value that
+//!   re-emits the URL parameter in RFC 2017 form (encoded, quoted, folded into ≤40-octet
+//!   words) and keeps every other byte of the value. The encoding and folding live in
+//!   [`crate::engine::syntax::fold`].
+
+mod legacy;
+mod url;
+mod value;
 
 use std::borrow::Cow;
-use std::ops::Range;
 
-use iri_string::types::UriAbsoluteStr;
-
-use super::fold;
-use super::mime::{Encoding, Entity, Kind};
-use super::params::{is_token_byte, ContentType, Param};
-use super::rewrite;
-use super::{Context, Finding, Rule};
-
-/// Schemes that name or contact something rather than retrieve it. RFC 2017 §2: the URL
-/// access-type "is only intended for use with URLs that actually retrieve something.
-/// Other URL mechanisms, e.g. mailto, may not be used". `news` is here as RULES.md asks
-/// (it names a group or an article by Message-ID, and reaching it depends on the
-/// reader's own server); `nntp`, which names a server, stays allowed. `cid` and `mid`
-/// point inside messages, never to an external body. Dangerous schemes (`file`,
-/// `javascript`, `data`…) are a policy matter: see [`super::SchemePolicy`].
-pub const NON_RETRIEVAL_SCHEMES: &[&str] = &[
-    "mailto", "news", "snews", "telnet", "tn3270", "rlogin", "tel", "fax", "modem", "sms", "sip",
-    "sips", "callto", "xmpp", "irc", "ircs", "urn", "cid", "mid", "geo", "about",
-];
+use crate::engine::model::analysis::{Context, Finding};
+use crate::engine::model::mime::{Entity, Kind};
+use crate::engine::model::rules::Rule;
+use crate::engine::syntax::ascii::excerpt;
+use crate::engine::syntax::decode::Encoding;
+use crate::engine::syntax::fold;
+use crate::engine::syntax::params::ContentType;
 
 /// Access types of RFC 2046 §5.2.3.2–5 and RFC 2017, lower-case.
 const KNOWN_ACCESS_TYPES: &[&str] = &[
@@ -40,6 +36,20 @@ const KNOWN_ACCESS_TYPES: &[&str] = &[
     "local-file",
     "mail-server",
 ];
+
+/// The Content-Type field of one message/external-body entity, as its checks read it.
+struct ExtField<'v> {
+    /// The entity.
+    idx: usize,
+    /// Its Content-Type field (an index into the entity's fields).
+    fi: usize,
+    /// The field value, with the edit an earlier check made to it, if any.
+    value: &'v [u8],
+    /// `value`, read strictly.
+    ct: &'v ContentType,
+    /// Whether an edit of the field may be offered.
+    can_edit: bool,
+}
 
 /// Runs every `extbody-*` rule on every message/external-body entity.
 pub fn check(cx: &mut Context) {
@@ -66,7 +76,13 @@ fn check_entity(cx: &mut Context, idx: usize) {
     // Strict: a parameter after a missing `;` (RFC 2046 erratum 589) is not there for a
     // strict reader, and the findings say where reading stopped.
     let ct = ContentType::parse(&value).strict();
-    let path = e.path.as_str();
+    let f = ExtField {
+        idx,
+        fi,
+        value: &value,
+        ct: &ct,
+        can_edit,
+    };
 
     check_encoding(cx, e);
 
@@ -77,7 +93,7 @@ fn check_entity(cx: &mut Context, idx: usize) {
     let Some(access) = access else {
         cx.report(Finding::new(
             Rule::ExtbodyAccessTypeMissing,
-            path,
+            &e.path,
             format!(
                 "message/external-body without an access-type parameter (RFC 2046 §5.2.3.1 makes it mandatory){}",
                 stop_note(&ct, &value)
@@ -87,75 +103,16 @@ fn check_entity(cx: &mut Context, idx: usize) {
         return;
     };
 
-    let (needed, section): (&[&str], &str) = match access.as_str() {
-        "url" => (&["url"], "RFC 2017 §3(2)"),
-        "ftp" | "tftp" => (&["name", "site"], "RFC 2046 §5.2.3.2"),
-        "anon-ftp" => (&["name", "site"], "RFC 2046 §5.2.3.3"),
-        "local-file" => (&["name"], "RFC 2046 §5.2.3.4"),
-        "mail-server" => (&["server"], "RFC 2046 §5.2.3.5"),
-        _ => (&[], ""),
-    };
-    for &name in needed {
-        // A URL parameter that is there but empty is `extbody-url-invalid` (check_url):
-        // the parameter is not absent, its value is not an absolute URI.
-        let present = ct
-            .get(name)
-            .is_some_and(|v| name == "url" || !v.value.is_empty());
-        if !present {
-            cx.report(Finding::new(
-                Rule::ExtbodyParamMissing,
-                path,
-                format!(
-                    "access-type={access} needs a non-empty {} parameter ({section}){}",
-                    name.to_ascii_uppercase(),
-                    stop_note(&ct, &value)
-                ),
-            ));
-        }
-    }
-
+    check_needed_params(cx, &f, &access);
     match access.as_str() {
-        "ftp" | "anon-ftp" | "tftp" => {
-            let lg = legacy_convert(cx, idx, fi, &value, &ct, &access, can_edit);
-            let mut f = Finding::new(
-                Rule::ExtbodyLegacyAccessType,
-                path,
-                format!(
-                    "legacy access-type={access}: RFC 2017 URL access-type is better understood{}",
-                    lg.note
-                ),
-            );
-            if let Some(i) = lg.edit {
-                f = f.with_edit(i);
-            }
-            cx.report(f);
-            cx.findings.extend(lg.rewritten);
-            cx.findings.extend(lg.failed);
-            // The scheme policy applies to the URL such a reference stands for.
-            let scheme: &str = if access == "tftp" { "tftp" } else { "ftp" };
-            if let (Some(u), None, true) = (&lg.url, lg.edit, cx.opts.schemes.denies(scheme)) {
-                let strip = rewrite::offer_strip(cx, idx, Rule::ExtbodyUrlSchemeDenied, u);
-                let mut f = Finding::new(
-                    Rule::ExtbodyUrlSchemeDenied,
-                    path,
-                    format!(
-                        "access-type={access} stands for a {scheme}: URL, a scheme denied by the scheme policy: {}",
-                        super::excerpt(u)
-                    ),
-                );
-                if let Some(i) = strip {
-                    f = f.with_edit(i);
-                }
-                cx.report(f);
-            }
-        }
+        "ftp" | "anon-ftp" | "tftp" => legacy::check(cx, &f, &access),
         a if !KNOWN_ACCESS_TYPES.contains(&a) => {
             cx.report(Finding::new(
                 Rule::ExtbodyUnknownAccessType,
-                path,
+                &e.path,
                 format!(
                     "access-type={} is not one of RFC 2046 §5.2.3 or RFC 2017 (FTP, ANON-FTP, TFTP, LOCAL-FILE, MAIL-SERVER, URL): passed through untouched",
-                    super::excerpt(access.as_bytes())
+                    excerpt(access.as_bytes())
                 ),
             ));
         }
@@ -164,7 +121,39 @@ fn check_entity(cx: &mut Context, idx: usize) {
 
     check_phantom(cx, e, Some(&access));
     if access == "url" {
-        check_url(cx, idx, fi, &value, &ct, can_edit);
+        url::check(cx, &f);
+    }
+}
+
+/// `extbody-param-missing`: the parameters access-type `access` (lower-case) needs.
+fn check_needed_params(cx: &mut Context, f: &ExtField, access: &str) {
+    let (needed, section): (&[&str], &str) = match access {
+        "url" => (&["url"], "RFC 2017 §3(2)"),
+        "ftp" | "tftp" => (&["name", "site"], "RFC 2046 §5.2.3.2"),
+        "anon-ftp" => (&["name", "site"], "RFC 2046 §5.2.3.3"),
+        "local-file" => (&["name"], "RFC 2046 §5.2.3.4"),
+        "mail-server" => (&["server"], "RFC 2046 §5.2.3.5"),
+        _ => (&[], ""),
+    };
+    let msg = cx.msg;
+    let path = msg.entities[f.idx].path.as_str();
+    for &name in needed {
+        // A URL parameter that is there but empty is `extbody-url-invalid` (url::check):
+        // the parameter is not absent, its value is not an absolute URI.
+        let present =
+            f.ct.get(name)
+                .is_some_and(|v| name == "url" || !v.value.is_empty());
+        if !present {
+            cx.report(Finding::new(
+                Rule::ExtbodyParamMissing,
+                path,
+                format!(
+                    "access-type={access} needs a non-empty {} parameter ({section}){}",
+                    name.to_ascii_uppercase(),
+                    stop_note(f.ct, f.value)
+                ),
+            ));
+        }
     }
 }
 
@@ -176,7 +165,7 @@ fn check_encoding(cx: &mut Context, e: &Entity) {
     let cte = cx
         .msg
         .field(e, "content-transfer-encoding")
-        .map(|f| super::excerpt(cx.msg.value(e, f).trim_ascii()))
+        .map(|f| excerpt(cx.msg.value(e, f).trim_ascii()))
         .unwrap_or_default();
     cx.report(Finding::new(
         Rule::ExtbodyBadEncoding,
@@ -214,622 +203,11 @@ fn check_phantom(cx: &mut Context, e: &Entity, access: Option<&str>) {
                 &e.path,
                 format!(
                     "access-type=URL with a phantom body that is not blank (RFC 2017 §3(3): should be left blank): {}",
-                    super::excerpt(&body[start..end])
+                    excerpt(&body[start..end])
                 ),
             ));
         }
     }
-}
-
-/// A URL finding before it is reported: whether the rewrite of the URL parameter (when
-/// one is made) repairs it.
-struct UrlFinding {
-    rule: Rule,
-    message: String,
-    cured_by_rewrite: bool,
-}
-
-fn check_url(
-    cx: &mut Context,
-    idx: usize,
-    fi: usize,
-    value: &[u8],
-    ct: &ContentType,
-    can_edit: bool,
-) {
-    let msg = cx.msg;
-    let e = &msg.entities[idx];
-    let plains: Vec<&Param> = ct
-        .params
-        .iter()
-        .filter(|p| p.name == "url" && p.section.is_none() && !p.extended)
-        .collect();
-    let pieces: Vec<&Param> = ct.pieces("url").collect();
-    let plain_url = plains.first().map(|p| fold::extract_url(&p.value));
-    // RFC 2017 §3.1 extraction on the RFC 2231 reassembly, as RULES.md says: the LWSP it
-    // removes is the header's, so it goes from each section as written, before the
-    // %-decoding. An octet decoded from `%20` is part of the URL (and unencoded).
-    let cont_url = ct
-        .extended_with("url", |raw| Cow::Owned(fold::extract_url(raw)))
-        .map(|v| v.value);
-    let Some(url) = cont_url.clone().or_else(|| plain_url.clone()) else {
-        return; // reported as extbody-param-missing
-    };
-    let mut found: Vec<UrlFinding> = Vec::new();
-
-    // Every form the sender gave must name the same URL.
-    let mut urls: Vec<Vec<u8>> = plains.iter().map(|p| fold::extract_url(&p.value)).collect();
-    urls.extend(cont_url.clone());
-    // Compared as a reader would send them: `a%20b` in one form and a decoded `a b` in
-    // the other are the same URL.
-    let conflict = urls
-        .iter()
-        .find(|u| fold::pct_encode_unsafe(u) != fold::pct_encode_unsafe(&urls[0]))
-        .cloned();
-    if let Some(other) = &conflict {
-        found.push(UrlFinding {
-            rule: Rule::ExtbodyUrlConflict,
-            message: format!(
-                "the URL parameters give different URLs: {} and {} (RFC 2231 §3 reassembly vs RFC 2017 §3.1)",
-                super::excerpt(&urls[0]),
-                super::excerpt(other)
-            ),
-            cured_by_rewrite: false,
-        });
-    }
-
-    // The RFC 2017 form rules concern `URL="…"` only (RULES.md).
-    let mut plain_needs_rewrite = false;
-    if let Some(p) = plains.first() {
-        if !p.quoted {
-            plain_needs_rewrite = true;
-            found.push(UrlFinding {
-                rule: Rule::ExtbodyUrlUnquoted,
-                message: format!(
-                    "URL parameter is not a quoted-string (RFC 2017 §3.1: the quotes are always required): {}",
-                    super::excerpt(&value[p.span.clone()])
-                ),
-                cured_by_rewrite: true,
-            });
-        } else if let Some(w) = p
-            .value
-            .split(|&b| b == b' ' || b == b'\t')
-            .find(|w| w.len() > fold::MAX_URL_WORD)
-        {
-            // Folding is the only repair, and it may be off (see
-            // `fold::quote_url_param`).
-            plain_needs_rewrite |= !cx.opts.whole_url_words;
-            found.push(UrlFinding {
-                rule: Rule::ExtbodyUrlWordTooLong,
-                message: format!(
-                    "URL-word of {} octets (RFC 2017 §3.1(2): at most 40): {}",
-                    w.len(),
-                    super::excerpt(w)
-                ),
-                cured_by_rewrite: !cx.opts.whole_url_words,
-            });
-        }
-        if plain_url
-            .as_ref()
-            .is_some_and(|u| needs_encoding(u).is_some())
-        {
-            plain_needs_rewrite = true;
-        }
-    }
-    // Pieces given twice (two `URL*0`, or `URL*` beside `URL*0`), written after a missing
-    // `;`, or beside text the parser could not read: what a reader reassembles is a guess,
-    // and rewriting would leave the unread text behind (found by fuzzing). Report only.
-    let ambiguous = {
-        let mut sections: Vec<Option<u32>> = pieces.iter().map(|p| p.section).collect();
-        sections.sort_unstable();
-        let n = sections.len();
-        sections.dedup();
-        let unsectioned_and_sectioned = sections.len() > 1 && sections.contains(&None);
-        sections.len() != n
-            || unsectioned_and_sectioned
-            || pieces.iter().any(|p| p.after_defect)
-            || ct.trailing.is_some()
-    };
-    let normalize = cx.opts.normalize_url_continuations && !pieces.is_empty() && !ambiguous;
-    // A space inside a line of the quoted URL, not after a line break: RFC 2017 drops it
-    // as folding, every reader tried (Python's email, GMime, MIME-tools, Ruby mail,
-    // mailparser, NeoMutt) keeps it as part of the URL. A rewrite would pick one
-    // reading; none is made (docs/INTEROP.md), the findings stay.
-    let inline_space = plains.first().is_some_and(|p| {
-        let raw = &value[p.span.clone()];
-        // The value as written (the parsed one is unfolded): from its opening quote.
-        let from = raw.iter().position(|&b| b == b'"').unwrap_or(raw.len());
-        p.quoted && has_inline_space(&raw[from..])
-    });
-    if !pieces.is_empty() {
-        let names: Vec<String> = pieces.iter().map(|p| piece_name(value, p)).collect();
-        found.push(UrlFinding {
-            rule: Rule::ExtbodyUrlContinuation,
-            message: format!(
-                "URL given as RFC 2231 parameters ({}) rather than the RFC 2017 URL=\"…\" form: {}",
-                names.join(", "),
-                super::excerpt(&url)
-            ),
-            cured_by_rewrite: normalize,
-        });
-    }
-
-    // Content rules, on the URL a reader would use.
-    if let Some(what) = needs_encoding(&url) {
-        found.push(UrlFinding {
-            rule: Rule::ExtbodyUrlUnencoded,
-            message: format!(
-                "URL holds unencoded {what} (RFC 2017 §3.1(1): SP, CTLs, '\"', '\\' and 8-bit octets must be %-encoded): {}",
-                super::excerpt(&url)
-            ),
-            // Only a rewrite of the form the URL was read from repairs it.
-            cured_by_rewrite: cont_url.is_none() || normalize,
-        });
-    }
-    let encoded = fold::pct_encode_unsafe(&url);
-    // After encoding every octet is ASCII, so this never fails.
-    let encoded_str = std::str::from_utf8(&encoded).unwrap_or_default();
-    if UriAbsoluteStr::new(encoded_str).is_err() {
-        let why = if encoded_str.is_empty() {
-            " (it is empty)"
-        } else if encoded_str.contains('#') {
-            " (a fragment is not allowed)"
-        } else {
-            ""
-        };
-        found.push(UrlFinding {
-            rule: Rule::ExtbodyUrlInvalid,
-            message: format!(
-                "URL is not an absolute URI (RFC 3986 §4.3){why}: {}",
-                super::excerpt(&encoded)
-            ),
-            cured_by_rewrite: false,
-        });
-    }
-    if let Some(scheme) = scheme_of(&encoded) {
-        if NON_RETRIEVAL_SCHEMES.contains(&scheme.as_str()) {
-            found.push(UrlFinding {
-                rule: Rule::ExtbodyUrlNotRetrieval,
-                message: format!(
-                    "{scheme}: URLs retrieve nothing (RFC 2017 §2: only URLs that retrieve something may be used): {}",
-                    super::excerpt(&encoded)
-                ),
-                cured_by_rewrite: false,
-            });
-        }
-        if cx.opts.schemes.denies(&scheme) {
-            found.push(UrlFinding {
-                rule: Rule::ExtbodyUrlSchemeDenied,
-                message: format!(
-                    "URL scheme {scheme}: is denied by the scheme policy: {}",
-                    super::excerpt(&encoded)
-                ),
-                cured_by_rewrite: false,
-            });
-        }
-    }
-
-    // The admin's rewrite rules (first match wins), on the URL as a reader would use it.
-    let mut rewritten: Option<String> = None;
-    if conflict.is_none() {
-        if let Some(rw) = rewrite::apply_rules(&cx.opts.rewrites, &encoded) {
-            if rw.url.as_bytes() != encoded.as_slice() {
-                match rewrite::refuse(cx, &rw.url) {
-                    None => {
-                        // Every URL form is replaced, so every finding about the old URL
-                        // or its form is cured, except a conflict (never rewritten).
-                        for f in &mut found {
-                            f.cured_by_rewrite = true;
-                        }
-                        found.push(UrlFinding {
-                            rule: Rule::ExtbodyUrlRewritten,
-                            message: format!(
-                                "{} rewrites the URL {} to {}",
-                                rw.rule,
-                                super::excerpt(&encoded),
-                                super::excerpt(rw.url.as_bytes())
-                            ),
-                            cured_by_rewrite: true,
-                        });
-                        rewritten = Some(rw.url);
-                    }
-                    Some(why) => found.push(UrlFinding {
-                        rule: Rule::ExtbodyUrlRewriteFailed,
-                        message: format!(
-                            "{} would rewrite the URL {} to {}, which {why}: URL left as is",
-                            rw.rule,
-                            super::excerpt(&encoded),
-                            super::excerpt(rw.url.as_bytes())
-                        ),
-                        cured_by_rewrite: false,
-                    }),
-                }
-            }
-        }
-    }
-
-    // The rewrite: which URL parameters it replaces, and the URL it writes.
-    let targets: Vec<&Param> = if normalize || rewritten.is_some() {
-        plains.iter().chain(pieces.iter()).copied().collect()
-    } else {
-        plains.clone()
-    };
-    let field = &msg.fields(e)[fi];
-    let name_len = field.value.start - field.start;
-    let over_long = on_long_line(value, &targets, name_len);
-    let wanted =
-        normalize || over_long || rewritten.is_some() || (plain_needs_rewrite && !inline_space);
-    let write_url: &[u8] = rewritten.as_ref().map_or(&encoded, |u| u.as_bytes());
-    let mut edit = None;
-    let pieces_targeted = targets.iter().any(|t| t.section.is_some() || t.extended);
-    if can_edit
-        && conflict.is_none()
-        && wanted
-        && !targets.is_empty()
-        && !(ambiguous && pieces_targeted)
-    {
-        let form = Form {
-            name_len,
-            eol: e.eol(),
-            fold_words: !cx.opts.whole_url_words,
-        };
-        let new_value = rewrite(value, &targets, write_url, &form, None, None);
-        let first_rule = found
-            .iter()
-            .find(|f| f.cured_by_rewrite)
-            .map_or(Rule::HeaderLineTooLong, |f| f.rule);
-        let loc = msg.field_loc(e, fi);
-        let i = cx
-            .edits
-            .rewrite(field.value.clone(), loc, new_value, first_rule);
-        for f in found.iter().filter(|f| f.cured_by_rewrite) {
-            cx.edits.also_fixes(i, f.rule);
-        }
-        if let Some(new) = &rewritten {
-            let ch = rewrite::change(Rule::ExtbodyUrlRewritten, &encoded, Some(new.as_bytes()));
-            cx.edits.set_change(i, ch);
-        }
-        edit = Some(i);
-    }
-    // A denied scheme no rewrite cures: policy may strip the part.
-    let strip =
-        if rewritten.is_none() && found.iter().any(|f| f.rule == Rule::ExtbodyUrlSchemeDenied) {
-            rewrite::offer_strip(cx, idx, Rule::ExtbodyUrlSchemeDenied, &url)
-        } else {
-            None
-        };
-    for f in found {
-        let mut finding = Finding::new(f.rule, &e.path, f.message);
-        if let (Some(i), true) = (edit, f.cured_by_rewrite) {
-            finding = finding.with_edit(i);
-        } else if let (Some(i), Rule::ExtbodyUrlSchemeDenied) = (strip, f.rule) {
-            finding = finding.with_edit(i);
-        }
-        cx.report(finding);
-    }
-}
-
-/// What the legacy-to-URL conversion says about one reference: the finding's message
-/// tail and the edit, if one is offered.
-struct Legacy {
-    note: String,
-    edit: Option<usize>,
-    /// The URL the reference stands for (before any rewrite rule).
-    url: Option<Vec<u8>>,
-    /// `extbody-url-rewritten` when a rewrite rule took part in the conversion.
-    rewritten: Option<Finding>,
-    failed: Option<Finding>,
-}
-
-/// ANON-FTP, FTP and TFTP to `access-type=URL; URL="ftp://…"` / `"tftp://…"` (RULES.md;
-/// never MAIL-SERVER, RFC 2017 §2, nor LOCAL-FILE). SITE, DIRECTORY, NAME and MODE go;
-/// every other parameter (EXPIRATION, SIZE, PERMISSION…), the phantom heading and its
-/// Content-ID stay byte for byte. The URL also goes through the rewrite rules.
-fn legacy_convert(
-    cx: &mut Context,
-    idx: usize,
-    fi: usize,
-    value: &[u8],
-    ct: &ContentType,
-    access: &str,
-    can_edit: bool,
-) -> Legacy {
-    let msg = cx.msg;
-    let e = &msg.entities[idx];
-    let url = legacy_url(access, ct);
-    let mut out = Legacy {
-        note: String::new(),
-        edit: None,
-        url: url.clone(),
-        rewritten: None,
-        failed: None,
-    };
-    let Some(url) = url else {
-        return out;
-    };
-    let equivalent = format!(
-        " (equivalent: access-type=URL; URL=\"{}\")",
-        super::excerpt(&url)
-    );
-    if !cx.opts.legacy_to_url {
-        out.note = equivalent;
-        return out;
-    }
-    if access == "ftp" && !cx.opts.legacy_ftp_with_login {
-        out.note = format!("{equivalent}; not converted: access-type=FTP needs a login, which a URL would make the reader ask for (enable legacy.ftp_with_login)");
-        return out;
-    }
-    let url_str = String::from_utf8_lossy(&url).into_owned();
-    let mut target = url_str.clone();
-    if let Some(rw) = rewrite::apply_rules(&cx.opts.rewrites, &url) {
-        if rw.url != url_str {
-            match rewrite::refuse(cx, &rw.url) {
-                None => {
-                    out.rewritten = Some(Finding::new(
-                        Rule::ExtbodyUrlRewritten,
-                        &e.path,
-                        format!(
-                            "{} rewrites the URL {} (from access-type={access}) to {}",
-                            rw.rule,
-                            super::excerpt(&url),
-                            super::excerpt(rw.url.as_bytes())
-                        ),
-                    ));
-                    target = rw.url;
-                }
-                Some(why) => {
-                    out.failed = Some(Finding::new(
-                        Rule::ExtbodyUrlRewriteFailed,
-                        &e.path,
-                        format!(
-                            "{} would rewrite the URL {} (from access-type={access}) to {}, which {why}: not rewritten",
-                            rw.rule,
-                            super::excerpt(&url),
-                            super::excerpt(rw.url.as_bytes())
-                        ),
-                    ))
-                }
-            }
-        }
-    }
-    if let Some(why) = rewrite::refuse(cx, &target) {
-        out.note = format!("{equivalent}; not converted: the URL {why}");
-        return out;
-    }
-    if !can_edit {
-        out.note = format!("{equivalent}; not converted: the part cannot be edited in place");
-        return out;
-    }
-    let field = &msg.fields(e)[fi];
-    let name_len = field.value.start - field.start;
-    let targets: Vec<&Param> = ct
-        .params
-        .iter()
-        .filter(|p| matches!(&*p.name, "site" | "directory" | "name" | "mode"))
-        .collect();
-    let access_param = ct.params.iter().find(|p| p.name == "access-type");
-    let (Some(ap), false) = (access_param, targets.is_empty()) else {
-        return out;
-    };
-    let form = Form {
-        name_len,
-        eol: e.eol(),
-        fold_words: !cx.opts.whole_url_words,
-    };
-    let new_value = rewrite(
-        value,
-        &targets,
-        target.as_bytes(),
-        &form,
-        Some(b"URL"),
-        Some((ap.span.clone(), b"access-type=URL".to_vec())),
-    );
-    let loc = msg.field_loc(e, fi);
-    let i = cx.edits.rewrite(
-        field.value.clone(),
-        loc,
-        new_value,
-        Rule::ExtbodyLegacyAccessType,
-    );
-    // The old side of the record is the legacy reference as written, not its URL form.
-    let mut legacy: Vec<u8> = value[ap.span.clone()].to_vec();
-    for p in &targets {
-        legacy.extend_from_slice(b";");
-        legacy.extend_from_slice(&value[p.span.clone()]);
-    }
-    let ch = rewrite::change(
-        Rule::ExtbodyLegacyAccessType,
-        &legacy,
-        Some(target.as_bytes()),
-    );
-    cx.edits.set_change(i, ch);
-    if out.rewritten.is_some() {
-        cx.edits.also_fixes(i, Rule::ExtbodyUrlRewritten);
-    }
-    out.rewritten = out.rewritten.take().map(|f| f.with_edit(i));
-    out.note = format!(
-        ": converted to access-type=URL; URL=\"{}\"",
-        super::excerpt(target.as_bytes())
-    );
-    out.edit = Some(i);
-    out
-}
-
-/// What in `url` RFC 2017 §3.1(1) wants %-encoded, in words for the message.
-fn needs_encoding(url: &[u8]) -> Option<&'static str> {
-    let b = *url.iter().find(|&&b| fold::must_encode(b))?;
-    Some(match b {
-        b' ' => "SP",
-        b'"' => "'\"'",
-        b'\\' => "'\\'",
-        0x80.. => "8-bit octets",
-        _ => "control characters",
-    })
-}
-
-/// The scheme of a URL (RFC 3986 §3.1: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )), lower-case.
-fn scheme_of(url: &[u8]) -> Option<String> {
-    let colon = url.iter().position(|&b| b == b':')?;
-    let s = &url[..colon];
-    let ok = s.first().is_some_and(u8::is_ascii_alphabetic)
-        && s.iter()
-            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'));
-    ok.then(|| String::from_utf8_lossy(s).to_ascii_lowercase())
-}
-
-/// Whether `value` has a run of SP/HTAB between two other octets of one line (not the
-/// whitespace that starts a continuation line).
-fn has_inline_space(value: &[u8]) -> bool {
-    let wsp = |b: u8| matches!(b, b' ' | b'\t');
-    let eol = |b: u8| matches!(b, b'\r' | b'\n');
-    let mut i = 1;
-    while i < value.len() {
-        if wsp(value[i]) && !wsp(value[i - 1]) && !eol(value[i - 1]) {
-            let end = value[i..].iter().position(|&b| !wsp(b)).map(|n| i + n);
-            match end {
-                Some(j) if !eol(value[j]) => return true,
-                Some(j) => i = j,
-                None => return false,
-            }
-        }
-        i += 1;
-    }
-    false
-}
-
-/// The attribute of a parameter as written (`URL*0*`), for messages.
-fn piece_name(value: &[u8], p: &Param) -> String {
-    let attr = value
-        .get(p.span.clone())
-        .unwrap_or_default()
-        .iter()
-        .take_while(|&&b| is_token_byte(b))
-        .copied()
-        .collect::<Vec<u8>>();
-    String::from_utf8_lossy(&attr).into_owned()
-}
-
-/// Some parameter of `targets` (in written order) shares a line longer than 998 octets
-/// (field name included on the first line). One pass over the value, however many
-/// parameters there are.
-fn on_long_line(value: &[u8], targets: &[&Param], name_len: usize) -> bool {
-    let mut next = targets.iter().peekable();
-    let mut start = 0;
-    let mut prefix = name_len;
-    while start <= value.len() {
-        let end = value[start..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(value.len(), |p| start + p);
-        let content = if end > start && value[end - 1] == b'\r' {
-            end - 1
-        } else {
-            end
-        };
-        let long = prefix + (content - start) > fold::HARD_LINE;
-        // Every parameter still in `next` that starts by this line's end overlaps it.
-        while let Some(p) = next.peek() {
-            if p.span.start > end {
-                break;
-            }
-            if long {
-                return true;
-            }
-            if p.span.end > end {
-                break; // it goes on to the next line
-            }
-            next.next();
-        }
-        if next.peek().is_none() {
-            return false;
-        }
-        prefix = 0;
-        start = end + 1;
-    }
-    false
-}
-
-/// How [`rewrite`] writes the URL parameter: the field name's length (the first line's
-/// prefix), the message's line ending, and whether URL-words are folded.
-struct Form<'a> {
-    name_len: usize,
-    eol: &'a [u8],
-    fold_words: bool,
-}
-
-/// The Content-Type value with the URL parameters `targets` replaced by one RFC 2017
-/// parameter carrying `url` (already encoded): the first-written one becomes the folded
-/// `URL="…"` (named as written, or `name`), the others are removed with the `;` before
-/// them; `extra` is one more replacement (the access-type of a legacy conversion).
-/// Every other byte stays.
-fn rewrite(
-    value: &[u8],
-    targets: &[&Param],
-    url: &[u8],
-    form: &Form,
-    name: Option<&[u8]>,
-    extra: Option<(Range<usize>, Vec<u8>)>,
-) -> Vec<u8> {
-    let mut targets: Vec<&Param> = targets.to_vec();
-    targets.sort_by_key(|p| p.span.start);
-    let mut cuts: Vec<(Range<usize>, Vec<u8>)> = Vec::with_capacity(targets.len() + 1);
-    cuts.extend(extra);
-    if let Some(first) = targets.first() {
-        let name: Vec<u8> = match name {
-            Some(n) => n.to_vec(),
-            None => value[first.span.clone()]
-                .iter()
-                .take_while(|&&b| is_token_byte(b) && b != b'*')
-                .copied()
-                .collect(),
-        };
-        let line_start = value[..first.span.start]
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map(|p| p + 1);
-        let prefix = match line_start {
-            Some(s) => first.span.start - s,
-            None => form.name_len + first.span.start,
-        };
-        let eol = form.eol;
-        let mut folded = fold::quote_url_param(&name, url, prefix, eol, form.fold_words);
-        let mut start = first.span.start;
-        if folded.starts_with(eol) {
-            // The parameter moves to a line of its own: the whitespace that separated it
-            // from the `;` would be left trailing, so it goes.
-            while start > 0 && matches!(value[start - 1], b' ' | b'\t') {
-                start -= 1;
-            }
-            if start == 0 || matches!(value[start - 1], b'\n' | b'\r') {
-                // Already at the start of a continuation line: one SP is enough.
-                folded.drain(..eol.len());
-            }
-        }
-        cuts.push((start..first.span.end, folded));
-    }
-    for p in targets.iter().skip(1) {
-        let before = value[..p.span.start]
-            .iter()
-            .rposition(|&b| !fold::is_lwsp(b));
-        let range = match before {
-            Some(s) if value[s] == b';' => s..p.span.end,
-            _ => p.span.clone(),
-        };
-        cuts.push((range, Vec::new()));
-    }
-    cuts.sort_by_key(|(r, _)| r.start);
-    let mut out = Vec::with_capacity(value.len() + url.len());
-    let mut pos = 0;
-    for (r, rep) in cuts {
-        if r.start < pos {
-            continue; // cannot happen with disjoint parameter spans; never corrupt
-        }
-        out.extend_from_slice(&value[pos..r.start]);
-        out.extend_from_slice(&rep);
-        pos = r.end;
-    }
-    out.extend_from_slice(&value[pos.min(value.len())..]);
-    out
 }
 
 /// `; parameters unreadable from …` when the parser stopped early (e.g. a missing `;`,
@@ -838,70 +216,16 @@ fn stop_note(ct: &ContentType, value: &[u8]) -> String {
     match ct.trailing {
         Some(t) if t < value.len() => format!(
             "; the parameter list is unreadable from {} (missing ';'?)",
-            super::excerpt(&value[t..])
+            excerpt(&value[t..])
         ),
         _ => String::new(),
     }
 }
 
-/// The URL an FTP, ANON-FTP or TFTP reference stands for (RFC 1738 §3.2 `ftp://`, RFC
-/// 3617 `tftp://`), or `None` without SITE and NAME. The basis of the conversion to
-/// `access-type=URL` (RULES.md: never for MAIL-SERVER or LOCAL-FILE).
-pub fn legacy_url(access: &str, ct: &ContentType) -> Option<Vec<u8>> {
-    let get = |n: &str| ct.get(n).map(|v| v.value).filter(|v| !v.is_empty());
-    let site = get("site")?;
-    let name = get("name")?;
-    // NAME is one file name: a `/` or `;` in it is data, not structure.
-    let segment = |s: &[u8]| -> Vec<u8> {
-        let mut out = Vec::new();
-        for &b in s {
-            if matches!(b, b'/' | b';' | b'?' | b'#' | b'%') {
-                out.extend_from_slice(format!("%{b:02X}").as_bytes());
-            } else {
-                out.extend_from_slice(&fold::pct_encode_unsafe(&[b]));
-            }
-        }
-        out
-    };
-    let scheme: &[u8] = if access == "tftp" {
-        b"tftp://"
-    } else {
-        b"ftp://"
-    };
-    let mut url = scheme.to_vec();
-    url.extend_from_slice(&fold::pct_encode_unsafe(&site));
-    if let Some(dir) = get("directory") {
-        // FTP paths are relative to the login directory (RFC 1738 §3.2.2): an absolute
-        // DIRECTORY starts with an encoded `/`, as in `ftp://host/%2Fetc/motd`.
-        let mut lead: &[u8] = if dir.starts_with(b"/") { b"%2F" } else { b"" };
-        for part in dir.split(|&b| b == b'/').filter(|p| !p.is_empty()) {
-            url.push(b'/');
-            url.extend_from_slice(lead);
-            lead = b"";
-            url.extend_from_slice(&segment(part));
-        }
-        if !lead.is_empty() {
-            url.push(b'/');
-            url.extend_from_slice(lead);
-        }
-    }
-    url.push(b'/');
-    url.extend_from_slice(&segment(&name));
-    let mode = get("mode").map(|m| m.to_ascii_lowercase());
-    match (access, mode.as_deref()) {
-        ("tftp", Some(m @ (b"netascii" | b"octet" | b"mail"))) => {
-            url.extend_from_slice(b";mode=");
-            url.extend_from_slice(m);
-        }
-        (_, Some(b"ascii")) if access != "tftp" => url.extend_from_slice(b";type=a"),
-        (_, Some(b"image")) if access != "tftp" => url.extend_from_slice(b";type=i"),
-        _ => {}
-    }
-    Some(url)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::legacy::legacy_url;
+    use super::url::has_inline_space;
     use super::*;
     use crate::engine::{check, fix, Options};
 

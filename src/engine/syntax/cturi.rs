@@ -32,10 +32,10 @@
 
 use std::fmt;
 
-use super::mime::unfold;
-use super::params::{is_token_byte, percent_decode, ContentType};
-use super::rules::Rule;
-use super::{Context, Finding};
+use crate::engine::syntax::ascii::clip;
+use crate::engine::syntax::fold::unfold;
+use crate::engine::syntax::params::{is_token_byte, percent_decode, ContentType};
+use crate::engine::syntax::uri;
 
 /// Why a Content-Type or URI cannot be mapped.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,14 +96,10 @@ impl fmt::Display for CturiError {
 
 impl std::error::Error for CturiError {}
 
-fn clip(s: &str) -> String {
-    super::excerpt(s.as_bytes())
-}
-
 /// The characters of §4 plus `"` and 8-bit octets: what cannot stand in an RFC 2045
 /// token, and `%`, which the mapping uses for its own escapes.
 fn troublesome(b: u8) -> bool {
-    b >= 127 || b == b'%' || !super::params::is_token_byte(b)
+    b >= 127 || b == b'%' || !crate::engine::syntax::params::is_token_byte(b)
 }
 
 fn encode_with(bytes: &[u8], enc: impl Fn(u8) -> bool) -> String {
@@ -161,17 +157,6 @@ fn parameter(name: &str, v: &[u8]) -> String {
     format!("; {name}*={charset}''{value}")
 }
 
-/// The scheme of an absolute URI (RFC 3986 §3.1), if `s` starts with one.
-pub fn uri_scheme(s: &str) -> Option<&str> {
-    let colon = s.find(':')?;
-    let scheme = &s[..colon];
-    let mut bytes = scheme.bytes();
-    let first = bytes.next()?;
-    (first.is_ascii_alphabetic()
-        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.')))
-    .then_some(scheme)
-}
-
 fn is_token(s: &[u8]) -> bool {
     !s.is_empty() && s.iter().all(|&b| is_token_byte(b))
 }
@@ -224,7 +209,7 @@ fn parse_content_type(input: &str) -> Result<Parsed, CturiError> {
 /// the caller's parser having succeeded; here only whitespace and comments around `/`).
 fn raw_type(v: &[u8]) -> Option<(String, String)> {
     let mut i = 0;
-    let skip = |i: &mut usize| *i = super::params::skip_cfws(v, *i);
+    let skip = |i: &mut usize| *i = crate::engine::syntax::params::skip_cfws(v, *i);
     let token = |i: &mut usize| {
         *i = (*i).min(v.len());
         let s = *i;
@@ -274,7 +259,7 @@ pub fn to_uri(content_type: &str) -> Result<String, CturiError> {
     if let Some(body) = uri_tree_body(&ct.subtype) {
         let decoded = percent_decode(body.as_bytes());
         let mut uri = enc_uri(&decoded, b"");
-        if uri_scheme(&uri).is_none() {
+        if uri::scheme(uri.as_bytes()).is_none() {
             return Err(CturiError::NotAbsolute(uri));
         }
         push_query(&mut uri, &query_of(&["uri-fragment"]));
@@ -288,7 +273,7 @@ pub fn to_uri(content_type: &str) -> Result<String, CturiError> {
     // §3: URI-Body chooses the URI; the media type travels as MIME-Type.
     if let Some(body) = named("uri-body") {
         let body = String::from_utf8_lossy(body).trim().to_string();
-        if uri_scheme(&body).is_none() {
+        if uri::scheme(body.as_bytes()).is_none() {
             return Err(CturiError::NotAbsolute(body));
         }
         if body.contains('#') {
@@ -391,7 +376,7 @@ pub fn to_content_type(uri: &str) -> Result<String, CturiError> {
         .and_then(|u| u.strip_suffix('>'))
         .unwrap_or(uri)
         .trim();
-    let Some(scheme) = uri_scheme(uri) else {
+    let Some(scheme) = uri::scheme(uri.as_bytes()) else {
         return Err(CturiError::NotAbsolute(uri.to_string()));
     };
     let (before_frag, fragment) = match uri.split_once('#') {
@@ -460,80 +445,9 @@ pub fn to_content_type(uri: &str) -> Result<String, CturiError> {
     Ok(out)
 }
 
-/// Reports Content-Types that are ContentType: mappings (`cturi-uri-type`) and, when the
-/// URI they stand for has a scheme the policy denies, `cturi-uri-denied` (draft §6).
-pub fn check(cx: &mut Context) {
-    let msg = cx.msg;
-    for (idx, e) in msg.entities.iter().enumerate() {
-        let Some(fi) = e.ctype_field else { continue };
-        let uri_tree = e.ctype.subtype.starts_with("uri.");
-        let controlled = e
-            .ctype
-            .params
-            .iter()
-            .any(|p| p.name == "uri-body" || p.name == "uri-fragment");
-        if !uri_tree && !controlled {
-            continue;
-        }
-        let Some(field) = msg.fields(e).get(fi) else {
-            continue;
-        };
-        let value = String::from_utf8_lossy(&unfold(msg.value(e, field)))
-            .trim()
-            .to_string();
-        let why = if uri_tree {
-            "a media subtype in the uri. tree (draft-eastlake-cturi §2.3)"
-        } else {
-            "a URI-Body/URI-Fragment parameter (draft-eastlake-cturi §3)"
-        };
-        match to_uri(&value) {
-            Ok(uri) => {
-                cx.report(Finding::new(
-                    Rule::CturiUriType,
-                    &e.path,
-                    format!(
-                        "Content-Type \"{}\" has {why}; it stands for the URI <{}>",
-                        clip(&value),
-                        clip(&uri)
-                    ),
-                ));
-                let scheme = uri_scheme(&uri).unwrap_or("");
-                if !scheme.eq_ignore_ascii_case("contenttype") && cx.opts.schemes.denies(scheme) {
-                    let mut f = Finding::new(
-                        Rule::CturiUriDenied,
-                        &e.path,
-                        format!(
-                            "Content-Type \"{}\" maps to <{}>, whose scheme \"{}\" is denied by policy (draft-eastlake-cturi §6)",
-                            clip(&value),
-                            clip(&uri),
-                            scheme.to_ascii_lowercase()
-                        ),
-                    );
-                    // Policy may strip the part, as for an external-body URL.
-                    if let Some(i) =
-                        super::rewrite::offer_strip(cx, idx, Rule::CturiUriDenied, uri.as_bytes())
-                    {
-                        f = f.with_edit(i);
-                    }
-                    cx.report(f);
-                }
-            }
-            Err(err) => cx.report(Finding::new(
-                Rule::CturiUriType,
-                &e.path,
-                format!(
-                    "Content-Type \"{}\" has {why} but cannot be mapped to a URI: {err}",
-                    clip(&value)
-                ),
-            )),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{check as analyse, Options, SchemePolicy};
 
     // §2.1.1
     #[test]
@@ -744,91 +658,5 @@ mod tests {
             let _ = to_uri(bad);
             let _ = to_content_type(bad);
         }
-    }
-
-    fn rules_of(raw: &[u8], opts: &Options) -> Vec<(String, &'static str)> {
-        let a = analyse(raw, opts);
-        let mut v: Vec<_> = a
-            .findings
-            .iter()
-            .filter(|f| f.rule.id().starts_with("cturi"))
-            .map(|f| (f.part.clone(), f.rule.id()))
-            .collect();
-        v.sort();
-        v
-    }
-
-    #[test]
-    fn check_reports_uri_tree_and_denied_schemes() {
-        let raw = b"Content-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: application/uri.http%3A%2F%2Fx.test\n\nx\n--b\nContent-Type: application/uri.javascript%3Aalert%281%29\n\nx\n--b\nContent-Type: text/plain; URI-Body=\"file:///etc/passwd\"\n\nx\n--b--\n";
-        let opts = Options::default();
-        assert_eq!(
-            rules_of(raw, &opts),
-            vec![
-                ("1".to_string(), "cturi-uri-type"),
-                ("2".to_string(), "cturi-uri-denied"),
-                ("2".to_string(), "cturi-uri-type"),
-                ("3".to_string(), "cturi-uri-denied"),
-                ("3".to_string(), "cturi-uri-type"),
-            ]
-        );
-        let a = analyse(raw, &opts);
-        let m = &a
-            .findings
-            .iter()
-            .find(|f| f.part == "2" && f.rule == Rule::CturiUriDenied)
-            .unwrap()
-            .message;
-        assert!(m.contains("javascript:alert(1)"), "{m}");
-    }
-
-    #[test]
-    fn check_ignores_look_alikes_and_spares_the_contenttype_scheme() {
-        // "uri" without the dot is not the tree; a parameter merely named like one is not
-        // URI-Body.
-        let raw = b"Content-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: application/uri-list\n\nx\n--b\nContent-Type: text/plain; uri=\"http://x\"; body-uri=\"x\"\n\nx\n--b--\n";
-        assert!(rules_of(raw, &Options::default()).is_empty());
-        // A lone URI-Fragment maps to a ContentType: URI, which no allow-list denies.
-        let raw = b"Content-Type: text/plain; URI-Fragment=\"x\"\n\nx\n";
-        let opts = Options {
-            schemes: SchemePolicy {
-                allow: vec!["https".into()],
-                deny: vec![],
-            },
-            ..Options::default()
-        };
-        assert_eq!(
-            rules_of(raw, &opts),
-            vec![("0".to_string(), "cturi-uri-type")]
-        );
-    }
-
-    #[test]
-    fn denied_uri_part_is_stripped_only_inside_a_multipart_and_when_enabled() {
-        use crate::engine::{check, fix, Options};
-        let raw = "Subject: s\nContent-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\nhi\n--b\nContent-Type: application/uri.javascript%3Aalert(1)\n\nx\n--b--\n";
-        let denied = |o: &Options| {
-            check(raw.as_bytes(), o)
-                .findings
-                .into_iter()
-                .find(|f| f.rule == Rule::CturiUriDenied)
-                .map(|f| (f.part, f.fixable))
-        };
-        assert_eq!(denied(&Options::default()), Some(("2".into(), false)));
-        let strip = Options {
-            strip_denied: true,
-            ..Options::default()
-        };
-        assert_eq!(denied(&strip), Some(("2".into(), true)));
-        let out = String::from_utf8(fix(raw.as_bytes(), &strip).unwrap().0).unwrap();
-        assert!(out.starts_with("Subject: s\nContent-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\nhi\n--b\nContent-Type: text/plain; charset=\"us-ascii\"\n"), "{out}");
-        assert!(out.ends_with("  javascript:alert\n--b--\n"), "{out}");
-        // Top level: reported, never stripped.
-        let top = "Subject: s\nContent-Type: application/uri.javascript%3Aalert(1)\n\nx\n";
-        let f = check(top.as_bytes(), &strip);
-        assert!(f
-            .findings
-            .iter()
-            .any(|f| f.rule == Rule::CturiUriDenied && !f.fixable));
     }
 }

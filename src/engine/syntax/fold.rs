@@ -9,29 +9,32 @@
 //! - [`url_words`]: step (2), cut a URL into ≤40-octet words without splitting `%HH`.
 //! - [`fold_url`]: step (3), the `URL="w1<eol> w2<eol> w3"` parameter.
 //! - [`fold_plain`]: the same cut without quotes (Content-Location, RFC 2557 §4.4.2).
-//! - [`fold_params`]: a fold of a Content-Type value between its parameters, for lines
+//! - `fold_params_after`: a fold of a Content-Type value between its parameters, for lines
 //!   over the RFC 5322 §2.1.1 limit of 998 octets.
+//! - `unfold`: the reverse of any fold, line breaks removed (RFC 5322 §2.2.3).
+
+use std::borrow::Cow;
 
 /// RFC 2017 §3.1(2): a URL-word holds at most 40 octets.
 pub const MAX_URL_WORD: usize = 40;
 /// RFC 5322 §2.1.1: lines SHOULD be no longer than 78 octets (line ending excluded).
-pub const SOFT_LINE: usize = 78;
+pub(crate) const SOFT_LINE: usize = 78;
 /// RFC 5322 §2.1.1: lines MUST be no longer than 998 octets (line ending excluded).
-pub const HARD_LINE: usize = 998;
+pub(crate) const HARD_LINE: usize = 998;
 
 /// Linear whitespace as RFC 2017 extraction removes it: SP, HTAB, CR, LF.
-pub fn is_lwsp(b: u8) -> bool {
+pub(crate) fn is_lwsp(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\r' | b'\n')
 }
 
 /// The octets RFC 2017 §3.1(1) requires to be %-encoded inside a URL parameter: SP, CTLs
 /// (0x00-0x1F, 0x7F), `"`, `\` and 8-bit octets. `%` is deliberately absent: a stray `%`
 /// may be part of what the sender meant, and re-encoding it would change the URL.
-pub fn must_encode(b: u8) -> bool {
+pub(crate) fn must_encode(b: u8) -> bool {
     b <= 0x20 || b >= 0x7f || b == b'"' || b == b'\\'
 }
 
-/// %-encodes every octet [`must_encode`] names, with upper-case hex. Already-encoded
+/// %-encodes every octet `must_encode` names, with upper-case hex. Already-encoded
 /// triplets and stray `%` pass through, so applying it twice changes nothing.
 ///
 /// `http://example.com/a b/"q"\x/café?x=1&y=%zz` becomes
@@ -60,15 +63,11 @@ pub fn extract_url(quoted_content: &[u8]) -> Vec<u8> {
         .collect()
 }
 
-fn is_hex(b: u8) -> bool {
-    b.is_ascii_hexdigit()
-}
-
 /// A `%HH` triplet starts at `i`.
 fn triplet_at(url: &[u8], i: usize) -> bool {
     url.get(i) == Some(&b'%')
-        && url.get(i + 1).is_some_and(|&b| is_hex(b))
-        && url.get(i + 2).is_some_and(|&b| is_hex(b))
+        && url.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+        && url.get(i + 2).is_some_and(u8::is_ascii_hexdigit)
 }
 
 /// Cuts `url` into words of at most [`MAX_URL_WORD`] octets, greedily from the left,
@@ -199,25 +198,15 @@ pub fn fold_plain(value: &[u8], eol: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Octets before a Content-Type value on its first line: `Content-Type:`.
-const CONTENT_TYPE_PREFIX: usize = "Content-Type:".len();
-
-/// Folds a Content-Type field value (the bytes after the colon) between its parameters:
-/// a line break goes after a `;` outside quoted-strings and comments, replacing the
-/// whitespace that follows it, wherever the next parameter would push the line past 78
-/// octets. Existing folds and whitespace that need no change are kept byte for byte.
+/// Folds a field value (the bytes after the colon) between its parameters: a line break
+/// goes after a `;` outside quoted-strings and comments, replacing the whitespace that
+/// follows it, wherever the next parameter would push the line past 78 octets. Existing
+/// folds and whitespace that need no change are kept byte for byte.
 ///
-/// The first line is taken to start with `Content-Type:` (13 octets); see
-/// [`fold_params_after`] for another field name. Returns `None` when some line would
-/// still be longer than 998 octets (one parameter too long to fit: only its own kind of
-/// fold, such as [`fold_url`], can help).
-pub fn fold_params(value: &[u8], eol: &[u8]) -> Option<Vec<u8>> {
-    fold_params_after(CONTENT_TYPE_PREFIX, value, eol)
-}
-
-/// [`fold_params`] with `first_line_prefix_len` octets (field name and colon) before the
-/// value on its first line.
-pub fn fold_params_after(
+/// The first line holds `first_line_prefix_len` octets (field name and colon) before the
+/// value. Returns `None` when some line would still be longer than 998 octets (one
+/// parameter too long to fit: only its own kind of fold, such as [`fold_url`], can help).
+pub(crate) fn fold_params_after(
     first_line_prefix_len: usize,
     value: &[u8],
     eol: &[u8],
@@ -259,7 +248,7 @@ pub fn fold_params_after(
 }
 
 /// Lengths of the lines of a value that starts after `prefix` octets, endings excluded.
-pub fn line_lengths(prefix: usize, value: &[u8]) -> impl Iterator<Item = usize> + '_ {
+pub(crate) fn line_lengths(prefix: usize, value: &[u8]) -> impl Iterator<Item = usize> + '_ {
     value.split(|&b| b == b'\n').enumerate().map(move |(i, l)| {
         let l = l.strip_suffix(b"\r").unwrap_or(l).len();
         if i == 0 {
@@ -298,10 +287,36 @@ fn split_top_level(value: &[u8]) -> Vec<&[u8]> {
     items
 }
 
+/// Removes the line breaks of folding (CR and LF), keeping the whitespace after them.
+pub(crate) fn unfold(v: &[u8]) -> Cow<'_, [u8]> {
+    if !v.iter().any(|&b| b == b'\n' || b == b'\r') {
+        return Cow::Borrowed(v);
+    }
+    Cow::Owned(
+        v.iter()
+            .copied()
+            .filter(|&b| b != b'\n' && b != b'\r')
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Octets before a Content-Type value on its first line: `Content-Type:`.
+    const CONTENT_TYPE_PREFIX: usize = "Content-Type:".len();
+
+    /// Folds a Content-Type field value (the bytes after the colon) between its parameters:
+    /// a line break goes after a `;` outside quoted-strings and comments, replacing the
+    /// whitespace that follows it, wherever the next parameter would push the line past 78
+    /// octets. Existing folds and whitespace that need no change are kept byte for byte.
+    ///
+    /// The first line is taken to start with `Content-Type:` (13 octets).
+    fn fold_params(value: &[u8], eol: &[u8]) -> Option<Vec<u8>> {
+        fold_params_after(CONTENT_TYPE_PREFIX, value, eol)
+    }
 
     /// The URL inside a `fold_url` result: quotes and name dropped, then extraction.
     fn unfold_param(p: &[u8]) -> Vec<u8> {

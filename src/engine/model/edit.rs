@@ -15,7 +15,7 @@
 
 use std::ops::Range;
 
-use super::rules::Rule;
+use crate::engine::model::rules::Rule;
 
 /// Where an edited field lives, in the terms a milter needs: top-level header fields are
 /// changed with `change_header(name, index)`, everything else by replacing the body.
@@ -251,10 +251,6 @@ impl EditSet {
 
     pub fn into_vec(self) -> Vec<Edit> {
         self.edits
-    }
-
-    pub fn as_slice(&self) -> &[Edit] {
-        &self.edits
     }
 }
 

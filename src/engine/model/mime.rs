@@ -15,9 +15,10 @@ use std::ops::Range;
 use compact_str::{CompactString, ToCompactString};
 use memchr::memmem;
 
-use super::ascii::eq_lower;
-use super::params::ContentType;
-use super::Limits;
+use crate::engine::model::options::Limits;
+use crate::engine::syntax::ascii::eq_lower;
+use crate::engine::syntax::decode::{self, parse_encoding, Encoding};
+use crate::engine::syntax::params::ContentType;
 
 /// One header field: `name: value EOL` (with any folded continuation lines).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,17 +51,6 @@ pub enum Kind {
     ExternalBody,
     /// The phantom heading and body inside a message/external-body.
     Phantom,
-}
-
-/// Transfer encodings that matter to the checks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Encoding {
-    SevenBit,
-    EightBit,
-    Binary,
-    Base64,
-    QuotedPrintable,
-    Other,
 }
 
 /// One MIME entity: a heading and a body.
@@ -195,8 +185,8 @@ impl<'a> Message<'a> {
     }
 
     /// The location of field `i` of entity `e` for an edit.
-    pub fn field_loc(&self, e: &Entity, i: usize) -> super::FieldLoc {
-        super::FieldLoc {
+    pub fn field_loc(&self, e: &Entity, i: usize) -> crate::engine::model::edit::FieldLoc {
+        crate::engine::model::edit::FieldLoc {
             part: e.path.to_string(),
             name: String::from_utf8_lossy(self.name(e, &self.fields(e)[i])).into_owned(),
             occurrence: self.occurrence(e, i),
@@ -214,9 +204,9 @@ impl<'a> Message<'a> {
         std::iter::successors(self.entities[i].parent, move |&p| self.entities[p].parent)
     }
 
+    /// Reads every entity, depth first in document order, within `limits`.
     fn scan(&mut self, limits: &Limits) {
         let raw_len = self.buffers[0].len();
-        // (buffer, range, parent, path, default content type is message/rfc822, kind override)
         let mut work: Vec<Pending> = vec![Pending {
             buf: 0,
             range: 0..raw_len,
@@ -236,11 +226,9 @@ impl<'a> Message<'a> {
             if let Some(parent) = p.parent {
                 self.entities[parent].children.push(idx);
             }
-            let e = &self.entities[idx];
-            if matches!(e.kind, Kind::Leaf | Kind::Phantom) {
+            if matches!(self.entities[idx].kind, Kind::Leaf | Kind::Phantom) {
                 continue;
             }
-            let mut children: Vec<Pending> = Vec::new();
             let descend = if depth >= limits.max_depth {
                 if self.overflow.depth_at.is_none() {
                     self.overflow.depth_at = Some(idx);
@@ -249,97 +237,129 @@ impl<'a> Message<'a> {
             } else {
                 true
             };
-            let (ebuf, body, encoding) = (e.buf, e.body.clone(), e.encoding);
-            match e.kind.clone() {
-                Kind::Multipart { boundary, .. } => {
-                    while index.len() <= ebuf {
-                        index.push(None);
-                    }
-                    let ix =
-                        index[ebuf].get_or_insert_with(|| DelimiterIndex::new(&self.buffers[ebuf]));
-                    let (parts, closed) =
-                        split_multipart_indexed(&self.buffers[ebuf], body, &boundary, ix);
-                    let e = &mut self.entities[idx];
-                    e.kind = Kind::Multipart {
-                        boundary,
-                        closed,
-                        no_parts: parts.is_empty(),
-                    };
-                    if descend {
-                        // One reservation per multipart instead of repeated doubling of
-                        // two vectors that end up holding every part.
-                        let prefix = child_prefix(&e.path);
-                        let digest = e.ctype.subtype == "digest";
-                        children.reserve(parts.len());
-                        for (n, r) in parts.into_iter().enumerate() {
-                            children.push(Pending {
-                                buf: ebuf,
-                                range: r,
-                                parent: Some(idx),
-                                path: child_path(prefix, n + 1),
-                                digest,
-                                phantom: false,
-                            });
-                        }
-                    }
-                }
-                Kind::Message if descend => {
-                    let path = encapsulated_path(&e.path);
-                    match encoding {
-                        Encoding::Base64 | Encoding::QuotedPrintable => {
-                            let decoded =
-                                super::decode::transfer_decode(&self.buffers[ebuf][body], encoding);
-                            let len = decoded.len();
-                            self.buffers.push(Cow::Owned(decoded));
-                            children.push(Pending {
-                                buf: self.buffers.len() - 1,
-                                range: 0..len,
-                                parent: Some(idx),
-                                path,
-                                digest: false,
-                                phantom: false,
-                            });
-                        }
-                        _ => children.push(Pending {
-                            buf: ebuf,
-                            range: body,
-                            parent: Some(idx),
-                            path,
-                            digest: false,
-                            phantom: false,
-                        }),
-                    }
-                }
-                Kind::ExternalBody if descend => {
-                    children.push(Pending {
-                        buf: ebuf,
-                        range: body,
-                        parent: Some(idx),
-                        path: e.path.clone(),
-                        digest: false,
-                        phantom: true,
-                    });
-                }
-                _ => {}
-            }
-            // One reservation per multipart instead of repeated doubling of vectors that
-            // end up holding every part.
-            self.entities.reserve(children.len());
-            self.all_fields.reserve(2 * children.len());
-            work.reserve(children.len());
-            // Children go on the stack in reverse so that they are read in document order.
-            for c in children.into_iter().rev() {
-                if self.entities.len() + work.len() >= limits.max_parts {
-                    if self.overflow.parts_at.is_none() {
-                        self.overflow.parts_at = c.parent;
-                    }
-                    continue;
-                }
-                work.push(c);
-            }
+            let children = self.children(idx, descend, &mut index);
+            self.queue(children, &mut work, limits);
         }
         // Children were pushed to the stack in reverse but entity indices follow the
         // order of reading, which is document order; the children lists are too.
+    }
+
+    /// The children of container entity `idx` still to be read. A multipart's body is
+    /// split whatever `descend` says (its kind records what the split found); its parts,
+    /// an encapsulated message or a phantom heading are returned only with `descend`.
+    fn children(
+        &mut self,
+        idx: usize,
+        descend: bool,
+        index: &mut Vec<Option<DelimiterIndex>>,
+    ) -> Vec<Pending> {
+        let e = &self.entities[idx];
+        let (ebuf, body) = (e.buf, e.body.clone());
+        match e.kind.clone() {
+            Kind::Multipart { boundary, .. } => self.split_parts(idx, boundary, descend, index),
+            Kind::Message if descend => vec![self.encapsulated(idx)],
+            Kind::ExternalBody if descend => vec![Pending {
+                buf: ebuf,
+                range: body,
+                parent: Some(idx),
+                path: e.path.clone(),
+                digest: false,
+                phantom: true,
+            }],
+            _ => Vec::new(),
+        }
+    }
+
+    /// Splits the body of multipart `idx` at `boundary`, records what the split found in
+    /// its kind, and returns its parts to read when `descend`.
+    fn split_parts(
+        &mut self,
+        idx: usize,
+        boundary: Vec<u8>,
+        descend: bool,
+        index: &mut Vec<Option<DelimiterIndex>>,
+    ) -> Vec<Pending> {
+        let (ebuf, body) = (self.entities[idx].buf, self.entities[idx].body.clone());
+        while index.len() <= ebuf {
+            index.push(None);
+        }
+        let ix = index[ebuf].get_or_insert_with(|| DelimiterIndex::new(&self.buffers[ebuf]));
+        let (parts, closed) = split_multipart_indexed(&self.buffers[ebuf], body, &boundary, ix);
+        let e = &mut self.entities[idx];
+        e.kind = Kind::Multipart {
+            boundary,
+            closed,
+            no_parts: parts.is_empty(),
+        };
+        if !descend {
+            return Vec::new();
+        }
+        // One reservation per multipart instead of repeated doubling of two vectors that
+        // end up holding every part.
+        let prefix = child_prefix(&e.path);
+        let digest = e.ctype.subtype == "digest";
+        let mut children = Vec::with_capacity(parts.len());
+        for (n, r) in parts.into_iter().enumerate() {
+            children.push(Pending {
+                buf: ebuf,
+                range: r,
+                parent: Some(idx),
+                path: child_path(prefix, n + 1),
+                digest,
+                phantom: false,
+            });
+        }
+        children
+    }
+
+    /// The message encapsulated in message/rfc822 entity `idx`, transfer-decoded into a
+    /// buffer of its own when the entity is base64 or quoted-printable.
+    fn encapsulated(&mut self, idx: usize) -> Pending {
+        let e = &self.entities[idx];
+        let (ebuf, body, encoding) = (e.buf, e.body.clone(), e.encoding);
+        let path = encapsulated_path(&e.path);
+        match encoding {
+            Encoding::Base64 | Encoding::QuotedPrintable => {
+                let decoded = decode::transfer_decode(&self.buffers[ebuf][body], encoding);
+                let len = decoded.len();
+                self.buffers.push(Cow::Owned(decoded));
+                Pending {
+                    buf: self.buffers.len() - 1,
+                    range: 0..len,
+                    parent: Some(idx),
+                    path,
+                    digest: false,
+                    phantom: false,
+                }
+            }
+            _ => Pending {
+                buf: ebuf,
+                range: body,
+                parent: Some(idx),
+                path,
+                digest: false,
+                phantom: false,
+            },
+        }
+    }
+
+    /// Puts `children` on the `work` stack, as far as `limits` allows more parts.
+    fn queue(&mut self, children: Vec<Pending>, work: &mut Vec<Pending>, limits: &Limits) {
+        // One reservation per multipart instead of repeated doubling of vectors that
+        // end up holding every part.
+        self.entities.reserve(children.len());
+        self.all_fields.reserve(2 * children.len());
+        work.reserve(children.len());
+        // Children go on the stack in reverse so that they are read in document order.
+        for c in children.into_iter().rev() {
+            if self.entities.len() + work.len() >= limits.max_parts {
+                if self.overflow.parts_at.is_none() {
+                    self.overflow.parts_at = c.parent;
+                }
+                continue;
+            }
+            work.push(c);
+        }
     }
 
     /// Reads the heading at `p` and appends the entity to `entities`; the entity takes
@@ -469,32 +489,6 @@ fn encapsulated_path(path: &str) -> CompactString {
     }
 }
 
-fn parse_encoding(v: &[u8]) -> Encoding {
-    let start = v
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(v.len());
-    let t = &v[start..];
-    let t = &t[..t
-        .iter()
-        .position(|&b| b == b'(' || b.is_ascii_whitespace())
-        .unwrap_or(t.len())];
-    let is = |name: &[u8]| t.eq_ignore_ascii_case(name);
-    if t.is_empty() || is(b"7bit") {
-        Encoding::SevenBit
-    } else if is(b"8bit") {
-        Encoding::EightBit
-    } else if is(b"binary") {
-        Encoding::Binary
-    } else if is(b"base64") {
-        Encoding::Base64
-    } else if is(b"quoted-printable") {
-        Encoding::QuotedPrintable
-    } else {
-        Encoding::Other
-    }
-}
-
 struct Heading {
     header: Range<usize>,
     body: Range<usize>,
@@ -609,7 +603,7 @@ static FIELD_NAME: [bool; 256] = {
 };
 
 /// (end of line content, start of next line). CRLF or LF end a line; a bare CR does not.
-pub fn line_end(buf: &[u8], pos: usize, end: usize) -> (usize, usize) {
+pub(crate) fn line_end(buf: &[u8], pos: usize, end: usize) -> (usize, usize) {
     match find_lf(&buf[pos..end]) {
         Some(n) => {
             let lf = pos + n;
@@ -644,22 +638,7 @@ fn find_lf(hay: &[u8]) -> Option<usize> {
 /// says whether the close delimiter was seen. RFC 2046 §5.1.1: the line break before a
 /// delimiter belongs to the delimiter; after the boundary only `--` (close) and
 /// transport padding may follow on the line, so a longer boundary that merely starts with
-/// this one is not a delimiter.
-pub fn split_multipart(
-    buf: &[u8],
-    body: Range<usize>,
-    boundary: &[u8],
-) -> (Vec<Range<usize>>, bool) {
-    let mut dash = Vec::with_capacity(boundary.len() + 2);
-    dash.extend_from_slice(b"--");
-    dash.extend_from_slice(boundary);
-    let finder = memmem::Finder::new(&dash);
-    let hay = &buf[body.clone()];
-    let candidates = finder.find_iter(hay);
-    split_at_candidates(hay, body.start, dash.len(), candidates)
-}
-
-/// As [`split_multipart`], but the candidate delimiter lines come from `index`, so that
+/// this one is not a delimiter. The candidate delimiter lines come from `index`, so that
 /// nested multiparts do not each search the whole rest of the message (a message nested
 /// thousands deep would otherwise cost depth × size).
 fn split_multipart_indexed(
@@ -855,19 +834,6 @@ impl DelimiterIndex {
     }
 }
 
-/// Removes the line breaks of folding (CR and LF), keeping the whitespace after them.
-pub fn unfold(v: &[u8]) -> Cow<'_, [u8]> {
-    if !v.iter().any(|&b| b == b'\n' || b == b'\r') {
-        return Cow::Borrowed(v);
-    }
-    Cow::Owned(
-        v.iter()
-            .copied()
-            .filter(|&b| b != b'\n' && b != b'\r')
-            .collect(),
-    )
-}
-
 /// The lengths of the physical lines of a field, name included, line endings excluded.
 pub fn line_lengths<'b>(buf: &'b [u8], f: &Field) -> impl Iterator<Item = usize> + 'b {
     let bytes = &buf[f.start..f.value.end];
@@ -1007,6 +973,22 @@ mod tests {
 mod split_index_tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The split by a plain search of the whole body, the reference the indexed split must
+    /// agree with.
+    fn split_multipart(
+        buf: &[u8],
+        body: Range<usize>,
+        boundary: &[u8],
+    ) -> (Vec<Range<usize>>, bool) {
+        let mut dash = Vec::with_capacity(boundary.len() + 2);
+        dash.extend_from_slice(b"--");
+        dash.extend_from_slice(boundary);
+        let finder = memmem::Finder::new(&dash);
+        let hay = &buf[body.clone()];
+        let candidates = finder.find_iter(hay);
+        split_at_candidates(hay, body.start, dash.len(), candidates)
+    }
 
     proptest! {
         /// The indexed split finds exactly what the plain memmem split finds, on bodies

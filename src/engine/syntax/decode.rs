@@ -4,7 +4,45 @@
 //! All are lenient in the way mail readers are: garbage is skipped, never an error, since
 //! a finding about a reference must not depend on a perfect encoding elsewhere.
 
-use super::mime::Encoding;
+use crate::engine::syntax::ascii::hex_value;
+
+/// Transfer encodings that matter to the checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    SevenBit,
+    EightBit,
+    Binary,
+    Base64,
+    QuotedPrintable,
+    Other,
+}
+
+/// The transfer encoding a Content-Transfer-Encoding value names (RFC 2045 §6.1).
+pub(crate) fn parse_encoding(v: &[u8]) -> Encoding {
+    let start = v
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(v.len());
+    let t = &v[start..];
+    let t = &t[..t
+        .iter()
+        .position(|&b| b == b'(' || b.is_ascii_whitespace())
+        .unwrap_or(t.len())];
+    let is = |name: &[u8]| t.eq_ignore_ascii_case(name);
+    if t.is_empty() || is(b"7bit") {
+        Encoding::SevenBit
+    } else if is(b"8bit") {
+        Encoding::EightBit
+    } else if is(b"binary") {
+        Encoding::Binary
+    } else if is(b"base64") {
+        Encoding::Base64
+    } else if is(b"quoted-printable") {
+        Encoding::QuotedPrintable
+    } else {
+        Encoding::Other
+    }
+}
 
 /// Decodes a body in `enc`; identity for 7bit/8bit/binary/unknown.
 pub fn transfer_decode(body: &[u8], enc: Encoding) -> Vec<u8> {
@@ -81,7 +119,7 @@ fn qp(s: &[u8], underscore_space: bool) -> Vec<u8> {
                 continue;
             }
             if i + 2 < s.len() {
-                if let (Some(h), Some(l)) = (hexval(s[i + 1]), hexval(s[i + 2])) {
+                if let (Some(h), Some(l)) = (hex_value(s[i + 1]), hex_value(s[i + 2])) {
                     out.push(h << 4 | l);
                     i += 3;
                     continue;
@@ -96,10 +134,6 @@ fn qp(s: &[u8], underscore_space: bool) -> Vec<u8> {
         i += 1;
     }
     out
-}
-
-fn hexval(b: u8) -> Option<u8> {
-    (b as char).to_digit(16).map(|d| d as u8)
 }
 
 /// Decodes `bytes` from `charset` (a MIME charset name) into UTF-8. Unknown or missing

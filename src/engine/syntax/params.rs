@@ -8,6 +8,8 @@
 
 use std::ops::Range;
 
+use crate::engine::syntax::ascii::hex_value;
+
 use std::borrow::Cow;
 
 /// A parsed Content-Type value.
@@ -23,7 +25,7 @@ pub struct ContentType {
     pub trailing: Option<usize>,
     /// Offsets where a parameter follows the previous value without its `;` (RFC 2046
     /// erratum 589, RFC 2387 §5.1 as printed). Parsing reads on, as lenient readers do,
-    /// and marks what follows [`Param::after_defect`]; [`ContentType::strict`] gives the
+    /// and marks what follows `Param::after_defect`; [`ContentType::strict`] gives the
     /// view of a reader that stops there.
     pub defects: Vec<usize>,
 }
@@ -257,7 +259,7 @@ pub fn percent_decode(s: &[u8]) -> Vec<u8> {
     let mut i = 0;
     while i < s.len() {
         if s[i] == b'%' && i + 2 < s.len() {
-            if let (Some(h), Some(l)) = (hex(s[i + 1]), hex(s[i + 2])) {
+            if let (Some(h), Some(l)) = (hex_value(s[i + 1]), hex_value(s[i + 2])) {
                 out.push(h << 4 | l);
                 i += 3;
                 continue;
@@ -267,15 +269,6 @@ pub fn percent_decode(s: &[u8]) -> Vec<u8> {
         i += 1;
     }
     out
-}
-
-fn hex(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
 }
 
 /// RFC 2045 tspecials plus SP and CTLs end a token.
@@ -464,7 +457,7 @@ fn common_name(t: &[u8]) -> Option<&'static str> {
     let lc = |b: u8| b.to_ascii_lowercase();
     let slot = common_slot(t.len(), lc(first), lc(second), lc(last));
     let name = COMMON_NAMES.get(usize::from(COMMON_SLOTS[slot]).checked_sub(1)?)?;
-    super::ascii::eq_lower(t, name.as_bytes()).then_some(*name)
+    crate::engine::syntax::ascii::eq_lower(t, name.as_bytes()).then_some(*name)
 }
 
 /// `t` in ASCII lower case (8-bit octets, which a lenient token may hold, as lossy UTF-8).

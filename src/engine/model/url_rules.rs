@@ -1,18 +1,15 @@
-//! What the admin asks to change in references, beyond the RFC repairs: URL rewrite rules
-//! (match on scheme, host and path, rewrite through a template), and the notice part that
-//! replaces a body part whose reference policy strips.
+//! The admin's URL rewrite rules as the options carry them: a match on scheme, host and
+//! path, and a template to rewrite through. Applying one as a repair (the policy checks
+//! on its result, the change record) is `repair::rewrite`.
 //!
 //! Everything here works on URLs already in RFC 2017 §3.1 encoded form (`fold::
 //! pct_encode_unsafe`): ASCII without SP, CTLs, `"` or `\`. The rules come in through
-//! [`super::Options`] already chosen for the message's direction.
+//! [`crate::engine::Options`] already chosen for the message's direction.
 
 use std::borrow::Cow;
 use std::fmt;
 
 use iri_string::types::{UriAbsoluteStr, UriStr};
-
-use super::mime::Kind;
-use super::{Context, Rule, UrlChange};
 
 /// How a rule matches the host of a URL (compared case-insensitively; an IPv6 host is
 /// written with its brackets, `[2001:db8::1]`).
@@ -42,7 +39,7 @@ impl HostMatch {
 }
 
 /// A path regex (the `regex` crate: linear time whatever the input). Compared by its
-/// pattern text so that [`super::Options`] stays comparable.
+/// pattern text so that [`crate::engine::Options`] stays comparable.
 #[derive(Debug, Clone)]
 pub struct PathRegex(pub regex::Regex);
 
@@ -283,166 +280,10 @@ pub fn apply_rules(rules: &[UrlRewrite], url: &[u8]) -> Option<Rewritten> {
     })
 }
 
-/// Why a rewritten URL cannot be written, or None when it can: it must be an absolute URI
-/// (RFC 3986 §4.3; RFC 2017 allows no fragment), retrieve something (RFC 2017 §2), have an
-/// allowed scheme, and not be rewritten again by the rules (else every pass through a
-/// milter would rewrite it once more).
-pub fn refuse(cx: &Context, url: &str) -> Option<String> {
-    if UriAbsoluteStr::new(url).is_err() {
-        return Some("is not an absolute URI without fragment (RFC 3986 §4.3)".into());
-    }
-    let scheme = url.split(':').next().unwrap_or("").to_ascii_lowercase();
-    if super::extbody::NON_RETRIEVAL_SCHEMES.contains(&scheme.as_str()) {
-        return Some(format!(
-            "has scheme {scheme}:, which retrieves nothing (RFC 2017 §2)"
-        ));
-    }
-    if cx.opts.schemes.denies(&scheme) {
-        return Some(format!("has scheme {scheme}:, denied by the scheme policy"));
-    }
-    if let Some(again) = apply_rules(&cx.opts.rewrites, url.as_bytes()) {
-        if again.url != url {
-            return Some(format!(
-                "would be rewritten again by {} (rules must not match their own output)",
-                again.rule
-            ));
-        }
-    }
-    None
-}
-
-/// Most characters of a URL shown in a log line, the report header or `check --actions`.
-pub const DISPLAY_MAX: usize = 100;
-
-/// A URL as it may be shown anywhere: printable ASCII only (every other octet, and `"`,
-/// `\`, `<`, `>`, %-encoded: no CR, LF or NUL can ever come through), cut at `max`
-/// characters without splitting a `%HH`, `...` marking the cut.
-pub fn display_url(url: &[u8], max: usize) -> String {
-    let mut out = String::new();
-    for &b in url {
-        let piece = if (0x21..0x7f).contains(&b) && !matches!(b, b'"' | b'\\' | b'<' | b'>') {
-            (b as char).to_string()
-        } else {
-            format!("%{b:02X}")
-        };
-        if out.len() + piece.len() > max {
-            out.push_str("...");
-            return out;
-        }
-        out.push_str(&piece);
-    }
-    out
-}
-
-/// The change record of a rewrite, display-safe.
-pub fn change(rule: Rule, old: &[u8], new: Option<&[u8]>) -> UrlChange {
-    UrlChange {
-        rule,
-        old: display_url(old, DISPLAY_MAX),
-        new: new.map(|n| display_url(n, DISPLAY_MAX)),
-    }
-}
-
-/// Characters of the removed URL quoted in a notice part.
-const NOTICE_URL_MAX: usize = 300;
-/// URL characters per notice line: with the indent every line stays under 78 octets, so
-/// the part goes 7bit and no line can be taken for a boundary delimiter.
-const NOTICE_URL_LINE: usize = 64;
-
-/// The notice part that replaces a stripped body part, in the line endings `eol`. Built
-/// with mail-builder; every header of it is a fixed string of ours (mail-builder 0.4
-/// writes `Text` and `Raw` header values as given, CR LF included, so nothing taken
-/// from the message ever goes into one). The URL only appears in the body, %-encoded
-/// (display_url), cut, and wrapped on indented lines.
-pub fn notice_part(rule: Rule, url: &[u8], eol: &[u8]) -> Vec<u8> {
-    use mail_builder::headers::content_type::ContentType;
-    use mail_builder::headers::text::Text;
-    use mail_builder::mime::MimePart;
-
-    let shown = display_url(url, NOTICE_URL_MAX);
-    let mut text = String::new();
-    text.push_str("A reference to external content was removed from this message by\r\n");
-    text.push_str("the mail filter, because its URL scheme is not allowed here\r\n");
-    text.push_str(&format!("(rule {}).\r\n\r\nRemoved URL:\r\n", rule.id()));
-    let chars: Vec<char> = shown.chars().collect();
-    for line in chars.chunks(NOTICE_URL_LINE) {
-        text.push_str("  ");
-        text.extend(line.iter());
-        text.push_str("\r\n");
-    }
-    let part = MimePart::new(
-        ContentType::new("text/plain").attribute("charset", "us-ascii"),
-        text,
-    )
-    .header(
-        "Content-Description",
-        Text::new("external reference removed by policy"),
-    )
-    .transfer_encoding("7bit");
-    let mut out = Vec::new();
-    if part.write_part(&mut out).is_err() {
-        return Vec::new();
-    }
-    // The part ends where the original did: the line break before the next delimiter
-    // belongs to the delimiter (RFC 2046 §5.1.1).
-    while out.ends_with(b"\r\n") {
-        out.truncate(out.len() - 2);
-    }
-    if eol == b"\r\n" {
-        return out;
-    }
-    let mut lf = Vec::with_capacity(out.len());
-    let mut i = 0;
-    while i < out.len() {
-        if out[i] == b'\r' && out.get(i + 1) == Some(&b'\n') {
-            lf.extend_from_slice(eol);
-            i += 2;
-        } else {
-            lf.push(out[i]);
-            i += 1;
-        }
-    }
-    lf
-}
-
-/// Offers to replace entity `idx` with a notice part (repairing `rule`), when policy
-/// allows stripping and the entity is a body part of a multipart in the original bytes.
-/// A top-level entity, or one encapsulated directly in a message/rfc822, is never
-/// stripped: there is no part to replace, only report or reject. Returns the edit index.
-pub fn offer_strip(cx: &mut Context, idx: usize, rule: Rule, url: &[u8]) -> Option<usize> {
-    if !cx.opts.strip_denied || cx.opts.octets_not_given > 0 {
-        return None;
-    }
-    let msg = cx.msg;
-    let e = msg.entities.get(idx)?;
-    let parent = msg.entities.get(e.parent?)?;
-    if !e.editable() || !matches!(parent.kind, Kind::Multipart { .. }) {
-        return None;
-    }
-    let range = e.header.start..e.body.end;
-    if range.start > range.end || range.end > msg.len {
-        return None;
-    }
-    let fi = e.ctype_field?;
-    let loc = msg.field_loc(e, fi);
-    let part = notice_part(rule, url, e.eol());
-    if part.is_empty() {
-        return None;
-    }
-    let ch = change(rule, url, None);
-    Some(cx.edits.replace_part(range, loc, part, rule, ch))
-}
-
-/// Whether `url` (any bytes) is shown by `display_url` without a CR, LF or NUL: always.
-#[cfg(test)]
-fn display_is_safe(s: &str) -> bool {
-    s.bytes().all(|b| (0x21..0x7f).contains(&b))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::fold;
+    use crate::engine::syntax::fold;
 
     fn rule(
         scheme: Option<&str>,
@@ -560,63 +401,5 @@ mod tests {
             .unwrap_err()
             .contains("absolute"));
         assert!(Template::parse("https://x/#{path}").is_err());
-    }
-
-    #[test]
-    fn display_never_carries_controls_and_cuts_cleanly() {
-        let s = display_url(b"http://a/\r\nX-Evil: 1\0\"<>\\\xff", 200);
-        assert_eq!(s, "http://a/%0D%0AX-Evil:%201%00%22%3C%3E%5C%FF");
-        assert!(display_is_safe(&s));
-        let long = display_url(&[b'%'; 10], 5);
-        assert_eq!(long, "%%%%%...");
-        let cut = display_url("é".repeat(10).as_bytes(), 10);
-        assert_eq!(cut, "%C3%A9%C3...");
-        assert!(!cut.contains("%C..."));
-    }
-
-    #[test]
-    fn notice_part_headers_are_fixed_and_the_url_stays_in_the_body() {
-        let evil = b"javascript:alert(1)\r\nContent-Type: text/html\r\n\r\n--b\r\n<script>";
-        for eol in [&b"\n"[..], b"\r\n"] {
-            let p = notice_part(Rule::ExtbodyUrlSchemeDenied, evil, eol);
-            let text = String::from_utf8(p.clone()).unwrap();
-            let sep = if eol == b"\n" { "\n\n" } else { "\r\n\r\n" };
-            let (head, body) = text.split_once(sep).unwrap();
-            let e = std::str::from_utf8(eol).unwrap();
-            assert_eq!(
-                head,
-                [
-                    "Content-Type: text/plain; charset=\"us-ascii\"",
-                    "Content-Description: external reference removed by policy",
-                    "Content-Transfer-Encoding: 7bit"
-                ]
-                .join(e)
-            );
-            assert!(
-                body.contains("javascript:alert(1)%0D%0AContent-Type:%20text/html"),
-                "{body}"
-            );
-            for line in body.split(e) {
-                assert!(line.len() < 78 && !line.starts_with('-'), "{line:?}");
-                assert!(!line.contains('\r') && !line.contains('\n'));
-            }
-            assert!(!p.ends_with(eol));
-            if eol == b"\n" {
-                assert!(!p.contains(&b'\r'));
-            }
-        }
-    }
-
-    #[test]
-    fn mail_builder_text_headers_pass_crlf_through() {
-        // Why the notice headers never carry message data: mail-builder 0.4 writes an
-        // ASCII text header value with CR LF as it is.
-        use mail_builder::headers::text::Text;
-        use mail_builder::headers::Header;
-        let mut out = Vec::new();
-        Text::new("a\r\nX-Injected: 1")
-            .write_header(&mut out, 0)
-            .unwrap();
-        assert!(out.windows(13).any(|w| w == b"\r\nX-Injected:"));
     }
 }

@@ -15,7 +15,8 @@
 //! Everything here works on text and never fails on odd input: parsing returns `None`
 //! or an error value, and the checks decide what to report.
 
-use std::fmt;
+use crate::engine::syntax::msgid::is_atext;
+use crate::engine::syntax::params::percent_decode;
 
 /// Which of the two URL schemes of RFC 2392.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,21 +45,11 @@ pub enum Match {
     Raw,
 }
 
-impl Match {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Match::Decoded => "%-decoded",
-            Match::Raw => "as written",
-        }
-    }
-}
-
 impl IdRef {
     fn new(raw: &str) -> IdRef {
         IdRef {
             raw: raw.to_string(),
-            decoded: String::from_utf8_lossy(&super::params::percent_decode(raw.as_bytes()))
-                .into_owned(),
+            decoded: String::from_utf8_lossy(&percent_decode(raw.as_bytes())).into_owned(),
         }
     }
 
@@ -89,46 +80,6 @@ pub enum IdUrl {
     /// `mid:message-id[/content-id]`
     Mid { message: IdRef, part: Option<IdRef> },
 }
-
-impl IdUrl {
-    pub fn scheme(&self) -> Scheme {
-        match self {
-            IdUrl::Cid(_) => Scheme::Cid,
-            IdUrl::Mid { .. } => Scheme::Mid,
-        }
-    }
-}
-
-/// Why a string is not a usable `cid:`/`mid:` URL.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CidError {
-    /// The scheme is neither `cid` nor `mid`.
-    NotCidOrMid,
-    /// Wrong scheme for the conversion asked for (`mid:` given where `cid:` is needed…).
-    WrongScheme(Scheme),
-    /// Nothing after the scheme.
-    Empty,
-    /// A Content-ID or Message-ID value without an addr-spec in it.
-    NoAddrSpec,
-}
-
-impl fmt::Display for CidError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CidError::NotCidOrMid => f.write_str("not a cid: or mid: URL (RFC 2392 §2)"),
-            CidError::WrongScheme(Scheme::Cid) => {
-                f.write_str("a cid: URL was given where a mid: URL is expected")
-            }
-            CidError::WrongScheme(Scheme::Mid) => {
-                f.write_str("a mid: URL was given where a cid: URL is expected")
-            }
-            CidError::Empty => f.write_str("the URL has nothing after the scheme"),
-            CidError::NoAddrSpec => f.write_str("no <addr-spec> in the identifier"),
-        }
-    }
-}
-
-impl std::error::Error for CidError {}
 
 /// The scheme of `url` if it is `cid:` or `mid:` (case-insensitive), and the rest.
 pub fn split_scheme(url: &str) -> Option<(Scheme, &str)> {
@@ -167,49 +118,6 @@ pub fn parse(url: &str) -> Option<IdUrl> {
     })
 }
 
-/// `cid:` URL → Content-ID header value `<addr-spec>` (RFC 2392 §2: drop the scheme,
-/// %-decode, add angle brackets). `cid:foo4%25foo1@bar.net` → `<foo4%foo1@bar.net>`.
-pub fn cid_to_content_id(url: &str) -> Result<String, CidError> {
-    match parse(url) {
-        None => Err(CidError::NotCidOrMid),
-        Some(IdUrl::Mid { .. }) => Err(CidError::WrongScheme(Scheme::Mid)),
-        Some(IdUrl::Cid(r)) if r.raw.is_empty() => Err(CidError::Empty),
-        Some(IdUrl::Cid(r)) => Ok(r.to_header()),
-    }
-}
-
-/// `mid:` URL → (Message-ID, optional Content-ID), both as header values `<addr-spec>`.
-pub fn mid_to_ids(url: &str) -> Result<(String, Option<String>), CidError> {
-    match parse(url) {
-        None => Err(CidError::NotCidOrMid),
-        Some(IdUrl::Cid(_)) => Err(CidError::WrongScheme(Scheme::Cid)),
-        Some(IdUrl::Mid { message, .. }) if message.raw.is_empty() => Err(CidError::Empty),
-        Some(IdUrl::Mid { message, part }) => {
-            Ok((message.to_header(), part.as_ref().map(IdRef::to_header)))
-        }
-    }
-}
-
-/// Content-ID (with or without angle brackets, comments and folding) → `cid:` URL, with
-/// every octet that may not appear in a URL %-encoded (`%` itself included).
-pub fn content_id_to_cid(content_id: &str) -> Result<String, CidError> {
-    let addr = addr_spec_of(content_id.as_bytes()).ok_or(CidError::NoAddrSpec)?;
-    Ok(format!("cid:{}", encode(&addr, false)))
-}
-
-/// Message-ID and optional Content-ID → `mid:` URL. `/` is encoded too, since it
-/// separates the two identifiers (RFC 2392 §2).
-pub fn ids_to_mid(message_id: &str, content_id: Option<&str>) -> Result<String, CidError> {
-    let m = addr_spec_of(message_id.as_bytes()).ok_or(CidError::NoAddrSpec)?;
-    let mut url = format!("mid:{}", encode(&m, true));
-    if let Some(c) = content_id {
-        let c = addr_spec_of(c.as_bytes()).ok_or(CidError::NoAddrSpec)?;
-        url.push('/');
-        url.push_str(&encode(&c, true));
-    }
-    Ok(url)
-}
-
 /// Octets allowed as they are in the body of a cid/mid URL: RFC 3986 unreserved,
 /// sub-delims, `:`, `@`, and `/` where it is not the mid separator. `?` is allowed in a
 /// URL too, but as it may start a query in generic parsers it is encoded on output.
@@ -237,61 +145,6 @@ fn url_safe(b: u8, slash_reserved: bool) -> bool {
         || (b == b'/' && !slash_reserved)
 }
 
-fn encode(s: &str, slash_reserved: bool) -> String {
-    let mut out = String::with_capacity(s.len());
-    for &b in s.as_bytes() {
-        if url_safe(b, slash_reserved) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// The addr-spec inside a Content-ID or Message-ID field value: folding and comments
-/// removed, surrounding whitespace and one pair of angle brackets stripped. A value
-/// without brackets is accepted (it is `content-id-syntax`, not a different identifier).
-/// `None` when nothing is left.
-pub fn addr_spec_of(value: &[u8]) -> Option<String> {
-    let mut out = Vec::with_capacity(value.len());
-    let mut depth = 0usize;
-    let mut quoted = false;
-    let mut i = 0;
-    while i < value.len() {
-        let b = value[i];
-        match b {
-            b'\r' | b'\n' => {}
-            b'\\' if quoted || depth > 0 => {
-                if depth == 0 {
-                    out.push(b);
-                    if let Some(&n) = value.get(i + 1) {
-                        out.push(n);
-                    }
-                }
-                i += 1;
-            }
-            b'"' if depth == 0 => {
-                quoted = !quoted;
-                out.push(b);
-            }
-            b'(' if !quoted => depth += 1,
-            b')' if !quoted && depth > 0 => depth -= 1,
-            _ if depth > 0 => {}
-            _ => out.push(b),
-        }
-        i += 1;
-    }
-    let s = String::from_utf8_lossy(&out);
-    let s = s.trim_matches(|c: char| c.is_ascii_whitespace());
-    let s = match s.strip_prefix('<') {
-        Some(inner) => inner.strip_suffix('>').unwrap_or(inner),
-        None => s,
-    };
-    let s = s.trim_matches(|c: char| c.is_ascii_whitespace());
-    (!s.is_empty()).then(|| s.to_string())
-}
-
 /// Why `url` (a `cid:` or `mid:` URL) is not a URL-encoded addr-spec per RFC 2392 §2, in
 /// words for a mail admin; `None` when it is fine or is not a cid/mid URL.
 pub fn syntax_problem(url: &str) -> Option<String> {
@@ -311,8 +164,7 @@ pub fn syntax_problem(url: &str) -> Option<String> {
         if let Some(p) = url_encoding_problem(piece, scheme == Scheme::Mid) {
             return Some(format!("the {what} {p}"));
         }
-        let decoded =
-            String::from_utf8_lossy(&super::params::percent_decode(piece.as_bytes())).into_owned();
+        let decoded = String::from_utf8_lossy(&percent_decode(piece.as_bytes())).into_owned();
         if let Some(p) = addr_spec_problem(&decoded) {
             return Some(format!("the {what} is not an addr-spec: {p}"));
         }
@@ -346,32 +198,6 @@ fn url_encoding_problem(piece: &str, mid: bool) -> Option<String> {
         i += 1;
     }
     None
-}
-
-fn is_atext(b: u8) -> bool {
-    b.is_ascii_alphanumeric()
-        || b >= 0x80 // RFC 6532 UTF-8
-        || matches!(
-            b,
-            b'!' | b'#'
-                | b'$'
-                | b'%'
-                | b'&'
-                | b'\''
-                | b'*'
-                | b'+'
-                | b'-'
-                | b'/'
-                | b'='
-                | b'?'
-                | b'^'
-                | b'_'
-                | b'`'
-                | b'{'
-                | b'|'
-                | b'}'
-                | b'~'
-        )
 }
 
 fn dot_atom_problem(s: &str) -> Option<String> {
@@ -452,7 +278,6 @@ mod tests {
     fn rfc2392_text_decodes_and_erratum_example_also_matches() {
         // RFC 2392 §2 (and both seed drafts): "cid:foo4%25foo1@bar.net".
         let url = "cid:foo4%25foo1@bar.net";
-        assert_eq!(cid_to_content_id(url).unwrap(), "<foo4%foo1@bar.net>");
         let Some(IdUrl::Cid(r)) = parse(url) else {
             panic!("not parsed as cid")
         };
@@ -460,8 +285,6 @@ mod tests {
         // The RFC's example pairs it with <foo4%25foo1@bar.net> (erratum 454).
         assert_eq!(r.matches("foo4%25foo1@bar.net"), Some(Match::Raw));
         assert_eq!(r.matches("foo4foo1@bar.net"), None);
-        // Reversing the process gives the original URL back.
-        assert_eq!(content_id_to_cid("<foo4%foo1@bar.net>").unwrap(), url);
         assert_eq!(syntax_problem(url), None);
     }
 
@@ -469,87 +292,39 @@ mod tests {
     fn rfc2392_html_example_image() {
         // <IMG SRC="cid:foo4*foo1@bar.net"> with Content-ID: <foo4*foo1@bar.net>
         let url = "cid:foo4*foo1@bar.net";
-        assert_eq!(cid_to_content_id(url).unwrap(), "<foo4*foo1@bar.net>");
-        assert_eq!(content_id_to_cid("<foo4*foo1@bar.net>").unwrap(), url);
+        let Some(IdUrl::Cid(r)) = parse(url) else {
+            panic!("not parsed as cid")
+        };
+        assert_eq!(r.matches("foo4*foo1@bar.net"), Some(Match::Decoded));
         assert_eq!(syntax_problem(url), None);
     }
 
     #[test]
     fn rfc2392_mid_example_long_form() {
         let url = "mid:960830.1639@XIson.com/partA.960830.1639@XIson.com";
-        let (m, c) = mid_to_ids(url).unwrap();
-        assert_eq!(m, "<960830.1639@XIson.com>");
-        assert_eq!(c.as_deref(), Some("<partA.960830.1639@XIson.com>"));
-        assert_eq!(
-            ids_to_mid(&m, c.as_deref()).unwrap(),
-            "mid:960830.1639@XIson.com/partA.960830.1639@XIson.com"
-        );
         assert_eq!(syntax_problem(url), None);
         // The draft's second example: a message whose own Message-ID differs.
-        let Some(IdUrl::Mid { message, .. }) = parse(url) else {
+        let Some(IdUrl::Mid { message, part }) = parse(url) else {
             panic!("not parsed as mid")
         };
+        assert_eq!(
+            message.matches("960830.1639@XIson.com"),
+            Some(Match::Decoded)
+        );
+        assert_eq!(
+            part.and_then(|p| p.matches("partA.960830.1639@XIson.com")),
+            Some(Match::Decoded)
+        );
         assert_eq!(message.matches("970701.32784@VIers.none.com"), None);
     }
 
     #[test]
-    fn mid_short_form_and_slash_encoding() {
-        assert_eq!(
-            mid_to_ids("MID:950124.162336@XIson.com").unwrap(),
-            ("<950124.162336@XIson.com>".to_string(), None)
-        );
-        // A "/" inside an identifier must be encoded for mid, not for cid.
-        assert_eq!(
-            ids_to_mid("<a/b@x.test>", Some("<c/d@x.test>")).unwrap(),
-            "mid:a%2Fb@x.test/c%2Fd@x.test"
-        );
-        assert_eq!(content_id_to_cid("<a/b@x.test>").unwrap(), "cid:a/b@x.test");
-        assert_eq!(
-            mid_to_ids("mid:a%2Fb@x.test/c%2Fd@x.test").unwrap(),
-            ("<a/b@x.test>".to_string(), Some("<c/d@x.test>".to_string()))
-        );
-    }
-
-    #[test]
     fn scheme_is_case_insensitive_and_others_are_refused() {
-        assert_eq!(cid_to_content_id("CiD:a@b").unwrap(), "<a@b>".to_string());
-        assert_eq!(cid_to_content_id("http://x/"), Err(CidError::NotCidOrMid));
-        assert_eq!(
-            cid_to_content_id("mid:a@b"),
-            Err(CidError::WrongScheme(Scheme::Mid))
-        );
-        assert_eq!(
-            mid_to_ids("cid:a@b"),
-            Err(CidError::WrongScheme(Scheme::Cid))
-        );
-        assert_eq!(cid_to_content_id("cid:"), Err(CidError::Empty));
+        assert_eq!(split_scheme("CiD:a@b"), Some((Scheme::Cid, "a@b")));
+        assert_eq!(split_scheme("MID:a@b"), Some((Scheme::Mid, "a@b")));
+        assert!(parse("http://x/").is_none());
         assert!(parse("ci").is_none());
         assert!(parse("é").is_none());
-    }
-
-    #[test]
-    fn encoding_of_unsafe_octets() {
-        assert_eq!(
-            content_id_to_cid(" <\"a b\"@x.test> (comment)").unwrap(),
-            "cid:%22a%20b%22@x.test"
-        );
-        assert_eq!(
-            cid_to_content_id("cid:%22a%20b%22@x.test").unwrap(),
-            "<\"a b\"@x.test>"
-        );
-        assert_eq!(content_id_to_cid("<>"), Err(CidError::NoAddrSpec));
-    }
-
-    #[test]
-    fn addr_spec_extraction_from_headers() {
-        assert_eq!(addr_spec_of(b" <a@b>").as_deref(), Some("a@b"));
-        assert_eq!(addr_spec_of(b"\r\n <a@b> (x (y))").as_deref(), Some("a@b"));
-        assert_eq!(addr_spec_of(b" a@b").as_deref(), Some("a@b"));
-        assert_eq!(addr_spec_of(b" (only a comment)"), None);
-        assert_eq!(
-            addr_spec_of(b"<\"(not) a comment\"@b>").as_deref(),
-            Some("\"(not) a comment\"@b")
-        );
     }
 
     #[test]
@@ -591,8 +366,6 @@ mod tests {
         ] {
             let _ = syntax_problem(s);
             let _ = parse(s);
-            let _ = cid_to_content_id(s);
-            let _ = mid_to_ids(s);
         }
     }
 }

@@ -9,8 +9,11 @@
 
 use std::ops::Range;
 
-use super::mime::Message;
-use super::{Edit, Finding, Options, Rule};
+use crate::engine::model::analysis::Finding;
+use crate::engine::model::edit::Edit;
+use crate::engine::model::mime::Message;
+use crate::engine::model::options::Options;
+use crate::engine::model::rules::Rule;
 
 /// One thing a signature covers, and what signs it.
 struct Cover {

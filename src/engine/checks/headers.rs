@@ -2,9 +2,10 @@
 //! `message-too-large`) and the RFC 5322 §2.1.1 998-octet line limit
 //! (`header-line-too-long`).
 
-use super::fold;
-use super::mime::{Field, Kind};
-use super::{Context, Finding, Rule};
+use crate::engine::model::analysis::{Context, Finding};
+use crate::engine::model::mime::{Field, Kind};
+use crate::engine::model::rules::Rule;
+use crate::engine::syntax::fold;
 
 /// RFC 5322 §2.1.1: lines MUST NOT be longer than 998 octets, excluding CRLF.
 pub const MAX_LINE: usize = 998;
@@ -70,7 +71,7 @@ fn check_boundaries(cx: &mut Context) {
                 closed: true,
                 boundary,
             } => {
-                let b = super::excerpt(boundary);
+                let b = crate::engine::syntax::ascii::excerpt(boundary);
                 format!("only the close delimiter --{b}-- occurs in its body, no delimiter line --{b} opens a part")
             }
             Kind::Multipart {
@@ -80,7 +81,7 @@ fn check_boundaries(cx: &mut Context) {
             } => {
                 format!(
                     "no delimiter line --{} occurs in its body",
-                    super::excerpt(boundary)
+                    crate::engine::syntax::ascii::excerpt(boundary)
                 )
             }
             Kind::Multipart { .. } => continue,
@@ -127,13 +128,20 @@ pub fn check_line_lengths(cx: &mut Context) {
 }
 
 fn longest_line(buf: &[u8], f: &Field) -> usize {
-    super::mime::line_lengths(buf, f).max().unwrap_or(0)
+    crate::engine::model::mime::line_lengths(buf, f)
+        .max()
+        .unwrap_or(0)
 }
 
 /// An edit that leaves every line of the field within the limit, if the field has a
 /// known folding: an edit by an earlier fixer that already cures it, or a fold between
 /// Content-Type parameters.
-fn repair(cx: &mut Context, e: &super::mime::Entity, i: usize, name: &[u8]) -> Option<usize> {
+fn repair(
+    cx: &mut Context,
+    e: &crate::engine::model::mime::Entity,
+    i: usize,
+    name: &[u8],
+) -> Option<usize> {
     let f = &cx.msg.fields(e)[i];
     let name_len = f.value.start - f.start;
     if let Some(pending) = cx.edits.pending(&f.value) {

@@ -1,0 +1,164 @@
+//! Findings, the analysis that collects them, and the state the checks share.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::engine::model::edit::{Edit, EditSet};
+use crate::engine::model::mime;
+use crate::engine::model::options::Options;
+use crate::engine::model::rules::{Rule, Severity};
+
+/// One finding of one rule at one place.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Finding {
+    pub rule: Rule,
+    /// IMAP-style part path (`0` = top-level heading, `2.1.3`, `2.0` = heading of the
+    /// message encapsulated in part 2).
+    pub part: String,
+    pub severity: Severity,
+    /// Whether an edit that repairs this finding is on offer (see `edit`).
+    pub fixable: bool,
+    pub message: String,
+    /// Index into [`Analysis::edits`] of the edit that repairs this finding.
+    #[serde(skip)]
+    pub edit: Option<usize>,
+}
+
+impl Finding {
+    pub fn new(rule: Rule, part: impl AsRef<str>, message: impl Into<String>) -> Self {
+        Finding {
+            rule,
+            part: part.as_ref().to_owned(),
+            severity: rule.severity(),
+            fixable: false,
+            message: message.into(),
+            edit: None,
+        }
+    }
+
+    pub fn with_edit(mut self, edit: usize) -> Self {
+        self.fixable = true;
+        self.edit = Some(edit);
+        self
+    }
+}
+
+/// The result of analysing one message.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Analysis {
+    pub findings: Vec<Finding>,
+    /// Edits on offer, at most one per header field; findings point at them.
+    pub edits: Vec<Edit>,
+}
+
+impl Analysis {
+    /// The edits that repair at least one of the findings `wanted` says yes to. An edit
+    /// that changes a reference (`Edit::requires`) also needs a wanted finding of that
+    /// rule; an edit inside a chosen part replacement is dropped (the part is gone).
+    /// Returned in message order, never overlapping.
+    pub fn edits_for(&self, mut wanted: impl FnMut(&Finding) -> bool) -> Vec<&Edit> {
+        let mut chosen = vec![false; self.edits.len()];
+        let mut gate = vec![false; self.edits.len()];
+        for f in &self.findings {
+            if let Some(i) = f.edit.filter(|&i| i < self.edits.len()) {
+                if wanted(f) {
+                    chosen[i] = true;
+                    if self.edits[i].requires == Some(f.rule) {
+                        gate[i] = true;
+                    }
+                }
+            }
+        }
+        let mut out: Vec<&Edit> = self
+            .edits
+            .iter()
+            .enumerate()
+            .filter(|&(i, e)| chosen[i] && (e.requires.is_none() || gate[i]))
+            .map(|(_, e)| e)
+            .collect();
+        // Outer ranges first, so that one pass drops everything inside a part.
+        out.sort_by_key(|e| (e.range.start, std::cmp::Reverse(e.range.end)));
+        let mut kept: Vec<&Edit> = Vec::with_capacity(out.len());
+        for e in out {
+            if kept.last().is_some_and(|k| e.range.start < k.range.end) {
+                continue;
+            }
+            kept.push(e);
+        }
+        kept
+    }
+}
+
+/// Findings of one rule listed per part before the rest are only counted: a heading of a
+/// million bad Content-IDs, or an HTML body of a million dangling `cid:` links, must not
+/// cost a million messages (hundreds of MB). Findings that carry an edit are always
+/// kept, so every fix stays on offer.
+pub const MAX_FINDINGS_PER_RULE: usize = 1000;
+
+/// State shared by the checks of one analysis.
+pub(crate) struct Context<'m, 'a> {
+    pub msg: &'m mime::Message<'a>,
+    pub opts: &'m Options,
+    pub findings: Vec<Finding>,
+    pub edits: EditSet,
+    /// Findings reported so far, by rule and part.
+    per_place: HashMap<(Rule, String), usize>,
+    /// Entities that some `cid:` reference in text/html resolves to (by Content-ID, or
+    /// by a `Content-Location: cid:`), and whether some `cid:` reference resolves to
+    /// nothing: they tell whether a Content-ID's bad syntax affects a reader.
+    pub cid_targets: HashSet<usize>,
+    pub cid_dangling: bool,
+}
+
+/// Says on the last listed finding of a rule how many more were only counted.
+fn note_unlisted(findings: &mut [Finding], per_place: &HashMap<(Rule, String), usize>) {
+    if !per_place.values().any(|&n| n > MAX_FINDINGS_PER_RULE) {
+        return;
+    }
+    let mut listed: HashMap<(Rule, String), usize> = HashMap::new();
+    for f in findings.iter() {
+        *listed.entry((f.rule, f.part.clone())).or_default() += 1;
+    }
+    for f in findings.iter_mut().rev() {
+        let key = (f.rule, f.part.clone());
+        let (Some(&total), Some(shown)) = (per_place.get(&key), listed.get_mut(&key)) else {
+            continue;
+        };
+        if total > *shown {
+            f.message.push_str(&format!(
+                " (and {} more like it, not listed)",
+                total - *shown
+            ));
+            *shown = total;
+        }
+    }
+}
+
+impl<'m, 'a> Context<'m, 'a> {
+    pub(crate) fn new(msg: &'m mime::Message<'a>, opts: &'m Options) -> Self {
+        Context {
+            msg,
+            opts,
+            findings: Vec::new(),
+            edits: EditSet::default(),
+            per_place: HashMap::new(),
+            cid_targets: HashSet::new(),
+            cid_dangling: false,
+        }
+    }
+
+    /// The findings, each rule's count noted where some were only counted, and the edits.
+    pub(crate) fn finish(self) -> (Vec<Finding>, EditSet) {
+        let mut findings = self.findings;
+        note_unlisted(&mut findings, &self.per_place);
+        (findings, self.edits)
+    }
+
+    pub fn report(&mut self, f: Finding) {
+        let n = self.per_place.entry((f.rule, f.part.clone())).or_default();
+        *n += 1;
+        if *n > MAX_FINDINGS_PER_RULE && f.edit.is_none() {
+            return;
+        }
+        self.findings.push(f);
+    }
+}

@@ -1,0 +1,85 @@
+//! What the engine is asked to do: limits, scheme policy and the options of a check.
+
+use crate::engine::model::url_rules::UrlRewrite;
+
+/// Structural limits. Exceeding one is a finding, never a panic or a hang.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Deepest nesting of multiparts and encapsulated messages analysed.
+    pub max_depth: usize,
+    /// Most MIME entities analysed per message.
+    pub max_parts: usize,
+    /// Largest message analysed, in octets (`message-too-large` beyond it).
+    pub max_message_size: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_depth: 64,
+            max_parts: 20_000,
+            max_message_size: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// URL scheme policy shared by external-body URLs and ContentType: URIs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemePolicy {
+    /// When non-empty, only these schemes (lower-case) are allowed.
+    pub allow: Vec<String>,
+    /// Schemes (lower-case) that are always denied.
+    pub deny: Vec<String>,
+}
+
+impl Default for SchemePolicy {
+    fn default() -> Self {
+        SchemePolicy {
+            allow: Vec::new(),
+            deny: ["file", "javascript", "data", "vbscript"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        }
+    }
+}
+
+impl SchemePolicy {
+    pub fn denies(&self, scheme: &str) -> bool {
+        let s = scheme.to_ascii_lowercase();
+        self.deny.contains(&s) || (!self.allow.is_empty() && !self.allow.contains(&s))
+    }
+}
+
+/// What the engine is asked to do beyond the catalogue defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Options {
+    pub limits: Limits,
+    pub schemes: SchemePolicy,
+    /// Offer fixes even where they would break a DKIM signature, multipart/signed or
+    /// S/MIME (for milters placed before the signer). Off by default.
+    pub fix_signed: bool,
+    /// Offer the normalisation of RFC 2231 `URL*n` continuations to RFC 2017 form.
+    pub normalize_url_continuations: bool,
+    /// Write rewritten external-body URLs as one quoted word, folded only where its line
+    /// would pass 998 octets, and offer no fold for `extbody-url-word-too-long` (see
+    /// `fold::quote_url_param`). Off (the RFC 2017 form): folded words of at most 40
+    /// octets.
+    pub whole_url_words: bool,
+    /// URL rewrite rules for external-body URLs, in order; the first that matches a URL
+    /// rewrites it (`extbody-url-rewritten`).
+    pub rewrites: Vec<UrlRewrite>,
+    /// Offer the conversion of ANON-FTP and TFTP references to `access-type=URL`.
+    pub legacy_to_url: bool,
+    /// With `legacy_to_url`, also convert access-type=FTP (which needs a login the URL
+    /// cannot carry: the reader is asked for it). Off: never converted.
+    pub legacy_ftp_with_login: bool,
+    /// Offer to replace a body part whose reference has a denied scheme with a notice
+    /// part (the repair of `extbody-url-scheme-denied` and `cturi-uri-denied`).
+    pub strip_denied: bool,
+    /// Octets of the message the caller did not hand over (e.g. the milter stopped
+    /// buffering at its size limit). Non-zero means the message is incomplete: it is
+    /// analysed as far as given, `message-too-large` is reported, and no edit is offered
+    /// outside the top-level heading.
+    pub octets_not_given: u64,
+}

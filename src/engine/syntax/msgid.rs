@@ -1,0 +1,359 @@
+//! Message-ID and Content-ID syntax (RFC 5322 §3.6.4, RFC 2045 §7): the msg-id
+//! `<left@right>` and its addr-spec, the part between the angle brackets with comments
+//! and folding whitespace removed. Identifiers are compared by that addr-spec, octet by
+//! octet (`cid:` URLs name it, RFC 2392 §2).
+//!
+//! [`parse_msg_id`] is strict, with the obsolete forms real mail still uses;
+//! [`addr_spec`] is lenient, for comparing whatever was written.
+
+use std::borrow::Cow;
+
+use crate::engine::syntax::params;
+
+/// Why a value is not a msg-id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MsgIdError {
+    Empty,
+    NoOpeningBracket,
+    NoClosingBracket,
+    NoAt,
+    EmptyLeft,
+    EmptyRight,
+    BadLeft,
+    BadRight,
+    TrailingText,
+}
+
+impl MsgIdError {
+    pub fn describe(self) -> &'static str {
+        match self {
+            MsgIdError::Empty => "it is empty",
+            MsgIdError::NoOpeningBracket => "it is not enclosed in <>",
+            MsgIdError::NoClosingBracket => "the closing > is missing",
+            MsgIdError::NoAt => "there is no @",
+            MsgIdError::EmptyLeft => "nothing before the @",
+            MsgIdError::EmptyRight => "nothing after the @",
+            MsgIdError::BadLeft => {
+                "the part before the @ is neither a dot-atom nor a quoted-string"
+            }
+            MsgIdError::BadRight => {
+                "the part after the @ is neither a dot-atom nor a [domain literal]"
+            }
+            MsgIdError::TrailingText => "text follows the closing >",
+        }
+    }
+}
+
+/// Parses a Content-ID or Message-ID value as a msg-id and returns its addr-spec
+/// (`left@right`, comments and folding removed, a quoted-string left as written).
+///
+/// Accepts RFC 5322 §3.6.4 `msg-id` and the obsolete forms of §4.5.4 that are still
+/// `<x@y>` shaped (quoted-string or CFWS between the words, a domain literal on the
+/// right), and UTF-8 in atoms (RFC 6532). Rejects everything that is not enclosed in
+/// angle brackets, has no `@`, or has empty or unreadable sides.
+pub fn parse_msg_id(value: &[u8]) -> Result<Cow<'_, [u8]>, MsgIdError> {
+    if let Some(id) = plain_msg_id(value) {
+        return Ok(Cow::Borrowed(id));
+    }
+    let mut c = Cur { s: value, i: 0 };
+    c.cfws();
+    if c.at_end() {
+        return Err(MsgIdError::Empty);
+    }
+    if !c.eat(b'<') {
+        return Err(MsgIdError::NoOpeningBracket);
+    }
+    // The id is never longer than the value: one allocation instead of one per atom.
+    let mut out = Vec::with_capacity(value.len());
+    // id-left: word *("." word), CFWS around the words being obsolete but accepted.
+    c.cfws();
+    if c.peek() == Some(b'@') {
+        return Err(MsgIdError::EmptyLeft);
+    }
+    loop {
+        c.cfws();
+        if !c.word(&mut out) {
+            return Err(if c.at_end() {
+                MsgIdError::NoClosingBracket
+            } else if c.peek() == Some(b'>') && !out.contains(&b'@') {
+                MsgIdError::NoAt
+            } else {
+                MsgIdError::BadLeft
+            });
+        }
+        c.cfws();
+        if c.eat(b'.') {
+            out.push(b'.');
+            continue;
+        }
+        break;
+    }
+    if !c.eat(b'@') {
+        return Err(match c.peek() {
+            None => MsgIdError::NoClosingBracket,
+            Some(b'>') => MsgIdError::NoAt,
+            _ => MsgIdError::BadLeft,
+        });
+    }
+    out.push(b'@');
+    c.cfws();
+    match c.peek() {
+        Some(b'>') => return Err(MsgIdError::EmptyRight),
+        None => return Err(MsgIdError::NoClosingBracket),
+        Some(b'[') => {
+            if !c.domain_literal(&mut out) {
+                return Err(MsgIdError::BadRight);
+            }
+        }
+        _ => loop {
+            c.cfws();
+            if !c.atom(&mut out) {
+                return Err(if c.at_end() {
+                    MsgIdError::NoClosingBracket
+                } else {
+                    MsgIdError::BadRight
+                });
+            }
+            c.cfws();
+            if c.eat(b'.') {
+                out.push(b'.');
+                continue;
+            }
+            break;
+        },
+    }
+    c.cfws();
+    if !c.eat(b'>') {
+        return Err(if c.at_end() {
+            MsgIdError::NoClosingBracket
+        } else {
+            MsgIdError::BadRight
+        });
+    }
+    c.cfws();
+    if !c.at_end() {
+        return Err(MsgIdError::TrailingText);
+    }
+    Ok(Cow::Owned(out))
+}
+
+/// The addr-spec of the form nearly every Content-ID takes, `<dot-atom@dot-atom>` with
+/// nothing but whitespace around it, without copying it; `None` for anything else (the
+/// full parser then decides). Saves an allocation per part of a many-part message.
+fn plain_msg_id(value: &[u8]) -> Option<&[u8]> {
+    let blank = |b: u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+    let mut start = 0;
+    while start < value.len() && blank(value[start]) {
+        start += 1;
+    }
+    let mut end = value.len();
+    while end > start && blank(value[end - 1]) {
+        end -= 1;
+    }
+    if end - start < 2 || value[start] != b'<' || value[end - 1] != b'>' {
+        return None;
+    }
+    let inner = &value[start + 1..end - 1];
+    // One pass: `after_sep` is true at the start of each side and after a dot, where
+    // neither a dot nor the end of a side may come. Atext, by far the most common, is
+    // decided by one table look-up.
+    let mut at = false;
+    let mut after_sep = true;
+    for &b in inner {
+        if is_atext(b) {
+            after_sep = false;
+            continue;
+        }
+        match b {
+            b'@' if !at && !after_sep => at = true,
+            b'.' if !after_sep => {}
+            _ => return None,
+        }
+        after_sep = true;
+    }
+    (at && !after_sep).then_some(inner)
+}
+
+/// The identifier to compare, whatever was written: the msg-id's addr-spec when it parses,
+/// else the value with CFWS at both ends, folding and one pair of enclosing `<>` removed.
+/// Used for `start`, duplicates and `cid:` matching (RFC 2387 §3.2, RFC 2392 §2).
+pub fn addr_spec(value: &[u8]) -> Vec<u8> {
+    match parse_msg_id(value) {
+        Ok(a) => a.into_owned(),
+        Err(_) => lenient_addr_spec(value),
+    }
+}
+
+/// [`addr_spec`] of a value that does not parse as a msg-id: comments (outside
+/// quoted-strings) and line breaks removed, surrounding whitespace and one pair of angle
+/// brackets (the closing one may be missing) stripped. A value without brackets keeps
+/// its text (it is `content-id-syntax`, not a different identifier).
+pub(crate) fn lenient_addr_spec(value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(value.len());
+    let mut depth = 0usize;
+    let mut quoted = false;
+    let mut i = 0;
+    while i < value.len() {
+        let b = value[i];
+        match b {
+            b'\r' | b'\n' => {}
+            b'\\' if quoted || depth > 0 => {
+                if depth == 0 {
+                    out.push(b);
+                    if let Some(&n) = value.get(i + 1) {
+                        out.push(n);
+                    }
+                }
+                i += 1;
+            }
+            b'"' if depth == 0 => {
+                quoted = !quoted;
+                out.push(b);
+            }
+            b'(' if !quoted => depth += 1,
+            b')' if !quoted && depth > 0 => depth -= 1,
+            _ if depth > 0 => {}
+            _ => out.push(b),
+        }
+        i += 1;
+    }
+    let s = out.trim_ascii();
+    let s = match s.strip_prefix(b"<") {
+        Some(inner) => inner.strip_suffix(b">").unwrap_or(inner),
+        None => s,
+    };
+    s.trim_ascii().to_vec()
+}
+
+/// RFC 5322 §3.2.3 atext, with UTF-8 (RFC 6532).
+pub(crate) fn is_atext(b: u8) -> bool {
+    ATEXT[b as usize]
+}
+
+/// RFC 5322 atext plus UTF-8 (RFC 6532), as a table: Content-IDs are parsed once per
+/// part, and a 10 000-part message spends its time here.
+static ATEXT: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_alphanumeric() || b >= 0x80;
+        i += 1;
+    }
+    let specials = b"!#$%&'*+-/=?^_`{|}~";
+    let mut j = 0;
+    while j < specials.len() {
+        t[specials[j] as usize] = true;
+        j += 1;
+    }
+    t
+};
+
+struct Cur<'s> {
+    s: &'s [u8],
+    i: usize,
+}
+
+impl Cur<'_> {
+    fn at_end(&self) -> bool {
+        self.i >= self.s.len()
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.i).copied()
+    }
+
+    fn eat(&mut self, b: u8) -> bool {
+        let hit = self.peek() == Some(b);
+        if hit {
+            self.i += 1;
+        }
+        hit
+    }
+
+    /// Skips folding whitespace and (nested) comments.
+    fn cfws(&mut self) {
+        self.i = params::skip_cfws(self.s, self.i);
+    }
+
+    fn atom(&mut self, out: &mut Vec<u8>) -> bool {
+        let start = self.i;
+        while self.peek().is_some_and(is_atext) {
+            self.i += 1;
+        }
+        out.extend_from_slice(&self.s[start..self.i]);
+        self.i > start
+    }
+
+    /// An atom or a quoted-string (kept with its quotes, as a `cid:` URL would carry it).
+    fn word(&mut self, out: &mut Vec<u8>) -> bool {
+        if self.peek() != Some(b'"') {
+            return self.atom(out);
+        }
+        let start = self.i;
+        self.i += 1;
+        while let Some(c) = self.peek() {
+            self.i += 1;
+            match c {
+                b'"' => {
+                    out.extend(
+                        self.s[start..self.i]
+                            .iter()
+                            .filter(|&&b| b != b'\r' && b != b'\n'),
+                    );
+                    return true;
+                }
+                b'\\' => self.i = (self.i + 1).min(self.s.len()),
+                _ => {}
+            }
+        }
+        self.i = start;
+        false
+    }
+
+    fn domain_literal(&mut self, out: &mut Vec<u8>) -> bool {
+        let start = self.i;
+        self.i += 1;
+        while let Some(c) = self.peek() {
+            self.i += 1;
+            match c {
+                b']' => {
+                    out.extend(
+                        self.s[start..self.i]
+                            .iter()
+                            .filter(|&&b| !matches!(b, b'\r' | b'\n' | b' ' | b'\t')),
+                    );
+                    return true;
+                }
+                b'[' | b'\\' => return false,
+                _ => {}
+            }
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addr_spec_is_lenient() {
+        assert_eq!(addr_spec(b" <a@b> "), b"a@b");
+        assert_eq!(addr_spec(b" (x) <a:b@c:d>\r\n "), b"a:b@c:d");
+        assert_eq!(addr_spec(b"bare@id"), b"bare@id");
+        assert_eq!(addr_spec(b"\r\n <a@b> (x (y))"), b"a@b");
+        assert_eq!(addr_spec(b" (only a comment)"), b"");
+        assert_eq!(
+            addr_spec(b"<\"(not) a comment\"@b>"),
+            b"\"(not) a comment\"@b"
+        );
+        // CFWS between the words of a msg-id is not part of its addr-spec.
+        assert_eq!(addr_spec(b"<a . b @ c>"), b"a.b@c");
+        // Values that are not msg-ids: comments go, brackets come off even unclosed.
+        assert_eq!(addr_spec(b"<a:b@c> (x)"), b"a:b@c");
+        assert_eq!(addr_spec(b"<ii_kx81"), b"ii_kx81");
+        // 8-bit octets are kept as written, never replaced.
+        assert_eq!(addr_spec(b"<\xff:@x>"), b"\xff:@x");
+    }
+}
