@@ -178,6 +178,9 @@ pub(super) fn check(cx: &mut Context, f: &ExtField) {
 /// `extbody-url-conflict`: every form the sender gave must name the same URL. Whether
 /// they conflict.
 fn check_conflict(forms: &UrlForms, found: &mut Vec<UrlFinding>) -> bool {
+    if forms.plains.len() + usize::from(forms.cont_url.is_some()) < 2 {
+        return false; // one form: nothing to disagree with
+    }
     let mut urls: Vec<Vec<u8>> = forms
         .plains
         .iter()
@@ -185,11 +188,14 @@ fn check_conflict(forms: &UrlForms, found: &mut Vec<UrlFinding>) -> bool {
         .collect();
     urls.extend(forms.cont_url.clone());
     // Compared as a reader would send them: `a%20b` in one form and a decoded `a b` in
-    // the other are the same URL.
-    let Some(other) = urls
-        .iter()
-        .find(|u| fold::pct_encode_unsafe(u) != fold::pct_encode_unsafe(&urls[0]))
-    else {
+    // the other are the same URL. Encoding only where the octets differ keeps a long URL
+    // given twice alike from being encoded at all.
+    let mut first_encoded = None;
+    let Some(other) = urls.iter().skip(1).find(|u| {
+        **u != urls[0]
+            && fold::pct_encode_unsafe(u)
+                != *first_encoded.get_or_insert_with(|| fold::pct_encode_unsafe(&urls[0]))
+    }) else {
         return false;
     };
     found.push(UrlFinding {
