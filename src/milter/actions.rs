@@ -80,7 +80,8 @@ mod tests {
 
     /// The plan as the configuration `c` makes it.
     fn plan(c: &Config, dir: Direction, a: &Analysis, raw: &[u8], dry_run: bool) -> Plan {
-        c.planner().plan(dir, a, raw, dry_run)
+        c.planner()
+            .plan_received(dir, a, raw, dry_run, Received::default())
     }
 
     fn plan_received(

@@ -212,11 +212,6 @@ pub struct Planner<'a> {
 }
 
 impl Planner<'_> {
-    /// The plan for a message read whole, within every limit.
-    pub fn plan(&self, dir: Direction, analysis: &Analysis, raw: &[u8], dry_run: bool) -> Plan {
-        self.plan_received(dir, analysis, raw, dry_run, Received::default())
-    }
-
     /// The plan for a message as the daemon received it.
     pub fn plan_received(
         &self,
