@@ -211,17 +211,13 @@ fn soak() {
 
     // Everything accepted must come out of the queue into the sink.
     let accepted = counts.accepted.load(Ordering::SeqCst);
-    let count_dump = || {
-        std::fs::read_dir(pf.base().join("dump"))
-            .map(|rd| rd.count())
-            .unwrap_or(0)
-    };
+    // Whole messages only: smtp-sink creates its dump file when a transaction starts.
+    let whole = || pf.delivered().len();
     let drained = mta::wait_for(Duration::from_secs(120), || {
-        (count_dump() >= accepted).then_some(())
+        (whole() >= accepted).then_some(())
     })
     .is_some();
-    // smtp-sink writes one file per message received whole.
-    let delivered = count_dump();
+    let delivered = whole();
     let rss_end = rss_kib(pid);
     let alive = daemon.try_wait().unwrap().is_none();
 
