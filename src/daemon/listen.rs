@@ -7,10 +7,8 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
 
 use indymilter::Listener;
-use tracing::warn;
 
 use super::endpoint::Status;
 use crate::config::{Config, SocketSpec};
@@ -161,10 +159,6 @@ pub(super) struct Gate<L> {
     state: Arc<GateState>,
     status: Arc<Status>,
     max_connections: usize,
-    /// Refusals not logged yet, and when the last log line about them was written: at
-    /// most one line a second, however many connections arrive.
-    refused_unlogged: u64,
-    refused_logged_at: Option<std::time::Instant>,
 }
 
 #[derive(Default)]
@@ -199,28 +193,15 @@ impl<L> Gate<L> {
             state: state.clone(),
             status,
             max_connections,
-            refused_unlogged: 0,
-            refused_logged_at: None,
         };
         (gate, state)
     }
 
     fn refuse(&mut self, open: usize) {
         crate::milter::metrics::connection_refused();
-        self.refused_unlogged += 1;
-        let now = std::time::Instant::now();
-        if self
-            .refused_logged_at
-            .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1))
-        {
-            return;
-        }
-        let n = std::mem::take(&mut self.refused_unlogged);
-        warn!(
-            "refused {n} milter connection(s): {open} open, max_connections = {}; the MTA applies its default action",
-            self.max_connections
-        );
-        self.refused_logged_at = Some(now);
+        let max = self.max_connections;
+        crate::milter::throttle::CONNECTIONS_REFUSED
+            .hit(|| format!("{open} open, max_connections = {max}"));
     }
 }
 

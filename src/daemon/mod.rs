@@ -191,6 +191,15 @@ pub async fn run_with(
         })
     };
 
+    // Repeated events are logged at most once a second each; their counts are written
+    // out even when no further event comes.
+    let flusher = tokio::spawn(async {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            crate::milter::throttle::flush_all();
+        }
+    });
     let (gate, gate_state) = Gate::new(listener, status.clone(), max_connections);
     let drained = {
         let shared = shared.clone();
@@ -219,6 +228,8 @@ pub async fn run_with(
     };
     let result = indymilter::run(gate, callbacks, milter_config, drained).await;
     reloader.abort();
+    flusher.abort();
+    crate::milter::throttle::flush_all();
     result
 }
 

@@ -1,7 +1,7 @@
 //! The milter: `callbacks` (translate each protocol stage), `session` (accumulate one
 //! message within the limits and plan at end of message), `buffer` (the message's
 //! octets: in memory, spilled to a file, read back), `actions` (send the plan to the
-//! MTA), `metrics`.
+//! MTA), `metrics`, `throttle` (log lines of events that repeat, with exact counts).
 //!
 //! Layers: engine → policy → config → milter → daemon → cli. The milter uses the
 //! engine, the policy (planner, intake) and the configuration; nothing here knows the
@@ -12,6 +12,7 @@ pub(crate) mod buffer;
 pub(crate) mod callbacks;
 pub mod metrics;
 pub(crate) mod session;
+pub mod throttle;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};

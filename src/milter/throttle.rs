@@ -1,0 +1,132 @@
+//! Log lines about events that can repeat thousands of times a second (refused
+//! connections, bad negotiations, non-milter peers, accept errors, spill failures,
+//! internal errors): the first one is written at once, the ones that follow within a
+//! second are counted and written as one line with their exact count, at the next
+//! event after that second or at the latest by [`flush_all`], which the daemon calls
+//! every second and at shutdown. So a flood costs about one line a second per kind, and
+//! the counts in the lines add up to the event's metric, which the caller increments
+//! beside every [`Throttled::hit`].
+//!
+//! The kinds are the statics below; each is one line shape, named after what happened.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use tracing::{error, warn, Level};
+
+/// At most one line per kind in this time.
+const EVERY: Duration = Duration::from_secs(1);
+
+/// One kind of repeated event: how its line reads and what is still to be written.
+pub struct Throttled {
+    level: Level,
+    /// The line for `n` events, the last one described by `detail`.
+    line: fn(n: u64, detail: &str) -> String,
+    state: Mutex<Pending>,
+}
+
+struct Pending {
+    count: u64,
+    detail: String,
+    written_at: Option<Instant>,
+}
+
+impl Throttled {
+    pub const fn new(level: Level, line: fn(u64, &str) -> String) -> Throttled {
+        Throttled {
+            level,
+            line,
+            state: Mutex::new(Pending {
+                count: 0,
+                detail: String::new(),
+                written_at: None,
+            }),
+        }
+    }
+
+    /// One event; `detail` (the peer, the error) describes it and is only built when a
+    /// line may be written soon.
+    pub fn hit(&self, detail: impl FnOnce() -> String) {
+        let mut p = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        p.count += 1;
+        let now = Instant::now();
+        let due = p.written_at.is_none_or(|t| now.duration_since(t) >= EVERY);
+        if due || p.count == 1 {
+            p.detail = detail();
+        }
+        if due {
+            self.write(&mut p, now);
+        }
+    }
+
+    /// Writes what is pending, if anything.
+    pub fn flush(&self) {
+        let mut p = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if p.count > 0 {
+            self.write(&mut p, Instant::now());
+        }
+    }
+
+    fn write(&self, p: &mut Pending, now: Instant) {
+        let text = (self.line)(std::mem::take(&mut p.count), &p.detail);
+        if self.level == Level::ERROR {
+            error!("{text}");
+        } else {
+            warn!("{text}");
+        }
+        p.written_at = Some(now);
+    }
+}
+
+/// "n times" for the counted lines; nothing for one.
+pub fn times(n: u64) -> String {
+    if n == 1 {
+        String::new()
+    } else {
+        format!(" ({n} times since the last line)")
+    }
+}
+
+/// Connections refused at `max_connections`; detail: "N open, max_connections = M".
+pub static CONNECTIONS_REFUSED: Throttled = Throttled::new(Level::WARN, |n, d| {
+    format!("refused {n} milter connection(s): {d}; the MTA applies its default action")
+});
+
+/// Every kind, for [`flush_all`].
+static ALL: &[&Throttled] = &[&CONNECTIONS_REFUSED];
+
+/// Writes every pending count: every second and at shutdown.
+pub fn flush_all() {
+    for t in ALL {
+        t.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    #[test]
+    fn a_flood_gives_one_line_now_and_the_exact_rest_on_flush() {
+        let t = Throttled::new(Level::WARN, |n, d| {
+            LINES.lock().unwrap().push(format!("{n} {d}"));
+            String::new()
+        });
+        for i in 0..160 {
+            t.hit(|| format!("peer{i}"));
+        }
+        assert_eq!(*LINES.lock().unwrap(), ["1 peer0"]);
+        t.flush();
+        t.flush();
+        assert_eq!(*LINES.lock().unwrap(), ["1 peer0", "159 peer1"]);
+        let total: u64 = LINES
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|l| l.split(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(total, 160, "the lines add up to every event");
+    }
+}
