@@ -94,6 +94,7 @@ pub struct RawReport {
     pub always: Option<bool>,
     pub remove_forged: Option<bool>,
     pub min_severity: Option<S<String>>,
+    pub redact_urls: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -753,6 +753,7 @@ impl Validator<'_> {
             always: rr.always.unwrap_or(false),
             remove_forged: rr.remove_forged.unwrap_or(true),
             min_severity: report_min_severity,
+            redact_urls: rr.redact_urls.unwrap_or(true),
         }
     }
 

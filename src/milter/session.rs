@@ -299,8 +299,17 @@ impl Session {
                 .await
                 .map_err(|e| format!("analysis failed: {e}"))??
         };
+        // Change records are redacted by the planner; notes and findings quote the
+        // message's own text, URLs included.
+        let shown = |t: &str| -> String {
+            if cfg.report.redact_urls {
+                crate::policy::redact::redact(t).into_owned()
+            } else {
+                t.to_string()
+            }
+        };
         for n in &plan.notes {
-            warn!("{queue_id}: {n}");
+            warn!("{queue_id}: {}", shown(n));
         }
         // Every changed reference on a line of its own (URLs display-safe, cut short).
         let dry = if plan.dry_run {
@@ -317,7 +326,10 @@ impl Session {
         for f in &findings {
             debug!(
                 "{queue_id}: {} {} {}: {}",
-                f.part, f.rule, f.severity, f.message
+                f.part,
+                f.rule,
+                f.severity,
+                shown(&f.message)
             );
         }
         let status = actions::execute(&plan, actions, reply)

@@ -4,7 +4,8 @@
 //! `*`), to an [`Action`]; the most specific key wins for a rule, and over all findings of
 //! a message the strongest action decides the verdict. [`direction`] says which way a
 //! message goes, [`intake`] what the limits let through of it, [`plan`] everything the
-//! daemon does to it (the planner, the report header, the replies).
+//! daemon does to it (the planner, the report header, the replies), [`redact`] how URLs
+//! may be shown in log lines and the header.
 //!
 //! Layers: engine → policy → config → milter → daemon → cli. The policy uses only the
 //! engine. Its settings ([`Policies`], [`Directions`], [`plan::Report`], [`plan::Replies`])
@@ -13,6 +14,7 @@
 pub mod direction;
 pub mod intake;
 pub mod plan;
+pub mod redact;
 
 use std::fmt;
 

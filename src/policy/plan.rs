@@ -137,6 +137,9 @@ pub struct Report {
     /// A finding below this severity whose action is `report` is only logged: it adds no
     /// report header.
     pub min_severity: Severity,
+    /// URLs in log lines and the report header lose their password (or user information)
+    /// and query ([`redact`](super::redact)); off only to debug.
+    pub redact_urls: bool,
 }
 
 /// `[reply]`: what a refused message is told.
@@ -212,6 +215,19 @@ pub struct Planner<'a> {
 }
 
 impl Planner<'_> {
+    /// A change record as log lines and the report header may show it.
+    fn shown(&self, c: UrlChange) -> UrlChange {
+        if !self.report.redact_urls {
+            return c;
+        }
+        let r = |u: &str| super::redact::redact(u).into_owned();
+        UrlChange {
+            rule: c.rule,
+            old: r(&c.old),
+            new: c.new.as_deref().map(r),
+        }
+    }
+
     /// The plan for a message as the daemon received it.
     pub fn plan_received(
         &self,
@@ -372,6 +388,7 @@ impl Planner<'_> {
         plan.changes = applied
             .iter()
             .filter_map(|e| e.change.clone().map(|c| (e.field.part.clone(), c)))
+            .map(|(part, c)| (part, self.shown(c)))
             .collect();
         let applied_rules: Vec<Rule> = applied
             .iter()

@@ -130,3 +130,74 @@ async fn legacy_top_level_conversion_by_change_header() {
         "{rep}"
     );
 }
+
+/// A rewritten URL with a password and a token in its query, through the real daemon
+/// at debug level: neither the password nor the query reaches the log or the report
+/// header (user name and host stay, so the admin still knows which reference it was);
+/// with `redact_urls = false` the header and the log show them.
+#[tokio::test]
+async fn secrets_in_urls_stay_out_of_the_log_and_the_report_header() {
+    const SECRET: &str = "S3cretPass";
+    const TOKEN: &str = "abcdef0123456789";
+    let url = format!("http://alice:{SECRET}@files.example.com/hr/x.xlsx?token={TOKEN}");
+    let msg = format!(
+        "From: a@example.org\r\nTo: b@example.net\r\nSubject: s\r\nMIME-Version: 1.0\r\n\
+         Content-Type: message/external-body; access-type=URL;\r\n URL=\"{url}\"\r\n\
+         \r\nContent-Type: application/octet-stream\r\n\r\n"
+    );
+    for redact in [true, false] {
+        let config = format!("{REWRITE}[report]\nredact_urls = {redact}\n");
+        let d = support::mta::Daemon::start(&format!("trusted_networks = []\n{config}"), &[]);
+        let addr: std::net::SocketAddr = ([127, 0, 0, 1], d.port).into();
+        let mut c = indymilter_test::TestConnection::configure()
+            .exact_leading_space(true)
+            .open_tcp(addr)
+            .await
+            .unwrap();
+        connect(&mut c, REMOTE, None).await;
+        let env = Envelope {
+            queue_id: Some("5SECRET1"),
+            auth: None,
+        };
+        let (actions, status) = send(&mut c, &env, &eml(msg.as_bytes())).await;
+        c.close().await.unwrap();
+        assert_eq!(status, Status::Accept);
+        // The rewrite itself happened: the message keeps its URL, in https.
+        let changed = header_changes(&actions);
+        let ct = changed
+            .iter()
+            .find(|(n, _, _)| n == "Content-Type")
+            .and_then(|(_, _, v)| v.clone())
+            .expect("Content-Type rewritten");
+        let ct = String::from_utf8_lossy(&ct).replace(['\r', '\n', '\t', ' ', '"'], "");
+        assert!(
+            ct.contains(&format!("https://alice:{SECRET}@files.example.com")),
+            "{ct}"
+        );
+        let header = report(&actions, "X-MIMERef").expect("report header");
+        let log = support::mta::wait_for(support::mta::WAIT, || {
+            let l = d.log();
+            l.contains("5SECRET1: direction=").then_some(l)
+        })
+        .expect("outcome line logged");
+        assert!(
+            log.contains("5SECRET1: changed"),
+            "the change is logged: {log}"
+        );
+        if redact {
+            for (what, text) in [("log", &log), ("report header", &header)] {
+                assert!(!text.contains(SECRET), "password in the {what}: {text}");
+                assert!(!text.contains(TOKEN), "query in the {what}: {text}");
+            }
+            assert!(header.contains("<http://alice:***@files.example.com/hr/x.xlsx?***>"));
+            assert!(log.contains("alice:***@files.example.com"), "{log}");
+        } else {
+            // The header cuts URLs at 60 characters; the log line at 100.
+            assert!(
+                header.contains(SECRET) && header.contains("?token="),
+                "{header}"
+            );
+            assert!(log.contains(TOKEN), "{log}");
+        }
+    }
+}
