@@ -51,9 +51,8 @@ pub enum LogFormat {
 /// it on reload.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// What [`Config::load`] was given (None: default path or built-in), for reloads.
-    pub origin: Option<PathBuf>,
-    /// The file actually read (None: built-in defaults), for messages.
+    /// The file read, named or found at the default path (None: built-in defaults):
+    /// what a reload reads again, and what messages name.
     pub file: Option<PathBuf>,
     /// Restart-only.
     pub listen: Listen,
@@ -225,7 +224,6 @@ impl Config {
             }
         };
         let mut cfg = Config::parse(&text, &file.display().to_string())?;
-        cfg.origin = path.map(Path::to_path_buf);
         cfg.file = Some(file);
         Ok(cfg)
     }

@@ -386,7 +386,6 @@ impl Validator<'_> {
             oversize_action,
         };
         Config {
-            origin: None,
             file: None,
             listen,
             process,

@@ -144,8 +144,8 @@ fn signal(kind: tokio::signal::unix::SignalKind) -> Result<tokio::signal::unix::
 
 /// Serves milter connections on `listener` with `config` until `shutdown` completes.
 ///
-/// Each `()` received on `reload` re-reads the configuration from where `config` came
-/// from: on success it replaces the current one for new connections (open connections
+/// Each `()` received on `reload` re-reads the file `config` came from (see
+/// `reload_config`): on success it replaces the current one for new connections (open connections
 /// keep their snapshot); on error the old one stays and the errors are logged.
 /// On shutdown the listener is closed, new transactions are tempfailed and messages in
 /// flight get `shutdown_timeout` to finish.
@@ -234,9 +234,14 @@ pub async fn run_with(
 }
 
 /// Whether the new configuration was loaded.
+///
+/// A daemon started from a file, named or found at the default path, reloads that file
+/// and nothing else: when it is gone or broken the reload fails and the running policy
+/// stays. Falling back to the built-in defaults would silently drop the admin's
+/// rejects. Only a daemon started without any file looks for the default one.
 fn reload_config(shared: &Shared) -> bool {
     let old = shared.config();
-    match Config::load(old.origin.as_deref()) {
+    match Config::load(old.file.as_deref()) {
         Ok(mut new) => {
             let stuck = new.keep_restart_only(&old);
             if !stuck.is_empty() {

@@ -109,3 +109,116 @@ async fn shutdown_deadline_bounds_the_wait() {
     res.unwrap().unwrap();
     assert!(started.elapsed() >= Duration::from_millis(900));
 }
+
+/// `mimeref-milter serve` with no `--config`, reading the default path
+/// /etc/mimeref-milter/mimeref-milter.toml: in a private mount namespace (as root, as
+/// CI runs) that path is a bind mount of a test directory, so the real default-path
+/// code runs without touching the host's /etc. After the file is moved away, and
+/// again after it is broken, SIGHUP fails, is counted, and the reject policy stays:
+/// a reload never falls back to the built-in defaults.
+#[tokio::test]
+async fn a_reload_never_falls_back_to_built_in_defaults() {
+    use std::process::{Command, Stdio};
+    use support::mta::{self, TempDir};
+
+    let etc = std::path::Path::new("/etc/mimeref-milter");
+    let made_etc = !etc.exists();
+    std::fs::create_dir_all(etc).expect("create the mount point /etc/mimeref-milter (run as root)");
+    let dir = TempDir::new("default-path");
+    let conf = dir.path().join("etc");
+    std::fs::create_dir(&conf).unwrap();
+    let file = conf.join("mimeref-milter.toml");
+    let (port, http) = (mta::free_port(), mta::free_port());
+    std::fs::write(
+        &file,
+        format!("metrics_listen = \"127.0.0.1:{http}\"\n{REJECT}"),
+    )
+    .unwrap();
+    let log_path = dir.path().join("daemon.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let script = format!(
+        "mount --bind '{}' /etc/mimeref-milter && exec '{}' serve --socket inet:127.0.0.1:{port}",
+        conf.display(),
+        mta::daemon_bin().display()
+    );
+    let mut child = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("unshare (util-linux)");
+    let read_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    mta::wait_listening("daemon", &mut child, port, mta::WAIT, read_log);
+    assert!(
+        read_log().contains("(config: /etc/mimeref-milter/mimeref-milter.toml)"),
+        "started from the default path: {}",
+        read_log()
+    );
+    let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    let cid = eml(&fixture("milter/cid-dup.eml"));
+    let verdict = || async {
+        let mut c = indymilter_test::TestConnection::configure()
+            .exact_leading_space(true)
+            .open_tcp(addr)
+            .await
+            .unwrap();
+        connect(&mut c, "192.0.2.1", None).await;
+        let (_, st) = send(&mut c, &Envelope::default(), &cid).await;
+        c.close().await.unwrap();
+        st
+    };
+    assert!(
+        matches!(verdict().await, Status::Reject { .. }),
+        "{}",
+        read_log()
+    );
+
+    let failed_reloads = || async {
+        let (_, body) = http_get(([127, 0, 0, 1], http).into(), "/metrics").await;
+        body.lines()
+            .find(|l| l.starts_with("mimeref_reloads_total{result=\"failed\"}"))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let hup = |n: usize| {
+        Command::new("kill")
+            .args(["-HUP", &child.id().to_string()])
+            .status()
+            .unwrap();
+        mta::wait_for(mta::WAIT, || {
+            (read_log()
+                .matches("reload failed, keeping the running configuration")
+                .count()
+                >= n)
+                .then_some(())
+        })
+        .unwrap_or_else(|| panic!("reload {n} did not fail: {}", read_log()));
+    };
+    std::fs::rename(&file, conf.join("moved-away.toml")).unwrap();
+    hup(1);
+    assert!(
+        matches!(verdict().await, Status::Reject { .. }),
+        "{}",
+        read_log()
+    );
+    std::fs::write(
+        &file,
+        "[policy.inbound]\n\"related-cid-duplicate\" = \"sometimes\"\n",
+    )
+    .unwrap();
+    hup(2);
+    assert!(
+        matches!(verdict().await, Status::Reject { .. }),
+        "{}",
+        read_log()
+    );
+    assert_eq!(failed_reloads().await, 2);
+    let log_text = read_log();
+    assert!(!log_text.contains("built-in"), "{log_text}");
+    mta::terminate_child(&mut child, Duration::from_secs(15));
+    if made_etc {
+        let _ = std::fs::remove_dir(etc);
+    }
+}
