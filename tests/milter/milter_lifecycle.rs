@@ -141,7 +141,14 @@ async fn a_reload_never_falls_back_to_built_in_defaults() {
         conf.display(),
         mta::daemon_bin().display()
     );
-    let mut child = Command::new("unshare")
+    // Killed whatever happens to the test: a failed assertion must not leave a daemon.
+    struct Reaped(std::process::Child);
+    impl Drop for Reaped {
+        fn drop(&mut self) {
+            mta::terminate_child(&mut self.0, Duration::from_secs(15));
+        }
+    }
+    let child = Command::new("unshare")
         .args(["--mount", "--propagation", "private", "sh", "-c", &script])
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())
@@ -149,8 +156,9 @@ async fn a_reload_never_falls_back_to_built_in_defaults() {
         .stderr(log)
         .spawn()
         .expect("unshare (util-linux)");
+    let mut child = Reaped(child);
     let read_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
-    mta::wait_listening("daemon", &mut child, port, mta::WAIT, read_log);
+    mta::wait_listening("daemon", &mut child.0, port, mta::WAIT, read_log);
     assert!(
         read_log().contains("(config: /etc/mimeref-milter/mimeref-milter.toml)"),
         "started from the default path: {}",
@@ -184,7 +192,7 @@ async fn a_reload_never_falls_back_to_built_in_defaults() {
     };
     let hup = |n: usize| {
         Command::new("kill")
-            .args(["-HUP", &child.id().to_string()])
+            .args(["-HUP", &child.0.id().to_string()])
             .status()
             .unwrap();
         mta::wait_for(mta::WAIT, || {
@@ -217,7 +225,7 @@ async fn a_reload_never_falls_back_to_built_in_defaults() {
     assert_eq!(failed_reloads().await, 2);
     let log_text = read_log();
     assert!(!log_text.contains("built-in"), "{log_text}");
-    mta::terminate_child(&mut child, Duration::from_secs(15));
+    drop(child);
     if made_etc {
         let _ = std::fs::remove_dir(etc);
     }
