@@ -16,7 +16,8 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
-use tracing::warn;
+
+use super::listen::{Socket, ACCEPT_PAUSE};
 
 /// What `/readyz` reports, kept up to date by [`run_with`](super::run_with).
 #[derive(Debug, Default)]
@@ -83,9 +84,9 @@ pub async fn serve(listener: TcpListener, metrics: Option<PrometheusHandle>, sta
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
             Err(e) => {
-                // Out of file descriptors, typically: retrying at once would spin.
-                warn!("metrics endpoint: accept: {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                if super::listen::accept_failed(Socket::Http, &e, 0) {
+                    tokio::time::sleep(ACCEPT_PAUSE).await;
+                }
                 continue;
             }
         };

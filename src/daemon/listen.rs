@@ -1,12 +1,16 @@
 //! The listening socket and what wraps it: [`bind`], TCP connections that acknowledge
-//! and send at once ([`NoDelay`]), the [`Gate`] that closes at shutdown and refuses
-//! connections past `max_connections`, and [`Counted`] connections.
+//! and send at once ([`NoDelay`]), the [`Gate`] that closes at shutdown, refuses
+//! connections past `max_connections` and rides out failed accepts, and [`Counted`]
+//! connections.
 
+use std::future::Future;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use indymilter::Listener;
 
@@ -96,6 +100,93 @@ impl Listener for NoDelay {
 /// A milter connection over TCP that re-arms TCP_QUICKACK after each read.
 pub struct QuickAck(tokio::net::TcpStream);
 
+/// How long accepting pauses after an error that would recur at once (out of file
+/// descriptors or memory). Long enough not to spin on a listener that stays readable,
+/// short enough that the MTA's connections, waiting in the listen queue meanwhile, are
+/// taken soon after descriptors are free again.
+pub(super) const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
+
+/// Which listening socket failed, for the log line and the metric's `listener` label.
+#[derive(Clone, Copy)]
+pub(super) enum Socket {
+    Milter,
+    Http,
+}
+
+/// Logs (throttled) and counts a failed accept on `socket`, with `open` connections
+/// being served there. Returns whether to pause before the next accept: errors of the
+/// process or the system recur at once until something is freed, while an error of one
+/// connection (gone before it was accepted) leaves the next one unaffected.
+pub(super) fn accept_failed(socket: Socket, e: &io::Error, open: usize) -> bool {
+    use rustix::io::Errno;
+    let errno = Errno::from_io_error(e);
+    let is = |x: Errno| errno == Some(x);
+    let (label, pause, meaning) = if is(Errno::MFILE) {
+        (
+            "emfile",
+            true,
+            "the process is out of file descriptors: raise LimitNOFILE= in the \
+             systemd unit (ulimit -n outside systemd) or lower max_connections",
+        )
+    } else if is(Errno::NFILE) {
+        (
+            "enfile",
+            true,
+            "the system is out of file descriptors (sysctl fs.file-max)",
+        )
+    } else if is(Errno::NOBUFS) || is(Errno::NOMEM) {
+        let label = if is(Errno::NOBUFS) {
+            "enobufs"
+        } else {
+            "enomem"
+        };
+        (label, true, "the kernel is out of memory for sockets")
+    } else if is(Errno::CONNABORTED) {
+        (
+            "econnaborted",
+            false,
+            "the client went away before it was accepted",
+        )
+    } else if [
+        // accept(2) on Linux: network errors of the pending connection, to be
+        // treated like EAGAIN.
+        Errno::PROTO,
+        Errno::PERM,
+        Errno::NETDOWN,
+        Errno::NOPROTOOPT,
+        Errno::HOSTDOWN,
+        Errno::NONET,
+        Errno::HOSTUNREACH,
+        Errno::OPNOTSUPP,
+        Errno::NETUNREACH,
+        Errno::TIMEDOUT,
+    ]
+    .into_iter()
+    .any(is)
+    {
+        ("other", false, "an error of that one connection")
+    } else {
+        ("other", true, "unexpected")
+    };
+    let (name, metric) = match socket {
+        Socket::Milter => ("milter socket", "milter"),
+        Socket::Http => ("metrics endpoint", "http"),
+    };
+    crate::milter::metrics::accept_error(metric, label);
+    crate::milter::throttle::ACCEPT_ERRORS.hit(|| {
+        if pause {
+            format!(
+                "{name}: {e}; {meaning}; the {open} connection(s) open are still served, \
+                 new ones wait in the listen queue (retried every {} ms)",
+                ACCEPT_PAUSE.as_millis()
+            )
+        } else {
+            format!("{name}: {e}; {meaning}")
+        }
+    });
+    pause
+}
+
 impl tokio::io::AsyncRead for QuickAck {
     fn poll_read(
         mut self: std::pin::Pin<&mut Self>,
@@ -154,11 +245,17 @@ impl tokio::io::AsyncWrite for QuickAck {
 /// at once, so that the MTA applies its default action straight away. Left unaccepted
 /// (what indymilter's own limit does) it would wait in the kernel's backlog until the
 /// MTA's connect timeout, 30 s with Postfix, holding up the SMTP session meanwhile.
+///
+/// A failed accept never ends the daemon (indymilter's loop would stop on the first
+/// one): it is logged and counted, and after one that would recur at once (no file
+/// descriptor left) accepting pauses for [`ACCEPT_PAUSE`] while the open connections
+/// go on being served.
 pub(super) struct Gate<L> {
     inner: Option<L>,
     state: Arc<GateState>,
     status: Arc<Status>,
     max_connections: usize,
+    pause: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 #[derive(Default)]
@@ -193,6 +290,7 @@ impl<L> Gate<L> {
             state: state.clone(),
             status,
             max_connections,
+            pause: None,
         };
         (gate, state)
     }
@@ -215,6 +313,12 @@ impl<L: Listener> Listener for Gate<L> {
         if self.state.closed.load(Ordering::SeqCst) {
             self.inner = None;
         }
+        if let Some(p) = self.pause.as_mut() {
+            if p.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            self.pause = None;
+        }
         // A flood of connections over the limit must not keep this task from others.
         for _ in 0..64 {
             let Some(l) = self.inner.as_mut() else {
@@ -222,7 +326,18 @@ impl<L: Listener> Listener for Gate<L> {
             };
             let io = match l.poll_accept(cx) {
                 Poll::Ready(Ok(io)) => io,
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Ready(Err(e)) => {
+                    let open = self.status.open_connections().load(Ordering::SeqCst);
+                    if accept_failed(Socket::Milter, &e, open) {
+                        let mut p = Box::pin(tokio::time::sleep(ACCEPT_PAUSE));
+                        // Polled once so that it wakes this task when it ends.
+                        if p.as_mut().poll(cx).is_pending() {
+                            self.pause = Some(p);
+                            return Poll::Pending;
+                        }
+                    }
+                    continue;
+                }
                 Poll::Pending => return Poll::Pending,
             };
             let open = self.status.open_connections().load(Ordering::SeqCst);

@@ -142,6 +142,12 @@ pub fn connection_refused() {
     counter!("mimeref_connections_refused_total").increment(1);
 }
 
+/// A failed accept. `listener`: "milter" or "http"; `error`: "emfile", "enfile",
+/// "enobufs", "enomem", "econnaborted" or "other".
+pub fn accept_error(listener: &'static str, error: &'static str) {
+    counter!("mimeref_accept_errors_total", "listener" => listener, "error" => error).increment(1);
+}
+
 /// Milter connections opened (+1) or closed (-1).
 pub fn connections_open(delta: f64) {
     metrics::gauge!("mimeref_connections_open").increment(delta);

@@ -92,8 +92,14 @@ pub static CONNECTIONS_REFUSED: Throttled = Throttled::new(Level::WARN, |n, d| {
     format!("refused {n} milter connection(s): {d}; the MTA applies its default action")
 });
 
+/// A failed accept on the milter socket or the metrics endpoint; detail: which socket,
+/// the error, what it means and what to change.
+pub static ACCEPT_ERRORS: Throttled = Throttled::new(Level::ERROR, |n, d| {
+    format!("accept failed {n} time(s): {d}")
+});
+
 /// Every kind, for [`flush_all`].
-static ALL: &[&Throttled] = &[&CONNECTIONS_REFUSED];
+static ALL: &[&Throttled] = &[&CONNECTIONS_REFUSED, &ACCEPT_ERRORS];
 
 /// Writes every pending count: every second and at shutdown.
 pub fn flush_all() {
