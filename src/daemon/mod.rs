@@ -5,7 +5,8 @@
 //! - `listen`: binding the listening socket, and the listener wrappers (TCP quick-ACK,
 //!   the gate that enforces `max_connections` and closes at shutdown, open-connection
 //!   counting).
-//! - [`endpoint`]: `/metrics`, `/healthz`, `/readyz`.
+//! - [`endpoint`]: `/metrics`, `/healthz`, `/readyz`, at most `metrics_max_connections`
+//!   at once.
 //!
 //! Layers: engine → policy → config → milter → daemon → cli. The daemon uses the
 //! configuration and the milter; the command line converts its arguments into
@@ -108,7 +109,12 @@ async fn serve_async(cfg: Config, spec: SocketSpec) -> Result<(), String> {
             .map_err(|e| format!("metrics endpoint {addr}: {e}"))?;
         let handle =
             crate::milter::metrics::install().map_err(|e| format!("metrics recorder: {e}"))?;
-        tokio::spawn(endpoint::serve(http, Some(handle), status.clone()));
+        tokio::spawn(endpoint::serve(
+            http,
+            Some(handle),
+            status.clone(),
+            cfg.listen.metrics_max_connections,
+        ));
         info!("metrics on http://{addr}/metrics, health on /healthz and /readyz");
     }
     let (reload_tx, reload_rx) = mpsc::channel(4);

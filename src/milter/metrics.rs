@@ -59,6 +59,7 @@ pub fn install() -> Result<PrometheusHandle, String> {
     // Series that alerts and dashboards rate() over exist from the start, at 0: a
     // series that appears with its first increment hides that increment from rate().
     counter!("mimeref_connections_refused_total").increment(0);
+    counter!("mimeref_http_connections_refused_total").increment(0);
     for result in ["ok", "failed"] {
         counter!("mimeref_reloads_total", "result" => result).increment(0);
     }
@@ -140,6 +141,12 @@ pub fn max_connections(n: usize) {
 /// A milter connection closed at once because `max_connections` were open.
 pub fn connection_refused() {
     counter!("mimeref_connections_refused_total").increment(1);
+}
+
+/// An HTTP connection to the metrics endpoint closed at once because
+/// `metrics_max_connections` were open.
+pub fn http_connection_refused() {
+    counter!("mimeref_http_connections_refused_total").increment(1);
 }
 
 /// A failed accept. `listener`: "milter" or "http"; `error`: "emfile", "enfile",

@@ -98,8 +98,14 @@ pub static ACCEPT_ERRORS: Throttled = Throttled::new(Level::ERROR, |n, d| {
     format!("accept failed {n} time(s): {d}")
 });
 
+/// HTTP connections closed at once at `metrics_max_connections`; detail: the peer and
+/// the limit.
+pub static HTTP_REFUSED: Throttled = Throttled::new(Level::WARN, |n, d| {
+    format!("refused {n} HTTP connection(s) to the metrics endpoint: {d}")
+});
+
 /// Every kind, for [`flush_all`].
-static ALL: &[&Throttled] = &[&CONNECTIONS_REFUSED, &ACCEPT_ERRORS];
+static ALL: &[&Throttled] = &[&CONNECTIONS_REFUSED, &ACCEPT_ERRORS, &HTTP_REFUSED];
 
 /// Writes every pending count: every second and at shutdown.
 pub fn flush_all() {
