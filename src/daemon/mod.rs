@@ -7,6 +7,8 @@
 //!   counting).
 //! - [`endpoint`]: `/metrics`, `/healthz`, `/readyz`, at most `metrics_max_connections`
 //!   at once.
+//! - [`nofile`]: the file descriptor limit, raised at start and checked against the
+//!   configuration.
 //!
 //! Layers: engine → policy → config → milter → daemon → cli. The daemon uses the
 //! configuration and the milter; the command line converts its arguments into
@@ -14,6 +16,7 @@
 
 pub mod endpoint;
 mod listen;
+pub mod nofile;
 
 use std::future::Future;
 use std::io;
@@ -69,6 +72,7 @@ pub fn serve(args: ServeOptions) -> ExitCode {
         },
     };
     init_logging(&cfg);
+    nofile::at_start(&cfg.listen);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
