@@ -3,8 +3,9 @@
 //! completes. [`serve`] is its entry point, with its own [`ServeOptions`].
 //!
 //! - `listen`: binding the listening socket, and the listener wrappers (TCP quick-ACK,
-//!   the gate that enforces `max_connections` and closes at shutdown, open-connection
-//!   counting).
+//!   the gate that enforces `max_connections`, rides out failed accepts and closes at
+//!   shutdown, open-connection counting and turning away peers that do not speak
+//!   milter).
 //! - [`endpoint`]: `/metrics`, `/healthz`, `/readyz`, at most `metrics_max_connections`
 //!   at once.
 //! - [`nofile`]: the file descriptor limit, raised at start and checked against the
@@ -34,7 +35,7 @@ use crate::config::{Config, LogFormat, SocketSpec};
 use crate::milter::{callbacks, Shared};
 use endpoint::Status;
 use listen::Gate;
-pub use listen::{bind, AnyListener};
+pub use listen::{bind, AnyListener, PeerName};
 
 /// What the daemon is started with (the command line's `serve` arguments).
 #[derive(Debug, Default, Clone)]
@@ -160,7 +161,7 @@ fn signal(kind: tokio::signal::unix::SignalKind) -> Result<tokio::signal::unix::
 /// On shutdown the listener is closed, new transactions are tempfailed and messages in
 /// flight get `shutdown_timeout` to finish.
 pub async fn run(
-    listener: impl Listener,
+    listener: impl Listener<Io: PeerName>,
     config: Config,
     reload: mpsc::Receiver<()>,
     shutdown: impl Future,
@@ -170,7 +171,7 @@ pub async fn run(
 
 /// [`run`], keeping `status` (what the HTTP endpoint reports) up to date.
 pub async fn run_with(
-    listener: impl Listener,
+    listener: impl Listener<Io: PeerName>,
     config: Config,
     mut reload: mpsc::Receiver<()>,
     shutdown: impl Future,

@@ -60,6 +60,7 @@ pub fn install() -> Result<PrometheusHandle, String> {
     // series that appears with its first increment hides that increment from rate().
     counter!("mimeref_connections_refused_total").increment(0);
     counter!("mimeref_http_connections_refused_total").increment(0);
+    counter!("mimeref_events_total", "event" => "non_milter_peer").increment(0);
     for result in ["ok", "failed"] {
         counter!("mimeref_reloads_total", "result" => result).increment(0);
     }
