@@ -163,6 +163,15 @@ pub fn config_check(path: Option<&Path>) -> ExitCode {
                 Some(f) => println!("{}: OK", f.display()),
                 None => println!("no configuration file; built-in defaults: OK"),
             }
+            // `serve` raises its soft limit to the hard one: judge by that. A warning,
+            // not an error: the service may well run under another limit.
+            let hard = daemon::nofile::current().hard.unwrap_or(u64::MAX);
+            if let Some(text) = daemon::nofile::advice(&cfg.listen, hard) {
+                eprintln!(
+                    "warning: {text} (judged by the hard limit here; a systemd service \
+                     has its unit's LimitNOFILE=)"
+                );
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -80,6 +80,9 @@ pub struct Listen {
     pub socket_mode: Option<u32>,
     pub socket_group: Option<String>,
     pub metrics_listen: Option<SocketAddr>,
+    /// Most HTTP connections to `metrics_listen` at once: probes and scrapers share the
+    /// process's descriptors with the milter connections.
+    pub metrics_max_connections: usize,
     pub max_connections: usize,
     pub connection_timeout: Duration,
 }
@@ -339,6 +342,10 @@ impl Listen {
             ("socket_group", self.socket_group != new.socket_group),
             ("metrics_listen", self.metrics_listen != new.metrics_listen),
             (
+                "metrics_max_connections",
+                self.metrics_max_connections != new.metrics_max_connections,
+            ),
+            (
                 "max_connections",
                 self.max_connections != new.max_connections,
             ),
@@ -487,18 +494,37 @@ mod tests {
         running.force_dry_run();
         let mut new = Config::parse(
             "socket = \"inet:127.0.0.1:1\"\nmax_connections = 5\nlog_level = \"debug\"\n\
-             shutdown_timeout = 7\n",
+             shutdown_timeout = 7\nmetrics_max_connections = 8\n",
             "t",
         )
         .unwrap();
         let stuck = new.keep_restart_only(&running);
-        assert_eq!(stuck, ["socket", "max_connections", "log_level/log_format"]);
+        assert_eq!(
+            stuck,
+            [
+                "socket",
+                "metrics_max_connections",
+                "max_connections",
+                "log_level/log_format"
+            ]
+        );
         assert_eq!(new.listen, running.listen);
         assert_eq!(new.process, running.process);
         assert!(new.service.dry_run && new.service.dry_run_forced);
         assert_eq!(new.service.shutdown_timeout, Duration::from_secs(7));
         let mut same = Config::builtin();
         assert!(same.keep_restart_only(&Config::builtin()).is_empty());
+    }
+
+    #[test]
+    fn metrics_max_connections_default_and_bounds() {
+        assert_eq!(Config::builtin().listen.metrics_max_connections, 32);
+        assert_eq!(
+            errs("dry_run = false\nmetrics_max_connections = 0\n"),
+            ["t.toml:2: metrics_max_connections = 0: must be between 1 and 10000"]
+        );
+        let c = Config::parse("metrics_max_connections = 4\n", "t").unwrap();
+        assert_eq!(c.listen.metrics_max_connections, 4);
     }
 
     #[test]

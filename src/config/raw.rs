@@ -18,6 +18,7 @@ pub struct RawConfig {
     pub log_level: Option<S<String>>,
     pub log_format: Option<S<String>>,
     pub metrics_listen: Option<S<String>>,
+    pub metrics_max_connections: Option<S<i64>>,
     pub max_connections: Option<S<i64>>,
     pub connection_timeout: Option<S<i64>>,
     pub shutdown_timeout: Option<S<i64>>,

@@ -401,7 +401,7 @@ impl Validator<'_> {
     }
 
     /// Restart-only: `socket`, `socket_mode`, `socket_group`, `metrics_listen`,
-    /// `max_connections`, `connection_timeout`.
+    /// `metrics_max_connections`, `max_connections`, `connection_timeout`.
     fn listen(&mut self, raw: &mut RawConfig) -> Listen {
         let default_socket = || {
             SocketSpec::parse(DEFAULT_SOCKET).unwrap_or(SocketSpec::Inet {
@@ -472,6 +472,13 @@ impl Validator<'_> {
                 }
             }
         });
+        let metrics_max_connections = self.int(
+            raw.metrics_max_connections.take(),
+            "metrics_max_connections",
+            1,
+            10_000,
+            32,
+        ) as usize;
         let max_connections = self.int(
             raw.max_connections.take(),
             "max_connections",
@@ -491,6 +498,7 @@ impl Validator<'_> {
             socket_mode,
             socket_group,
             metrics_listen,
+            metrics_max_connections,
             max_connections,
             connection_timeout: Duration::from_secs(connection_timeout),
         }

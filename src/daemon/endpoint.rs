@@ -16,7 +16,9 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
-use tracing::warn;
+use tokio::sync::Semaphore;
+
+use super::listen::{Socket, ACCEPT_PAUSE};
 
 /// What `/readyz` reports, kept up to date by [`run_with`](super::run_with).
 #[derive(Debug, Default)]
@@ -78,20 +80,42 @@ impl Status {
 
 /// Serves the endpoint on `listener` for as long as the runtime runs. Without `metrics`
 /// (no recorder installed) `/metrics` answers 404.
-pub async fn serve(listener: TcpListener, metrics: Option<PrometheusHandle>, status: Arc<Status>) {
+///
+/// At most `max_connections` (`metrics_max_connections`) are served at once; one more
+/// is closed at once. The endpoint shares the process's file descriptors with the
+/// milter connections, and probes or scrapers must never take the MTA's.
+pub async fn serve(
+    listener: TcpListener,
+    metrics: Option<PrometheusHandle>,
+    status: Arc<Status>,
+    max_connections: usize,
+) {
+    let slots = Arc::new(Semaphore::new(max_connections));
     loop {
-        let stream = match listener.accept().await {
-            Ok((s, _)) => s,
+        let (stream, peer) = match listener.accept().await {
+            Ok(s) => s,
             Err(e) => {
-                // Out of file descriptors, typically: retrying at once would spin.
-                warn!("metrics endpoint: accept: {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                let open = max_connections - slots.available_permits();
+                if super::listen::accept_failed(Socket::Http, &e, open) {
+                    tokio::time::sleep(ACCEPT_PAUSE).await;
+                }
                 continue;
             }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            drop(stream);
+            crate::milter::metrics::http_connection_refused();
+            crate::milter::throttle::HTTP_REFUSED.hit(|| {
+                format!(
+                    "{peer}: {max_connections} open, metrics_max_connections = {max_connections}"
+                )
+            });
+            continue;
         };
         let metrics = metrics.clone();
         let status = status.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let service = hyper::service::service_fn(move |req| {
                 let metrics = metrics.clone();
                 let status = status.clone();

@@ -1,12 +1,16 @@
 //! The listening socket and what wraps it: [`bind`], TCP connections that acknowledge
-//! and send at once ([`NoDelay`]), the [`Gate`] that closes at shutdown and refuses
-//! connections past `max_connections`, and [`Counted`] connections.
+//! and send at once ([`NoDelay`]), the [`Gate`] that closes at shutdown, refuses
+//! connections past `max_connections` and rides out failed accepts, and [`Counted`]
+//! connections, which also turn away peers that do not speak milter.
 
+use std::future::Future;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use indymilter::Listener;
 
@@ -96,6 +100,128 @@ impl Listener for NoDelay {
 /// A milter connection over TCP that re-arms TCP_QUICKACK after each read.
 pub struct QuickAck(tokio::net::TcpStream);
 
+/// The other end of a connection as log lines name it: "127.0.0.1:41234" (or
+/// "[::1]:41234"), or "unix socket".
+pub trait PeerName {
+    fn peer_name(&self) -> String;
+}
+
+impl PeerName for tokio::net::TcpStream {
+    fn peer_name(&self) -> String {
+        // Fails only when the peer has already gone (ENOTCONN).
+        self.peer_addr()
+            .map_or_else(|_| "unknown peer".to_string(), |a| a.to_string())
+    }
+}
+
+impl PeerName for QuickAck {
+    fn peer_name(&self) -> String {
+        self.0.peer_name()
+    }
+}
+
+impl PeerName for tokio::net::UnixStream {
+    fn peer_name(&self) -> String {
+        "unix socket".to_string()
+    }
+}
+
+impl<T: PeerName, U: PeerName> PeerName for indymilter::EitherStream<T, U> {
+    fn peer_name(&self) -> String {
+        match self {
+            indymilter::EitherStream::Tcp(s) => s.peer_name(),
+            indymilter::EitherStream::Unix(s) => s.peer_name(),
+        }
+    }
+}
+
+/// How long accepting pauses after an error that would recur at once (out of file
+/// descriptors or memory). Long enough not to spin on a listener that stays readable,
+/// short enough that the MTA's connections, waiting in the listen queue meanwhile, are
+/// taken soon after descriptors are free again.
+pub(super) const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
+
+/// Which listening socket failed, for the log line and the metric's `listener` label.
+#[derive(Clone, Copy)]
+pub(super) enum Socket {
+    Milter,
+    Http,
+}
+
+/// Logs (throttled) and counts a failed accept on `socket`, with `open` connections
+/// being served there. Returns whether to pause before the next accept: errors of the
+/// process or the system recur at once until something is freed, while an error of one
+/// connection (gone before it was accepted) leaves the next one unaffected.
+pub(super) fn accept_failed(socket: Socket, e: &io::Error, open: usize) -> bool {
+    use rustix::io::Errno;
+    let errno = Errno::from_io_error(e);
+    let is = |x: Errno| errno == Some(x);
+    let (label, pause, meaning) = if is(Errno::MFILE) {
+        (
+            "emfile",
+            true,
+            "the process is out of file descriptors: raise LimitNOFILE= in the \
+             systemd unit (ulimit -n outside systemd) or lower max_connections",
+        )
+    } else if is(Errno::NFILE) {
+        (
+            "enfile",
+            true,
+            "the system is out of file descriptors (sysctl fs.file-max)",
+        )
+    } else if is(Errno::NOBUFS) || is(Errno::NOMEM) {
+        let label = if is(Errno::NOBUFS) {
+            "enobufs"
+        } else {
+            "enomem"
+        };
+        (label, true, "the kernel is out of memory for sockets")
+    } else if is(Errno::CONNABORTED) {
+        (
+            "econnaborted",
+            false,
+            "the client went away before it was accepted",
+        )
+    } else if [
+        // accept(2) on Linux: network errors of the pending connection, to be
+        // treated like EAGAIN.
+        Errno::PROTO,
+        Errno::PERM,
+        Errno::NETDOWN,
+        Errno::NOPROTOOPT,
+        Errno::HOSTDOWN,
+        Errno::NONET,
+        Errno::HOSTUNREACH,
+        Errno::OPNOTSUPP,
+        Errno::NETUNREACH,
+        Errno::TIMEDOUT,
+    ]
+    .into_iter()
+    .any(is)
+    {
+        ("other", false, "an error of that one connection")
+    } else {
+        ("other", true, "unexpected")
+    };
+    let (name, metric) = match socket {
+        Socket::Milter => ("milter socket", "milter"),
+        Socket::Http => ("metrics endpoint", "http"),
+    };
+    crate::milter::metrics::accept_error(metric, label);
+    crate::milter::throttle::ACCEPT_ERRORS.hit(|| {
+        if pause {
+            format!(
+                "{name}: {e}; {meaning}; the {open} connection(s) open are still served, \
+                 new ones wait in the listen queue (retried every {} ms)",
+                ACCEPT_PAUSE.as_millis()
+            )
+        } else {
+            format!("{name}: {e}; {meaning}")
+        }
+    });
+    pause
+}
+
 impl tokio::io::AsyncRead for QuickAck {
     fn poll_read(
         mut self: std::pin::Pin<&mut Self>,
@@ -154,11 +280,17 @@ impl tokio::io::AsyncWrite for QuickAck {
 /// at once, so that the MTA applies its default action straight away. Left unaccepted
 /// (what indymilter's own limit does) it would wait in the kernel's backlog until the
 /// MTA's connect timeout, 30 s with Postfix, holding up the SMTP session meanwhile.
+///
+/// A failed accept never ends the daemon (indymilter's loop would stop on the first
+/// one): it is logged and counted, and after one that would recur at once (no file
+/// descriptor left) accepting pauses for [`ACCEPT_PAUSE`] while the open connections
+/// go on being served.
 pub(super) struct Gate<L> {
     inner: Option<L>,
     state: Arc<GateState>,
     status: Arc<Status>,
     max_connections: usize,
+    pause: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 #[derive(Default)]
@@ -193,6 +325,7 @@ impl<L> Gate<L> {
             state: state.clone(),
             status,
             max_connections,
+            pause: None,
         };
         (gate, state)
     }
@@ -205,7 +338,10 @@ impl<L> Gate<L> {
     }
 }
 
-impl<L: Listener> Listener for Gate<L> {
+impl<L: Listener> Listener for Gate<L>
+where
+    L::Io: PeerName,
+{
     type Io = Counted<L::Io>;
 
     fn poll_accept(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Self::Io>> {
@@ -215,6 +351,12 @@ impl<L: Listener> Listener for Gate<L> {
         if self.state.closed.load(Ordering::SeqCst) {
             self.inner = None;
         }
+        if let Some(p) = self.pause.as_mut() {
+            if p.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            self.pause = None;
+        }
         // A flood of connections over the limit must not keep this task from others.
         for _ in 0..64 {
             let Some(l) = self.inner.as_mut() else {
@@ -222,7 +364,18 @@ impl<L: Listener> Listener for Gate<L> {
             };
             let io = match l.poll_accept(cx) {
                 Poll::Ready(Ok(io)) => io,
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Ready(Err(e)) => {
+                    let open = self.status.open_connections().load(Ordering::SeqCst);
+                    if accept_failed(Socket::Milter, &e, open) {
+                        let mut p = Box::pin(tokio::time::sleep(ACCEPT_PAUSE));
+                        // Polled once so that it wakes this task when it ends.
+                        if p.as_mut().poll(cx).is_pending() {
+                            self.pause = Some(p);
+                            return Poll::Pending;
+                        }
+                    }
+                    continue;
+                }
                 Poll::Pending => return Poll::Pending,
             };
             let open = self.status.open_connections().load(Ordering::SeqCst);
@@ -240,16 +393,119 @@ impl<L: Listener> Listener for Gate<L> {
 }
 
 /// A milter connection, counted as open in [`Status`] until dropped.
+///
+/// Its first octets are checked before the milter library reads them: every milter
+/// client starts with the option negotiation, and a peer that starts otherwise (a
+/// browser, a TLS client, a port scanner) is logged, counted and closed at once rather
+/// than held until `connection_timeout`.
 pub struct Counted<T> {
     io: T,
     status: Arc<Status>,
+    peer: String,
+    /// The first octets read, up to [`HEAD`].
+    head: [u8; HEAD],
+    /// How many of `head` were read, and how many of those passed on.
+    head_len: usize,
+    head_passed: usize,
+    phase: Phase,
 }
 
-impl<T> Counted<T> {
+/// Octets looked at before the milter library gets them: enough to recognise an HTTP
+/// method and to show what a stranger sent.
+const HEAD: usize = 16;
+
+/// How every milter connection starts: SMFIC_OPTNEG, 13 octets (the command, then
+/// version, actions and protocol options, 4 octets each) for protocol versions 2 to 6.
+const NEGOTIATION: [u8; 5] = [0, 0, 0, 13, b'O'];
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Reading `head` until it can tell.
+    Checking,
+    /// A milter negotiation: passing on `head`, then reading straight through.
+    Milter,
+    /// Not milter: every read is end of file.
+    Refused,
+}
+
+/// What the first octets of a connection are, as far as they go.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    Milter,
+    NotYet,
+    Stranger,
+}
+
+fn verdict(head: &[u8]) -> Verdict {
+    let n = head.len().min(NEGOTIATION.len());
+    if head[..n] != NEGOTIATION[..n] {
+        Verdict::Stranger
+    } else if n == NEGOTIATION.len() {
+        Verdict::Milter
+    } else {
+        Verdict::NotYet
+    }
+}
+
+/// What a stranger's first octets look like, for the log line.
+fn looks_like(head: &[u8]) -> &'static str {
+    // A TLS record: handshake (22), then the major version 3.
+    if head.first() == Some(&0x16) && head.get(1).is_none_or(|&b| b == 3) {
+        return "TLS handshake";
+    }
+    const METHODS: [&[u8]; 10] = [
+        b"GET ",
+        b"HEAD ",
+        b"POST ",
+        b"PUT ",
+        b"DELETE ",
+        b"OPTIONS ",
+        b"CONNECT ",
+        b"PATCH ",
+        b"TRACE ",
+        b"PRI * HTTP",
+    ];
+    if METHODS.iter().any(|m| head.starts_with(m)) {
+        return "HTTP request";
+    }
+    "not a milter negotiation"
+}
+
+impl<T: PeerName> Counted<T> {
     fn new(io: T, status: Arc<Status>) -> Counted<T> {
         status.open_connections().fetch_add(1, Ordering::SeqCst);
         crate::milter::metrics::connections_open(1.0);
-        Counted { io, status }
+        Counted {
+            peer: io.peer_name(),
+            io,
+            status,
+            head: [0; HEAD],
+            head_len: 0,
+            head_passed: 0,
+            phase: Phase::Checking,
+        }
+    }
+}
+
+impl<T> Counted<T> {
+    /// The MTA's end of the connection: "127.0.0.1:41234", or "unix socket".
+    pub fn peer(&self) -> &str {
+        &self.peer
+    }
+
+    fn refuse(&mut self) {
+        self.phase = Phase::Refused;
+        let head = &self.head[..self.head_len];
+        crate::milter::metrics::event("non_milter_peer");
+        crate::milter::throttle::NON_MILTER_PEERS.hit(|| {
+            let hex: Vec<String> = head.iter().take(8).map(|b| format!("{b:02x}")).collect();
+            format!(
+                "{}: {} (first octets {})",
+                self.peer(),
+                looks_like(head),
+                hex.join(" ")
+            )
+        });
     }
 }
 
@@ -264,11 +520,50 @@ impl<T> Drop for Counted<T> {
 
 impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Counted<T> {
     fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
+        self: std::pin::Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        std::pin::Pin::new(&mut self.io).poll_read(cx, buf)
+        let this = self.get_mut();
+        loop {
+            match this.phase {
+                Phase::Refused => return Poll::Ready(Ok(())),
+                Phase::Milter if this.head_passed < this.head_len => {
+                    let rest = &this.head[this.head_passed..this.head_len];
+                    let n = rest.len().min(buf.remaining());
+                    buf.put_slice(&rest[..n]);
+                    this.head_passed += n;
+                    return Poll::Ready(Ok(()));
+                }
+                Phase::Milter => return std::pin::Pin::new(&mut this.io).poll_read(cx, buf),
+                Phase::Checking => {
+                    let mut more = tokio::io::ReadBuf::new(&mut this.head[this.head_len..]);
+                    std::task::ready!(std::pin::Pin::new(&mut this.io).poll_read(cx, &mut more))?;
+                    let n = more.filled().len();
+                    if n == 0 {
+                        // End of file. Nothing at all is a TCP health check or a port
+                        // probe: no stranger. A part of a negotiation is one.
+                        if this.head_len > 0 {
+                            this.refuse();
+                        }
+                        this.phase = Phase::Refused;
+                        return Poll::Ready(Ok(()));
+                    }
+                    this.head_len += n;
+                    match verdict(&this.head[..this.head_len]) {
+                        Verdict::Milter => this.phase = Phase::Milter,
+                        Verdict::NotYet => {}
+                        Verdict::Stranger => {
+                            this.refuse();
+                            return Poll::Ready(Err(io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                "not a milter client",
+                            )));
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -305,5 +600,88 @@ impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Counted<T> {
         cx: &mut Context<'_>,
     ) -> Poll<io::Result<()>> {
         std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    impl PeerName for tokio::io::DuplexStream {
+        fn peer_name(&self) -> String {
+            "duplex".into()
+        }
+    }
+
+    /// Postfix's negotiation (version 6, all actions, all protocol options) and the
+    /// macro packet that follows it.
+    const POSTFIX: &[u8] = b"\0\0\0\x0dO\0\0\0\x06\0\0\x01\xff\0\x1f\xff\xff\0\0\0\x02Dx";
+
+    #[test]
+    fn first_octets() {
+        assert_eq!(verdict(&POSTFIX[..5]), Verdict::Milter);
+        assert_eq!(verdict(&POSTFIX[..3]), Verdict::NotYet);
+        assert_eq!(verdict(&[0, 0, 0, 12, b'O']), Verdict::Stranger);
+        assert_eq!(verdict(&[0, 0, 0, 13, b'D']), Verdict::Stranger);
+        assert_eq!(verdict(b"G"), Verdict::Stranger);
+        assert_eq!(looks_like(b"GET / HTTP/1.1\r\n"), "HTTP request");
+        assert_eq!(looks_like(b"OPTIONS * HTTP/1"), "HTTP request");
+        assert_eq!(looks_like(&[0x16, 3, 1, 2, 0]), "TLS handshake");
+        assert_eq!(looks_like(&[0x16]), "TLS handshake");
+        assert_eq!(looks_like(&[0x16, 4]), "not a milter negotiation");
+        assert_eq!(looks_like(b"GETS"), "not a milter negotiation");
+        assert_eq!(looks_like(&[0xff; 5]), "not a milter negotiation");
+    }
+
+    /// What a reader of `Counted` gets when the peer writes `chunks` one by one.
+    async fn read_through(chunks: Vec<Vec<u8>>) -> (io::Result<Vec<u8>>, usize) {
+        let (mut peer, ours) = tokio::io::duplex(64);
+        let status = Arc::new(Status::default());
+        let mut c = Counted::new(ours, status.clone());
+        assert_eq!(c.peer(), "duplex");
+        let writer = tokio::spawn(async move {
+            for ch in chunks {
+                peer.write_all(&ch).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        });
+        let mut got = Vec::new();
+        let mut buf = [0u8; 7];
+        let r = loop {
+            match c.read(&mut buf).await {
+                Ok(0) => break Ok(got),
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) => break Err(e),
+            }
+        };
+        writer.await.unwrap();
+        let open = status.open_connections().load(Ordering::SeqCst);
+        (r, open)
+    }
+
+    #[tokio::test]
+    async fn a_negotiation_in_pieces_passes_unchanged() {
+        let pieces = POSTFIX.iter().map(|&b| vec![b]).collect();
+        let (got, open) = read_through(pieces).await;
+        assert_eq!(got.unwrap(), POSTFIX);
+        assert_eq!(open, 1, "counted while open");
+        let (got, _) = read_through(vec![POSTFIX[..4].to_vec(), POSTFIX[4..].to_vec()]).await;
+        assert_eq!(got.unwrap(), POSTFIX);
+    }
+
+    #[tokio::test]
+    async fn a_stranger_is_cut_off_at_the_first_wrong_octet() {
+        let (got, _) = read_through(vec![vec![0, 0], vec![1], b"rest".to_vec()]).await;
+        let e = got.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        let (got, _) = read_through(vec![b"GET / HTTP/1.0\r\n\r\n".to_vec()]).await;
+        assert!(got.is_err());
+        // Nothing at all, then end of file: a probe, read as end of file.
+        let (got, _) = read_through(vec![]).await;
+        assert_eq!(got.unwrap(), b"");
+        // Half a negotiation, then end of file: end of file to the reader.
+        let (got, _) = read_through(vec![vec![0, 0, 0]]).await;
+        assert_eq!(got.unwrap(), b"");
     }
 }

@@ -3,9 +3,13 @@
 //! completes. [`serve`] is its entry point, with its own [`ServeOptions`].
 //!
 //! - `listen`: binding the listening socket, and the listener wrappers (TCP quick-ACK,
-//!   the gate that enforces `max_connections` and closes at shutdown, open-connection
-//!   counting).
-//! - [`endpoint`]: `/metrics`, `/healthz`, `/readyz`.
+//!   the gate that enforces `max_connections`, rides out failed accepts and closes at
+//!   shutdown, open-connection counting and turning away peers that do not speak
+//!   milter).
+//! - [`endpoint`]: `/metrics`, `/healthz`, `/readyz`, at most `metrics_max_connections`
+//!   at once.
+//! - [`nofile`]: the file descriptor limit, raised at start and checked against the
+//!   configuration.
 //!
 //! Layers: engine → policy → config → milter → daemon → cli. The daemon uses the
 //! configuration and the milter; the command line converts its arguments into
@@ -13,6 +17,7 @@
 
 pub mod endpoint;
 mod listen;
+pub mod nofile;
 
 use std::future::Future;
 use std::io;
@@ -30,7 +35,7 @@ use crate::config::{Config, LogFormat, SocketSpec};
 use crate::milter::{callbacks, Shared};
 use endpoint::Status;
 use listen::Gate;
-pub use listen::{bind, AnyListener};
+pub use listen::{bind, AnyListener, PeerName};
 
 /// What the daemon is started with (the command line's `serve` arguments).
 #[derive(Debug, Default, Clone)]
@@ -68,6 +73,7 @@ pub fn serve(args: ServeOptions) -> ExitCode {
         },
     };
     init_logging(&cfg);
+    nofile::at_start(&cfg.listen);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -108,7 +114,12 @@ async fn serve_async(cfg: Config, spec: SocketSpec) -> Result<(), String> {
             .map_err(|e| format!("metrics endpoint {addr}: {e}"))?;
         let handle =
             crate::milter::metrics::install().map_err(|e| format!("metrics recorder: {e}"))?;
-        tokio::spawn(endpoint::serve(http, Some(handle), status.clone()));
+        tokio::spawn(endpoint::serve(
+            http,
+            Some(handle),
+            status.clone(),
+            cfg.listen.metrics_max_connections,
+        ));
         info!("metrics on http://{addr}/metrics, health on /healthz and /readyz");
     }
     let (reload_tx, reload_rx) = mpsc::channel(4);
@@ -150,7 +161,7 @@ fn signal(kind: tokio::signal::unix::SignalKind) -> Result<tokio::signal::unix::
 /// On shutdown the listener is closed, new transactions are tempfailed and messages in
 /// flight get `shutdown_timeout` to finish.
 pub async fn run(
-    listener: impl Listener,
+    listener: impl Listener<Io: PeerName>,
     config: Config,
     reload: mpsc::Receiver<()>,
     shutdown: impl Future,
@@ -160,7 +171,7 @@ pub async fn run(
 
 /// [`run`], keeping `status` (what the HTTP endpoint reports) up to date.
 pub async fn run_with(
-    listener: impl Listener,
+    listener: impl Listener<Io: PeerName>,
     config: Config,
     mut reload: mpsc::Receiver<()>,
     shutdown: impl Future,

@@ -59,6 +59,8 @@ pub fn install() -> Result<PrometheusHandle, String> {
     // Series that alerts and dashboards rate() over exist from the start, at 0: a
     // series that appears with its first increment hides that increment from rate().
     counter!("mimeref_connections_refused_total").increment(0);
+    counter!("mimeref_http_connections_refused_total").increment(0);
+    counter!("mimeref_events_total", "event" => "non_milter_peer").increment(0);
     for result in ["ok", "failed"] {
         counter!("mimeref_reloads_total", "result" => result).increment(0);
     }
@@ -140,6 +142,18 @@ pub fn max_connections(n: usize) {
 /// A milter connection closed at once because `max_connections` were open.
 pub fn connection_refused() {
     counter!("mimeref_connections_refused_total").increment(1);
+}
+
+/// An HTTP connection to the metrics endpoint closed at once because
+/// `metrics_max_connections` were open.
+pub fn http_connection_refused() {
+    counter!("mimeref_http_connections_refused_total").increment(1);
+}
+
+/// A failed accept. `listener`: "milter" or "http"; `error`: "emfile", "enfile",
+/// "enobufs", "enomem", "econnaborted" or "other".
+pub fn accept_error(listener: &'static str, error: &'static str) {
+    counter!("mimeref_accept_errors_total", "listener" => listener, "error" => error).increment(1);
 }
 
 /// Milter connections opened (+1) or closed (-1).

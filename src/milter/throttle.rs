@@ -92,8 +92,34 @@ pub static CONNECTIONS_REFUSED: Throttled = Throttled::new(Level::WARN, |n, d| {
     format!("refused {n} milter connection(s): {d}; the MTA applies its default action")
 });
 
+/// A failed accept on the milter socket or the metrics endpoint; detail: which socket,
+/// the error, what it means and what to change.
+pub static ACCEPT_ERRORS: Throttled = Throttled::new(Level::ERROR, |n, d| {
+    format!("accept failed {n} time(s): {d}")
+});
+
+/// Connections to the milter socket closed because their first octets are no milter
+/// negotiation; detail: "PEER: what it looked like (first octets HEX)".
+pub static NON_MILTER_PEERS: Throttled = Throttled::new(Level::WARN, |n, d| {
+    format!(
+        "closed {n} connection(s) whose peer does not speak milter: {d}; \
+         only the MTA should connect to the milter socket"
+    )
+});
+
+/// HTTP connections closed at once at `metrics_max_connections`; detail: the peer and
+/// the limit.
+pub static HTTP_REFUSED: Throttled = Throttled::new(Level::WARN, |n, d| {
+    format!("refused {n} HTTP connection(s) to the metrics endpoint: {d}")
+});
+
 /// Every kind, for [`flush_all`].
-static ALL: &[&Throttled] = &[&CONNECTIONS_REFUSED];
+static ALL: &[&Throttled] = &[
+    &CONNECTIONS_REFUSED,
+    &ACCEPT_ERRORS,
+    &NON_MILTER_PEERS,
+    &HTTP_REFUSED,
+];
 
 /// Writes every pending count: every second and at shutdown.
 pub fn flush_all() {

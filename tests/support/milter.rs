@@ -57,6 +57,7 @@ impl Milter {
                 l,
                 Some(h),
                 status.clone(),
+                cfg.listen.metrics_max_connections,
             ));
             Some(a)
         } else {

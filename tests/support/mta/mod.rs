@@ -1197,6 +1197,8 @@ pub struct Daemon {
     dir: TempDir,
     pub port: u16,
     pub extra: Vec<String>,
+    /// A command that runs the daemon (`prlimit --nofile=64 --`), or nothing.
+    wrapper: Vec<String>,
     child: Option<Child>,
     starts: usize,
 }
@@ -1204,12 +1206,19 @@ pub struct Daemon {
 impl Daemon {
     /// `config`: TOML text; `extra`: more `serve` arguments (`--dry-run`).
     pub fn start(config: &str, extra: &[&str]) -> Daemon {
+        Daemon::start_under(&[], config, extra)
+    }
+
+    /// [`Daemon::start`] through `wrapper`, a command that ends by running its arguments
+    /// in its own place (`prlimit --nofile=64 --`), so that the pid is the daemon's.
+    pub fn start_under(wrapper: &[&str], config: &str, extra: &[&str]) -> Daemon {
         let dir = TempDir::new("daemon");
         fs::write(dir.path().join("mimeref-milter.toml"), config).expect("write config");
         let mut d = Daemon {
             dir,
             port: free_port(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            wrapper: wrapper.iter().map(|s| s.to_string()).collect(),
             child: None,
             starts: 0,
         };
@@ -1222,7 +1231,15 @@ impl Daemon {
         self.starts += 1;
         let log = fs::File::create(self.dir.path().join(format!("daemon.{}.log", self.starts)))
             .expect("daemon log");
-        let child = Command::new(daemon_bin())
+        let mut cmd = match self.wrapper.split_first() {
+            Some((w, args)) => {
+                let mut c = Command::new(w);
+                c.args(args).arg(daemon_bin());
+                c
+            }
+            None => Command::new(daemon_bin()),
+        };
+        let child = cmd
             .arg("serve")
             .arg("--config")
             .arg(self.dir.path().join("mimeref-milter.toml"))
