@@ -137,6 +137,26 @@ pub async fn run<T>(
 where
     T: Send + 'static,
 {
+    run_with_data(listener, callbacks, config, shutdown, |_| None).await
+}
+
+/// Like [`run`], with the user data of each connection's callbacks starting as
+/// `data(&stream)` instead of `None`, so that every callback from `negotiate` on
+/// can know what was accepted (e.g. the peer's address, a connection id).
+///
+/// mimeref-milter patch (initial data): not in indymilter 0.3.0.
+pub async fn run_with_data<L, T, F>(
+    listener: L,
+    callbacks: Callbacks<T>,
+    config: Config,
+    shutdown: impl Future,
+    data: F,
+) -> io::Result<()>
+where
+    L: Listener,
+    T: Send + 'static,
+    F: Fn(&L::Io) -> Option<T>,
+{
     // The supplied shutdown_milter causes the main connection/session spawn in
     // the `select!` below to exit.
     // At the same time, multiple sessions may have been spawned (detached) and
@@ -155,7 +175,7 @@ where
     // the same time and no new connections are accepted.
 
     let result = select! {
-        res = run_milter(listener, callbacks, config, &shutdown_sessions) => {
+        res = run_milter(listener, callbacks, config, &shutdown_sessions, data) => {
             let e = res.unwrap_err();
             error!("milter exited with error, shutting down: {e}");
             Err(e)
@@ -188,14 +208,17 @@ where
 // Arguments are moved into the `run_milter` future, so that when it is dropped,
 // associated resources (except the one only borrowed) are dropped at the same
 // time, too.
-async fn run_milter<T>(
-    mut listener: impl Listener,
+async fn run_milter<L, T, F>(
+    mut listener: L,
     callbacks: Callbacks<T>,
     config: Config,
     shutdown_sender: &watch::Sender<bool>,
+    data: F,
 ) -> io::Result<()>
 where
+    L: Listener,
     T: Send + 'static,
+    F: Fn(&L::Io) -> Option<T>,
 {
     let callbacks = Arc::new(callbacks);
     let config = Arc::new(config);
@@ -214,6 +237,7 @@ where
 
         let stream = listener.accept().await?;
 
-        session::spawn(stream, shutdown_sender, &callbacks, &config, permit);
+        let initial = data(&stream);
+        session::spawn(stream, shutdown_sender, &callbacks, &config, permit, initial);
     }
 }

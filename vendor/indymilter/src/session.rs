@@ -18,7 +18,7 @@ use crate::{
     callbacks::{Callbacks, Status},
     config::Config,
     connection::Connection,
-    context::{Context, EomContext, NegotiateContext, ReplyCode},
+    context::{Context, EomContext, NegotiateContext, ReplyCode, SmtpReply},
     macros::MacroStage,
     message::{
         command::{
@@ -82,6 +82,14 @@ impl State {
     }
 
     fn can_reach(&self, target: Self, opts: ProtoOpts) -> bool {
+        // mimeref-milter patch (QUIT_NC): the MTA may end an SMTP session with QUIT_NC
+        // in any state after negotiation, mostly after end of message, where the
+        // state has gone back to Helo. Unreachable, it was dropped and so was the
+        // CONNECT of the next SMTP session: stale client data and no CONNECT reply.
+        if target == Self::QuitNc {
+            return !matches!(self, Self::Init | Self::Quit);
+        }
+
         let can_be_skipped = |s: &Self| match s {
             Self::Conn => opts.contains(ProtoOpts::NO_CONNECT),
             Self::Helo => opts.contains(ProtoOpts::NO_HELO),
@@ -216,6 +224,7 @@ pub fn spawn<S, T>(
     callbacks: &Arc<Callbacks<T>>,
     config: &Config,
     permit: OwnedSemaphorePermit,
+    data: Option<T>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     T: Send + 'static,
@@ -224,7 +233,9 @@ pub fn spawn<S, T>(
 
     let shutdown = shutdown_sender.subscribe();
 
-    let session = Session::new(stream, shutdown, callbacks, config);
+    let mut session = Session::new(stream, shutdown, callbacks, config);
+    // mimeref-milter patch (initial data): see `run_with_data`.
+    session.context.data = data;
 
     tokio::spawn(async move {
         trace!("session beginning processing commands");
@@ -250,11 +261,11 @@ pub fn spawn<S, T>(
     });
 }
 
-// It is unclear what to do with the QuitNc command. The handling of this
-// command in libmilter seems suspicious. On QuitNc, a session can again reenter
-// the connect stage; libmilter stays in the main loop, but without resetting
-// the connection info: this could leak context data across connections. We do
-// the same as libmilter (and assume that no MTA actually uses QuitNc …).
+// QuitNc ends one SMTP session and keeps the milter connection for the next
+// one, which starts again at the connect stage without a new negotiation.
+// mimeref-milter patch (QUIT_NC): the close callback is called, macros and the
+// custom reply are cleared; the user data stays (it holds what was negotiated),
+// so the close callback must drop whatever belongs to the SMTP session.
 
 struct Session<T: Send> {
     conn: Connection,
@@ -490,14 +501,16 @@ impl<T: Send> Session<T> {
                 if let Some(body) = &self.callbacks.body {
                     if !msg.buffer.is_empty() {
                         status = body(&mut self.context, msg.buffer).await;
-
-                        // This logic is suspicious, but it is just like in
-                        // libmilter: If a reply is written here, nevertheless a
-                        // (second!) reply will be written further below.
-                        if status != Status::Continue {
-                            self.write_reply(status).await?;
-                        }
                     }
+                }
+
+                // mimeref-milter patch (end of message with body octets): a body
+                // callback that answers Noreply (NOREPLY_BODY negotiated) or Skip
+                // lets the message go on to eom like Continue; it used to skip eom,
+                // so the MTA got no reply at all. Any other status is the one reply
+                // to this command, written below (it used to be written twice).
+                if matches!(status, Status::Noreply | Status::Skip) {
+                    status = Status::Continue;
                 }
 
                 if status == Status::Continue {
@@ -531,6 +544,9 @@ impl<T: Send> Session<T> {
                 }
 
                 self.context.clear_macros();
+                // mimeref-milter patch (QUIT_NC): no reply text set for one SMTP
+                // session may answer in the next.
+                self.context.reply = SmtpReply::new();
 
                 return Ok(());
             }
@@ -625,6 +641,19 @@ impl<T: Send> Session<T> {
             requested_macros = Default::default();
         }
 
+        // mimeref-milter patch (macro lists): the reply carries macro lists only
+        // when the MTA offered SMFIF_SETSYMLIST, and then asks for that action as
+        // libmilter does; an MTA that did not offer it may reject the longer reply.
+        let mut requested_macros = requested_macros;
+        if !requested_macros.is_empty() {
+            if mta_actions.contains(Actions::REQUEST_MACROS) {
+                self.actions |= Actions::REQUEST_MACROS;
+            } else {
+                trace!("MTA does not offer SMFIF_SETSYMLIST: macro lists not sent");
+                requested_macros.clear();
+            }
+        }
+
         if !mta_actions.contains(self.actions) {
             return Err(SessionError::ActionsNotSupported(self.actions));
         }
@@ -646,6 +675,18 @@ impl<T: Send> Session<T> {
         //
         // Such ‘failures’ do occur in practice. For example, Postfix will send
         // an empty macro payload, which cannot be parsed.
+
+        // mimeref-milter patch (empty macro packet): the stage byte alone is what
+        // Postfix and Sendmail send when none of the requested macros has a value;
+        // it replaces that stage's macros with none, as in libmilter. Dropped, the
+        // previous transaction's values (e.g. {auth_authen}) stayed in force.
+        if let [code] = buffer[..] {
+            if let Ok(stage) = MacroStage::try_from(code) {
+                trace!(?stage, "cleared macro definitions");
+                self.context.insert_macros(stage, HashMap::new());
+                return;
+            }
+        }
 
         let MacroPayload { stage, macros } = match MacroPayload::parse_buffer(buffer) {
             Ok(payload) => payload,
@@ -774,5 +815,17 @@ mod tests {
         assert!(Conn.can_reach(Mail, opts));
         assert!(Conn.can_reach(Rcpt, opts));
         assert!(!Conn.can_reach(Data, opts));
+    }
+
+    // mimeref-milter patch (QUIT_NC)
+    #[test]
+    fn quit_nc_is_reachable_after_negotiation_and_leads_to_connect() {
+        use State::*;
+
+        for state in [Opts, Conn, Helo, Mail, Rcpt, Data, Header, Eoh, Body, Eom, Abort, Unknown] {
+            assert!(state.can_reach(QuitNc, ProtoOpts::empty()), "{state:?}");
+        }
+        assert!(!Init.can_reach(QuitNc, ProtoOpts::empty()));
+        assert!(QuitNc.can_reach(Conn, ProtoOpts::empty()));
     }
 }
