@@ -205,7 +205,7 @@ impl<L> Gate<L> {
     }
 }
 
-impl<L: Listener> Listener for Gate<L> {
+impl<L: Listener<Io: PeerName>> Listener for Gate<L> {
     type Io = Counted<L::Io>;
 
     fn poll_accept(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Self::Io>> {
@@ -239,17 +239,60 @@ impl<L: Listener> Listener for Gate<L> {
     }
 }
 
+/// How log lines name the MTA end of an accepted milter connection.
+pub trait PeerName {
+    fn peer_name(&self) -> String;
+}
+
+impl PeerName for tokio::net::TcpStream {
+    fn peer_name(&self) -> String {
+        self.peer_addr()
+            .map_or_else(|_| "an unknown TCP peer".into(), |a| a.to_string())
+    }
+}
+
+impl PeerName for QuickAck {
+    fn peer_name(&self) -> String {
+        self.0.peer_name()
+    }
+}
+
+impl PeerName for tokio::net::UnixStream {
+    fn peer_name(&self) -> String {
+        // Unix socket peers are unnamed; the path is the listening socket's.
+        "unix socket".into()
+    }
+}
+
+impl<A: PeerName, B: PeerName> PeerName for indymilter::EitherStream<A, B> {
+    fn peer_name(&self) -> String {
+        match self {
+            indymilter::EitherStream::Tcp(a) => a.peer_name(),
+            indymilter::EitherStream::Unix(b) => b.peer_name(),
+        }
+    }
+}
+
 /// A milter connection, counted as open in [`Status`] until dropped.
 pub struct Counted<T> {
     io: T,
     status: Arc<Status>,
+    peer: String,
 }
 
-impl<T> Counted<T> {
+impl<T: PeerName> Counted<T> {
     fn new(io: T, status: Arc<Status>) -> Counted<T> {
         status.open_connections().fetch_add(1, Ordering::SeqCst);
         crate::milter::metrics::connections_open(1.0);
-        Counted { io, status }
+        let peer = io.peer_name();
+        Counted { io, status, peer }
+    }
+}
+
+impl<T> Counted<T> {
+    /// The MTA's address ("127.0.0.1:41234") or "unix socket".
+    pub fn peer(&self) -> &str {
+        &self.peer
     }
 }
 

@@ -30,7 +30,7 @@ use crate::config::{Config, LogFormat, SocketSpec};
 use crate::milter::{callbacks, Shared};
 use endpoint::Status;
 use listen::Gate;
-pub use listen::{bind, AnyListener};
+pub use listen::{bind, AnyListener, PeerName};
 
 /// What the daemon is started with (the command line's `serve` arguments).
 #[derive(Debug, Default, Clone)]
@@ -150,7 +150,7 @@ fn signal(kind: tokio::signal::unix::SignalKind) -> Result<tokio::signal::unix::
 /// On shutdown the listener is closed, new transactions are tempfailed and messages in
 /// flight get `shutdown_timeout` to finish.
 pub async fn run(
-    listener: impl Listener,
+    listener: impl Listener<Io: PeerName>,
     config: Config,
     reload: mpsc::Receiver<()>,
     shutdown: impl Future,
@@ -160,7 +160,7 @@ pub async fn run(
 
 /// [`run`], keeping `status` (what the HTTP endpoint reports) up to date.
 pub async fn run_with(
-    listener: impl Listener,
+    listener: impl Listener<Io: PeerName>,
     config: Config,
     mut reload: mpsc::Receiver<()>,
     shutdown: impl Future,
@@ -226,7 +226,10 @@ pub async fn run_with(
             }
         }
     };
-    let result = indymilter::run(gate, callbacks, milter_config, drained).await;
+    // Each connection's session knows its MTA from the start, for its log lines.
+    let initial =
+        move |io: &listen::Counted<_>| Some(callbacks::initial(&shared, io.peer().into()));
+    let result = indymilter::run_with_data(gate, callbacks, milter_config, drained, initial).await;
     reloader.abort();
     flusher.abort();
     crate::milter::throttle::flush_all();

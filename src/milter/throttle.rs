@@ -92,8 +92,14 @@ pub static CONNECTIONS_REFUSED: Throttled = Throttled::new(Level::WARN, |n, d| {
     format!("refused {n} milter connection(s): {d}; the MTA applies its default action")
 });
 
+/// Milter negotiations refused (the MTA lacks an action the configuration needs);
+/// detail: the MTA's address and what to change there.
+pub static NEGOTIATION_REFUSED: Throttled = Throttled::new(Level::ERROR, |n, d| {
+    format!("refused {n} milter negotiation(s): {d}; the MTA applies its default action")
+});
+
 /// Every kind, for [`flush_all`].
-static ALL: &[&Throttled] = &[&CONNECTIONS_REFUSED];
+static ALL: &[&Throttled] = &[&CONNECTIONS_REFUSED, &NEGOTIATION_REFUSED];
 
 /// Writes every pending count: every second and at shutdown.
 pub fn flush_all() {
