@@ -354,8 +354,10 @@ impl Session {
                 heading_copy_len(&raw[..at.min(raw.len())], &raw[at.min(raw.len())..])
                     .map(|n| (at, n))
             });
-            if let Some((at, n)) = copy {
-                raw.drain(at..at + n);
+            if let Some((at, _)) = copy {
+                // The copy is the heading as the client sent it, with every byte that
+                // the MTA trimmed or could not send: analyse that one.
+                raw.drain(..at);
             }
             let opts = intake::options_for(options.get(dir), not_given);
             let analysis = engine::check(&raw, &opts);
@@ -395,7 +397,9 @@ impl Session {
         if copied {
             // The body is written after the MTA's own heading, so the copy must not
             // come back in a replaced body; Stalwart folds with CRLF.
-            debug!("{queue_id}: the body began with a copy of the heading; analysed without it");
+            debug!(
+                "{queue_id}: the body began with a copy of the heading; analysed as the heading"
+            );
             self.crlf_folds = true;
             form.crlf_folds = true;
         }
@@ -442,7 +446,8 @@ impl Session {
 /// that `body` starts with, if it does: Stalwart sends the whole message, heading
 /// included, as the body. Compared field by field, name exactly and value without the
 /// white space around it (which Stalwart trims from the values it sends), so that only
-/// a copy of this very heading matches.
+/// a copy of this very heading matches; Stalwart sends a value that is not UTF-8 as
+/// an empty one.
 fn heading_copy_len(heading: &[u8], body: &[u8]) -> Option<usize> {
     let (mut ours, mut theirs) = (0, 0);
     let mut fields = 0;
@@ -483,7 +488,8 @@ fn next_field<'a>(b: &'a [u8], at: &mut usize) -> Option<Result<&'a [u8], usize>
 fn same_field(a: &[u8], b: &[u8]) -> bool {
     match (memchr::memchr(b':', a), memchr::memchr(b':', b)) {
         (Some(ca), Some(cb)) => {
-            a[..ca] == b[..cb] && a[ca + 1..].trim_ascii() == b[cb + 1..].trim_ascii()
+            let (va, vb) = (a[ca + 1..].trim_ascii(), b[cb + 1..].trim_ascii());
+            a[..ca] == b[..cb] && (va == vb || va.is_empty() && std::str::from_utf8(vb).is_err())
         }
         _ => false,
     }
@@ -868,6 +874,12 @@ mod tests {
         let mut body = copy.to_vec();
         body.extend_from_slice(b"hello\r\n");
         assert_eq!(heading_copy_len(heading, &body), Some(copy.len()));
+        // A value that is not UTF-8 reaches the milter empty.
+        let copy = b"From: a@example.org\r\nSubject: caf\xe9\r\n\r\n";
+        assert_eq!(
+            heading_copy_len(b"From: a@example.org\r\nSubject:\r\n\r\n", copy),
+            Some(copy.len())
+        );
         // Another value, another name, one field fewer, no empty line: no copy.
         for other in [
             &b"From: b@example.org\r\nSubject: one\r\n two\r\n\r\n"[..],
@@ -875,6 +887,7 @@ mod tests {
             b"From: a@example.org\r\n\r\n",
             b"From: a@example.org\r\nSubject: one\r\n two\r\n",
             b"hello\r\n",
+            b"From: a@example.org\r\nSubject: caf\xe9\r\n two\r\n\r\n",
         ] {
             assert_eq!(heading_copy_len(heading, other), None, "{other:?}");
         }
