@@ -114,14 +114,14 @@ fn handle_negotiate(
     };
     cx.requested_opts |= no_reply;
     debug!(
-        "negotiated with {}: {}; header values {}",
-        session.peer,
+        "negotiated: {}; header values {} (MTA at {})",
         describe_no_reply(no_reply),
         if leading_space {
             "with their leading space"
         } else {
             "without their leading space"
-        }
+        },
+        session.peer,
     );
     // Macro lists only where the MTA lets the milter choose (SMFIF_SETSYMLIST, Postfix
     // and Sendmail at protocol 6); otherwise it sends the macros set on its side.
