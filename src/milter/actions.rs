@@ -42,7 +42,7 @@ pub async fn execute(
         match &c.value {
             Some(v) => {
                 actions
-                    .change_header(name, index, Some(cstring(&form.to_send(v))?))
+                    .change_header(name, index, Some(cstring(&form.sent(v))?))
                     .await?
             }
             None => {
@@ -59,7 +59,7 @@ pub async fn execute(
         actions.quarantine(reason.as_str()).await?;
     }
     if let Some((name, value)) = &plan.report {
-        let value = cstring(&form.to_send(value.as_bytes()))?;
+        let value = cstring(&form.sent(value.as_bytes()))?;
         actions.add_header(name.as_str(), value).await?;
     }
     Ok(status(plan))

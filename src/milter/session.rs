@@ -118,7 +118,7 @@ impl ValueForm {
     /// LEADING_SPACE the MTA writes `Name: ` and then the value (Postfix, Sendmail, and
     /// Stalwart for a value that does not start with white space), so the one space
     /// the value starts with is left to the MTA; folds use the MTA's line end.
-    pub fn to_send<'a>(&self, value: &'a [u8]) -> Cow<'a, [u8]> {
+    pub fn sent<'a>(&self, value: &'a [u8]) -> Cow<'a, [u8]> {
         if self.leading_space {
             return Cow::Borrowed(value);
         }
@@ -852,19 +852,19 @@ mod tests {
         for (sent, kept) in cases {
             assert_eq!(&*WITHOUT.received(sent), *kept);
         }
-        assert_eq!(&*WITHOUT.to_send(b" a;\n b=1"), b"a;\n b=1");
-        assert_eq!(&*WITHOUT.to_send(b"\tx"), b"\tx");
+        assert_eq!(&*WITHOUT.sent(b" a;\n b=1"), b"a;\n b=1");
+        assert_eq!(&*WITHOUT.sent(b"\tx"), b"\tx");
         let crlf = ValueForm {
             crlf_folds: true,
             ..WITHOUT
         };
-        assert_eq!(&*crlf.to_send(b" a;\n b=1\r\n c"), b"a;\r\n b=1\r\n c");
+        assert_eq!(&*crlf.sent(b" a;\n b=1\r\n c"), b"a;\r\n b=1\r\n c");
         let with = ValueForm {
             leading_space: true,
             crlf_folds: false,
         };
         assert_eq!(&*with.received(b"v"), b"v");
-        assert_eq!(&*with.to_send(b" a\n b"), b" a\n b");
+        assert_eq!(&*with.sent(b" a\n b"), b" a\n b");
     }
 
     #[test]
