@@ -5,6 +5,7 @@
 use std::ffi::CString;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
@@ -64,10 +65,12 @@ pub fn needed_actions(cfg: &Config) -> Actions {
 /// configuration at accept time and who the MTA is, so that even a refused
 /// negotiation can name it.
 pub fn initial(shared: &Shared, peer: String) -> Session {
+    static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
     let (cfg, options) = shared.snapshot();
     let mut session = Session::new(cfg, shared.in_flight.clone());
     session.options = Some(options);
     session.peer = peer;
+    session.connection = CONNECTIONS.fetch_add(1, Ordering::Relaxed) + 1;
     session
 }
 
@@ -114,7 +117,7 @@ fn handle_negotiate(
     };
     cx.requested_opts |= no_reply;
     debug!(
-        "negotiated: {}; header values {} (MTA at {})",
+        "negotiated: {}; header values {} (MTA at {}, connection {})",
         describe_no_reply(no_reply),
         if leading_space {
             "with their leading space"
@@ -122,6 +125,7 @@ fn handle_negotiate(
             "without their leading space"
         },
         session.peer,
+        session.connection,
     );
     // Macro lists only where the MTA lets the milter choose (SMFIF_SETSYMLIST, Postfix
     // and Sendmail at protocol 6); otherwise it sends the macros set on its side.

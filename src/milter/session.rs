@@ -81,6 +81,9 @@ pub struct Session {
     pub options: Option<Arc<EngineOptions>>,
     /// The MTA's address as accepted ("127.0.0.1:41234", "unix socket"), for log lines.
     pub peer: String,
+    /// This milter connection's number since the daemon started (0: not from the
+    /// daemon's listener), for log lines.
+    pub connection: u64,
     /// Header values come with their leading white space and go back with it
     /// (SMFIP_HDR_LEADSPC negotiated). Without it the MTA drops one space after the
     /// colon and writes `Name: ` before a changed or added value: see [`ValueForm`].
@@ -161,6 +164,7 @@ impl Session {
             no_reply: ProtoOpts::empty(),
             options: None,
             peer: "unknown peer".into(),
+            connection: 0,
             leading_space: true,
             crlf_folds: false,
         }
