@@ -414,9 +414,12 @@ pub struct Counted<T> {
 /// method and to show what a stranger sent.
 const HEAD: usize = 16;
 
-/// How every milter connection starts: SMFIC_OPTNEG, 13 octets (the command, then
-/// version, actions and protocol options, 4 octets each) for protocol versions 2 to 6.
-const NEGOTIATION: [u8; 5] = [0, 0, 0, 13, b'O'];
+/// How every milter connection starts: SMFIC_OPTNEG, a 4-octet length then the command
+/// `O`. The packet is 13 octets (the command, then version, actions and protocol
+/// options, 4 octets each) for protocol versions 2 to 6; a longer one (a later
+/// extension) is still a milter client, so lengths up to [`NEGOTIATION_MAX`] pass.
+const NEGOTIATION_MIN: usize = 13;
+const NEGOTIATION_MAX: usize = 4096;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -437,10 +440,22 @@ enum Verdict {
 }
 
 fn verdict(head: &[u8]) -> Verdict {
-    let n = head.len().min(NEGOTIATION.len());
-    if head[..n] != NEGOTIATION[..n] {
-        Verdict::Stranger
-    } else if n == NEGOTIATION.len() {
+    for (i, &b) in head.iter().enumerate().take(5) {
+        let fits = match i {
+            0 | 1 => b == 0,
+            // Octet 2 is the high half of the length: it bounds it.
+            2 => usize::from(b) << 8 <= NEGOTIATION_MAX,
+            3 => {
+                let len = usize::from(head[2]) << 8 | usize::from(b);
+                (NEGOTIATION_MIN..=NEGOTIATION_MAX).contains(&len)
+            }
+            _ => b == b'O',
+        };
+        if !fits {
+            return Verdict::Stranger;
+        }
+    }
+    if head.len() >= 5 {
         Verdict::Milter
     } else {
         Verdict::NotYet
@@ -624,6 +639,9 @@ mod tests {
         assert_eq!(verdict(&POSTFIX[..3]), Verdict::NotYet);
         assert_eq!(verdict(&[0, 0, 0, 12, b'O']), Verdict::Stranger);
         assert_eq!(verdict(&[0, 0, 0, 13, b'D']), Verdict::Stranger);
+        assert_eq!(verdict(&[0, 0, 0, 17, b'O']), Verdict::Milter);
+        assert_eq!(verdict(&[0, 0, 0x10, 1, b'O']), Verdict::Stranger);
+        assert_eq!(verdict(&[0, 0, 0x20]), Verdict::Stranger);
         assert_eq!(verdict(b"G"), Verdict::Stranger);
         assert_eq!(looks_like(b"GET / HTTP/1.1\r\n"), "HTTP request");
         assert_eq!(looks_like(b"OPTIONS * HTTP/1"), "HTTP request");

@@ -237,7 +237,10 @@ pub async fn run_with(
             }
         }
     };
-    let result = indymilter::run(gate, callbacks, milter_config, drained).await;
+    // Each connection's session knows its MTA from the start, for its log lines.
+    let initial =
+        move |io: &listen::Counted<_>| Some(callbacks::initial(&shared, io.peer().into()));
+    let result = indymilter::run_with_data(gate, callbacks, milter_config, drained, initial).await;
     reloader.abort();
     flusher.abort();
     crate::milter::throttle::flush_all();

@@ -4,6 +4,7 @@
 
 use indymilter::{ActionError, ContextActions, SetErrorReply, Status};
 
+use super::session::ValueForm;
 use crate::policy::plan::Plan;
 use crate::policy::Action;
 
@@ -22,6 +23,7 @@ pub fn status(plan: &Plan) -> Status {
 /// Sends the plan. In dry-run mode nothing is sent and the message is accepted.
 pub async fn execute(
     plan: &Plan,
+    form: ValueForm,
     actions: &impl ContextActions,
     reply: &mut impl SetErrorReply,
 ) -> Result<Status, ActionError> {
@@ -40,7 +42,7 @@ pub async fn execute(
         match &c.value {
             Some(v) => {
                 actions
-                    .change_header(name, index, Some(cstring(v)?))
+                    .change_header(name, index, Some(cstring(&form.sent(v))?))
                     .await?
             }
             None => {
@@ -57,7 +59,8 @@ pub async fn execute(
         actions.quarantine(reason.as_str()).await?;
     }
     if let Some((name, value)) = &plan.report {
-        actions.add_header(name.as_str(), value.as_str()).await?;
+        let value = cstring(&form.sent(value.as_bytes()))?;
+        actions.add_header(name.as_str(), value).await?;
     }
     Ok(status(plan))
 }

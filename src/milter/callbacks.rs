@@ -5,6 +5,7 @@
 use std::ffi::CString;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
@@ -14,6 +15,8 @@ use indymilter::{
     ProtoOpts, SocketInfo, Status,
 };
 use tracing::{debug, error};
+
+use super::throttle;
 
 use super::session::{queue_id, Session};
 use super::Shared;
@@ -58,6 +61,19 @@ pub fn needed_actions(cfg: &Config) -> Actions {
     a
 }
 
+/// The data a connection's callbacks start with (indymilter's `run_with_data`): the
+/// configuration at accept time and who the MTA is, so that even a refused
+/// negotiation can name it.
+pub fn initial(shared: &Shared, peer: String) -> Session {
+    static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
+    let (cfg, options) = shared.snapshot();
+    let mut session = Session::new(cfg, shared.in_flight.clone());
+    session.options = Some(options);
+    session.peer = peer;
+    session.connection = CONNECTIONS.fetch_add(1, Ordering::Relaxed) + 1;
+    session
+}
+
 fn handle_negotiate(
     shared: Arc<Shared>,
     cx: &mut NegotiateContext<Session>,
@@ -65,53 +81,96 @@ fn handle_negotiate(
     mta_opts: ProtoOpts,
 ) -> CallbackFuture<'_> {
     let (cfg, options) = shared.snapshot();
+    let mut session = cx
+        .data
+        .take()
+        .unwrap_or_else(|| Session::new(cfg.clone(), shared.in_flight.clone()));
+    session.config = cfg.clone();
+    session.options = Some(options);
     let needed = needed_actions(&cfg);
     let missing = needed - mta_actions;
-    let refused = if !missing.is_empty() {
-        error!("MTA does not offer the milter actions {missing:?} that the configuration needs; refusing the connection");
-        true
-    } else if !mta_opts.contains(ProtoOpts::LEADING_SPACE) {
-        error!("MTA does not offer LEADING_SPACE (needed to keep header fields byte-exact); refusing the connection");
-        true
-    } else {
-        false
-    };
-    if refused {
+    if !missing.is_empty() {
         super::metrics::event("negotiation_refused");
+        let peer = &session.peer;
+        throttle::NEGOTIATION_REFUSED.hit(|| {
+            format!(
+                "the MTA at {peer} does not offer the milter actions {} that the configuration needs; \
+                 let it offer them (e.g. set milter_protocol = 6 in Postfix main.cf; Stalwart: \
+                 session.milter.<id>.options.flags.actions; go-milter: ClientOptions.ActionMask) \
+                 or change the policy",
+                action_names(missing)
+            )
+        });
         return Box::pin(async { Status::Reject });
     }
     cx.requested_actions = needed;
-    // Skip the stages without callbacks only where the MTA can; always keep the leading
-    // space of header values.
-    cx.requested_opts = (cx.requested_opts & mta_opts) | ProtoOpts::LEADING_SPACE;
+    // Skip the stages without callbacks only where the MTA can. Keep the leading space
+    // of header values where the MTA offers it; without it (protocol 2 to 5, Stalwart,
+    // go-milter by default) header values are taken and given back the way that MTA
+    // writes them (`ValueForm`).
+    let leading_space = mta_opts.contains(ProtoOpts::LEADING_SPACE);
+    cx.requested_opts = (cx.requested_opts & mta_opts) | (mta_opts & ProtoOpts::LEADING_SPACE);
     let no_reply = if cfg.service.no_reply_stages {
         NO_REPLY & mta_opts
     } else {
         ProtoOpts::empty()
     };
     cx.requested_opts |= no_reply;
-    debug!("negotiated: {}", describe_no_reply(no_reply));
-    let mut connect = String::from("{client_addr}");
-    if !cfg.directions.outbound_daemons.is_empty() {
-        connect.push_str(" {daemon_name}");
-    }
-    let wanted = [
-        (MacroStage::Connect, connect),
-        (MacroStage::Mail, "{auth_authen} {auth_type}".to_string()),
-        // The queue id, for the log line, read at end of message: Sendmail sends it at
-        // end of header but not at end of message, Postfix at both.
-        (MacroStage::Eoh, "i".to_string()),
-    ];
-    for (stage, names) in wanted {
-        if let Ok(c) = CString::new(names) {
-            cx.requested_macros.insert(stage, c);
+    debug!(
+        "negotiated: {}; header values {} (MTA at {}, connection {})",
+        describe_no_reply(no_reply),
+        if leading_space {
+            "with their leading space"
+        } else {
+            "without their leading space"
+        },
+        session.peer,
+        session.connection,
+    );
+    // Macro lists only where the MTA lets the milter choose (SMFIF_SETSYMLIST, Postfix
+    // and Sendmail at protocol 6); otherwise it sends the macros set on its side.
+    if mta_actions.contains(Actions::REQUEST_MACROS) {
+        let mut connect = String::from("{client_addr}");
+        if !cfg.directions.outbound_daemons.is_empty() {
+            connect.push_str(" {daemon_name}");
+        }
+        let wanted = [
+            (MacroStage::Connect, connect),
+            (MacroStage::Mail, "{auth_authen} {auth_type}".to_string()),
+            // The queue id, for the log line, read at end of message: Sendmail sends it
+            // at end of header but not at end of message, Postfix at both.
+            (MacroStage::Eoh, "i".to_string()),
+        ];
+        for (stage, names) in wanted {
+            if let Ok(c) = CString::new(names) {
+                cx.requested_macros.insert(stage, c);
+            }
         }
     }
-    let mut session = Session::new(cfg, shared.in_flight.clone());
     session.no_reply = no_reply;
-    session.options = Some(options);
+    session.leading_space = leading_space;
     cx.data = Some(session);
     Box::pin(async { Status::Continue })
+}
+
+/// Action flags by the names Postfix and libmilter use (SMFIF_*).
+fn action_names(a: Actions) -> String {
+    let names = [
+        (Actions::ADD_HEADER, "SMFIF_ADDHDRS"),
+        (Actions::REPLACE_BODY, "SMFIF_CHGBODY"),
+        (Actions::CHANGE_HEADER, "SMFIF_CHGHDRS"),
+        (Actions::QUARANTINE, "SMFIF_QUARANTINE"),
+    ];
+    let on: Vec<&str> = names
+        .iter()
+        .filter(|(f, _)| a.contains(*f))
+        .map(|(_, n)| *n)
+        .collect();
+    if on.is_empty() {
+        format!("{a:?}")
+    } else {
+        on.join(", ")
+    }
 }
 
 /// The stages that never change the outcome: with "no reply" negotiated the MTA streams
@@ -239,7 +298,7 @@ fn handle_abort(cx: &mut Context<Session>) -> CallbackFuture<'_> {
 
 fn handle_close(cx: &mut Context<Session>) -> CallbackFuture<'_> {
     if let Some(s) = cx.data.as_mut() {
-        s.abort();
+        s.end_smtp_session();
     }
     Box::pin(async { Status::Continue })
 }

@@ -55,6 +55,8 @@ struct Message {
     intake: Intake,
     /// Every octet the MTA sent, buffered or not.
     octets: u64,
+    /// Where the body starts in `buf`, once the end of the header has come.
+    body_at: Option<usize>,
     /// Header fields named like the report header, all that the MTA sent (also past
     /// a limit): how many forged copies there are to delete, in the MTA's own count.
     report_fields: usize,
@@ -77,6 +79,65 @@ pub struct Session {
     /// The engine options of `config`, when the daemon built them with it; otherwise
     /// built at end of message.
     pub options: Option<Arc<EngineOptions>>,
+    /// The MTA's address as accepted ("127.0.0.1:41234", "unix socket"), for log lines.
+    pub peer: String,
+    /// This milter connection's number since the daemon started (0: not from the
+    /// daemon's listener), for log lines.
+    pub connection: u64,
+    /// Header values come with their leading white space and go back with it
+    /// (SMFIP_HDR_LEADSPC negotiated). Without it the MTA drops one space after the
+    /// colon and writes `Name: ` before a changed or added value: see [`ValueForm`].
+    pub leading_space: bool,
+    /// The MTA folds header values with CRLF (it sent such a value, or the body began
+    /// with a copy of the heading, as Stalwart sends it): folds go back the same way.
+    crlf_folds: bool,
+}
+
+/// How header values travel to and from this MTA; see [`Session::leading_space`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValueForm {
+    pub leading_space: bool,
+    pub crlf_folds: bool,
+}
+
+impl ValueForm {
+    /// The value as the message holds it, from the value as the MTA sent it. Without
+    /// LEADING_SPACE Postfix and Sendmail drop exactly one space after the colon and
+    /// Stalwart trims all white space: one space goes back, unless the value is empty
+    /// or starts with a tab or a fold (no space was dropped before those). Exact for
+    /// `Name: value`, `Name:   value` and `Name:<TAB>value`; `Name:value` becomes
+    /// `Name: value` for the analysis only, as the MTA keeps its own copy.
+    pub fn received<'a>(&self, value: &'a [u8]) -> Cow<'a, [u8]> {
+        if self.leading_space || value.is_empty() || matches!(value[0], b'\t' | b'\r' | b'\n') {
+            return Cow::Borrowed(value);
+        }
+        let mut v = Vec::with_capacity(value.len() + 1);
+        v.push(b' ');
+        v.extend_from_slice(value);
+        Cow::Owned(v)
+    }
+
+    /// The value to send, from the value the field is to have after the colon. Without
+    /// LEADING_SPACE the MTA writes `Name: ` and then the value (Postfix, Sendmail, and
+    /// Stalwart for a value that does not start with white space), so the one space
+    /// the value starts with is left to the MTA; folds use the MTA's line end.
+    pub fn sent<'a>(&self, value: &'a [u8]) -> Cow<'a, [u8]> {
+        if self.leading_space {
+            return Cow::Borrowed(value);
+        }
+        let value = value.strip_prefix(b" ").unwrap_or(value);
+        if !self.crlf_folds || !value.contains(&b'\n') {
+            return Cow::Borrowed(value);
+        }
+        let mut v = Vec::with_capacity(value.len() + 8);
+        for (i, &b) in value.iter().enumerate() {
+            if b == b'\n' && (i == 0 || value[i - 1] != b'\r') {
+                v.push(b'\r');
+            }
+            v.push(b);
+        }
+        Cow::Owned(v)
+    }
 }
 
 /// What end of message did, for the caller's log and metrics.
@@ -102,11 +163,30 @@ impl Session {
             pool: Pool::global(),
             no_reply: ProtoOpts::empty(),
             options: None,
+            peer: "unknown peer".into(),
+            connection: 0,
+            leading_space: true,
+            crlf_folds: false,
+        }
+    }
+
+    pub fn value_form(&self) -> ValueForm {
+        ValueForm {
+            leading_space: self.leading_space,
+            crlf_folds: self.crlf_folds,
         }
     }
 
     pub fn connect(&mut self, addr: Option<IpAddr>) {
         self.client_addr = addr;
+    }
+
+    /// The SMTP session ends (QUIT, QUIT_NC, or the connection closes): nothing of it
+    /// may reach the next SMTP session on this connection (QUIT_NC), which begins
+    /// with its own CONNECT. What was negotiated stays.
+    pub fn end_smtp_session(&mut self) {
+        self.message = None;
+        self.client_addr = None;
     }
 
     /// MAIL FROM: a new transaction begins (a previous one without end is dropped).
@@ -115,6 +195,7 @@ impl Session {
             buf: Buffer::new(self.pool.clone()),
             intake: self.config.intake(),
             octets: 0,
+            body_at: None,
             report_fields: 0,
             started: Instant::now(),
             _in_flight: InFlight::enter(&self.in_flight),
@@ -134,6 +215,11 @@ impl Session {
     }
 
     pub fn header(&mut self, name: &[u8], value: &[u8]) {
+        let form = self.value_form();
+        if !form.leading_space && value.windows(2).any(|w| w == b"\r\n") {
+            self.crlf_folds = true;
+        }
+        let value = &*form.received(value);
         let report = self
             .config
             .report
@@ -162,6 +248,7 @@ impl Session {
         }
         if m.intake.end_of_header() {
             m.buf.append(b"\r\n", spill_at, dir);
+            m.body_at = Some(m.buf.len);
         } else {
             m.buf.incomplete = true;
         }
@@ -254,6 +341,9 @@ impl Session {
             None
         };
         let taken = m.buf.take();
+        // Only an MTA without LEADING_SPACE has been seen to send one (Stalwart).
+        let copy_at = m.body_at.filter(|_| !self.leading_space);
+        let mut form = self.value_form();
         // Small messages (most mail) are analysed right here: the engine takes tens of
         // microseconds on them, less than a hop to the blocking pool and back costs on a
         // busy machine. Larger ones are CPU work on up to max_message_size octets: kept
@@ -261,9 +351,18 @@ impl Session {
         let inline = !taken.is_spilled() && taken.len() <= INLINE_MAX;
         let pool = self.pool.clone();
         let work = move || {
-            let raw = taken
+            let mut raw = taken
                 .read_back()
                 .map_err(|e| format!("joining or reading back the message: {e}"))?;
+            let copy = copy_at.and_then(|at| {
+                heading_copy_len(&raw[..at.min(raw.len())], &raw[at.min(raw.len())..])
+                    .map(|n| (at, n))
+            });
+            if let Some((at, _)) = copy {
+                // The copy is the heading as the client sent it, with every byte that
+                // the MTA trimmed or could not send: analyse that one.
+                raw.drain(..at);
+            }
             let opts = intake::options_for(options.get(dir), not_given);
             let analysis = engine::check(&raw, &opts);
             let plan = cfg2.planner().plan_received(
@@ -278,7 +377,7 @@ impl Session {
             );
             let findings = analysis.findings;
             pool.give(raw);
-            Ok::<_, String>((plan, findings))
+            Ok::<_, String>((plan, findings, copy.is_some()))
         };
         let caught = |work| {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
@@ -286,7 +385,7 @@ impl Session {
         };
         let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
             == tokio::runtime::RuntimeFlavor::MultiThread;
-        let (plan, findings) = if inline {
+        let (plan, findings, copied) = if inline {
             caught(work)??
         } else if multi_thread {
             // Larger messages run on this thread too, but with the reactor's other tasks
@@ -299,6 +398,15 @@ impl Session {
                 .await
                 .map_err(|e| format!("analysis failed: {e}"))??
         };
+        if copied {
+            // The body is written after the MTA's own heading, so the copy must not
+            // come back in a replaced body; Stalwart folds with CRLF.
+            debug!(
+                "{queue_id}: the body began with a copy of the heading; analysed as the heading"
+            );
+            self.crlf_folds = true;
+            form.crlf_folds = true;
+        }
         // Change records are redacted by the planner; notes and findings quote the
         // message's own text, URLs included.
         let shown = |t: &str| -> String {
@@ -332,7 +440,7 @@ impl Session {
                 shown(&f.message)
             );
         }
-        let status = actions::execute(&plan, actions, reply)
+        let status = actions::execute(&plan, form, actions, reply)
             .await
             .map_err(|e| format!("sending actions: {e}"))?;
         let millis = started.elapsed().as_millis();
@@ -347,6 +455,59 @@ impl Session {
         log_outcome(&outcome);
         super::metrics::record(&outcome);
         Ok(outcome)
+    }
+}
+
+/// The length of the copy of `heading` (the fields as received, CRLF, the empty line)
+/// that `body` starts with, if it does: Stalwart sends the whole message, heading
+/// included, as the body. Compared field by field, name exactly and value without the
+/// white space around it (which Stalwart trims from the values it sends), so that only
+/// a copy of this very heading matches; Stalwart sends a value that is not UTF-8 as
+/// an empty one.
+fn heading_copy_len(heading: &[u8], body: &[u8]) -> Option<usize> {
+    let (mut ours, mut theirs) = (0, 0);
+    let mut fields = 0;
+    loop {
+        match (
+            next_field(heading, &mut ours)?,
+            next_field(body, &mut theirs)?,
+        ) {
+            (Err(_), Err(end)) => return (fields > 0 && ours == heading.len()).then_some(end),
+            (Ok(a), Ok(b)) if same_field(a, b) => fields += 1,
+            _ => return None,
+        }
+    }
+}
+
+/// The field at `*at` without its line end (`Ok`), or the end of the heading: the
+/// empty line, with where it ends (`Err`). None when `b` ends first.
+fn next_field<'a>(b: &'a [u8], at: &mut usize) -> Option<Result<&'a [u8], usize>> {
+    if b[*at..].starts_with(b"\r\n") {
+        *at += 2;
+        return Some(Err(*at));
+    }
+    let start = *at;
+    loop {
+        let nl = memchr::memchr(b'\n', &b[*at..])? + *at;
+        *at = nl + 1;
+        if !matches!(b.get(*at), Some(b' ' | b'\t')) {
+            let end = if nl > start && b[nl - 1] == b'\r' {
+                nl - 1
+            } else {
+                nl
+            };
+            return Some(Ok(&b[start..end]));
+        }
+    }
+}
+
+fn same_field(a: &[u8], b: &[u8]) -> bool {
+    match (memchr::memchr(b':', a), memchr::memchr(b':', b)) {
+        (Some(ca), Some(cb)) => {
+            let (va, vb) = (a[ca + 1..].trim_ascii(), b[cb + 1..].trim_ascii());
+            a[..ca] == b[..cb] && (va == vb || va.is_empty() && std::str::from_utf8(vb).is_err())
+        }
+        _ => false,
     }
 }
 
@@ -687,6 +848,64 @@ mod tests {
                 not_given as usize + (1 - fold_cr) * usize::from(incomplete),
                 "{case}"
             );
+        }
+    }
+
+    const WITHOUT: ValueForm = ValueForm {
+        leading_space: false,
+        crlf_folds: false,
+    };
+
+    #[test]
+    fn without_leading_space_the_dropped_space_goes_back_in_and_out() {
+        let cases: &[(&[u8], &[u8])] = &[
+            (b"v", b" v"),
+            (b" two", b"  two"),
+            (b"\ttab", b"\ttab"),
+            (b"\n folded", b"\n folded"),
+            (b"", b""),
+        ];
+        for (sent, kept) in cases {
+            assert_eq!(&*WITHOUT.received(sent), *kept);
+        }
+        assert_eq!(&*WITHOUT.sent(b" a;\n b=1"), b"a;\n b=1");
+        assert_eq!(&*WITHOUT.sent(b"\tx"), b"\tx");
+        let crlf = ValueForm {
+            crlf_folds: true,
+            ..WITHOUT
+        };
+        assert_eq!(&*crlf.sent(b" a;\n b=1\r\n c"), b"a;\r\n b=1\r\n c");
+        let with = ValueForm {
+            leading_space: true,
+            crlf_folds: false,
+        };
+        assert_eq!(&*with.received(b"v"), b"v");
+        assert_eq!(&*with.sent(b" a\n b"), b" a\n b");
+    }
+
+    #[test]
+    fn a_body_that_repeats_the_heading_is_found() {
+        let heading = b"From: a@example.org\r\nSubject: one\r\n two\r\n\r\n";
+        let copy = b"From:   a@example.org\r\nSubject:\tone\r\n two \r\n\r\n";
+        let mut body = copy.to_vec();
+        body.extend_from_slice(b"hello\r\n");
+        assert_eq!(heading_copy_len(heading, &body), Some(copy.len()));
+        // A value that is not UTF-8 reaches the milter empty.
+        let copy = b"From: a@example.org\r\nSubject: caf\xe9\r\n\r\n";
+        assert_eq!(
+            heading_copy_len(b"From: a@example.org\r\nSubject:\r\n\r\n", copy),
+            Some(copy.len())
+        );
+        // Another value, another name, one field fewer, no empty line: no copy.
+        for other in [
+            &b"From: b@example.org\r\nSubject: one\r\n two\r\n\r\n"[..],
+            b"Frum: a@example.org\r\nSubject: one\r\n two\r\n\r\n",
+            b"From: a@example.org\r\n\r\n",
+            b"From: a@example.org\r\nSubject: one\r\n two\r\n",
+            b"hello\r\n",
+            b"From: a@example.org\r\nSubject: caf\xe9\r\n two\r\n\r\n",
+        ] {
+            assert_eq!(heading_copy_len(heading, other), None, "{other:?}");
         }
     }
 

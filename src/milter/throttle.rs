@@ -92,6 +92,12 @@ pub static CONNECTIONS_REFUSED: Throttled = Throttled::new(Level::WARN, |n, d| {
     format!("refused {n} milter connection(s): {d}; the MTA applies its default action")
 });
 
+/// Milter negotiations refused (the MTA lacks an action the configuration needs);
+/// detail: the MTA's address and what to change there.
+pub static NEGOTIATION_REFUSED: Throttled = Throttled::new(Level::ERROR, |n, d| {
+    format!("refused {n} milter negotiation(s): {d}; the MTA applies its default action")
+});
+
 /// A failed accept on the milter socket or the metrics endpoint; detail: which socket,
 /// the error, what it means and what to change.
 pub static ACCEPT_ERRORS: Throttled = Throttled::new(Level::ERROR, |n, d| {
@@ -119,6 +125,7 @@ static ALL: &[&Throttled] = &[
     &ACCEPT_ERRORS,
     &NON_MILTER_PEERS,
     &HTTP_REFUSED,
+    &NEGOTIATION_REFUSED,
 ];
 
 /// Writes every pending count: every second and at shutdown.

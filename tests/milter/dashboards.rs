@@ -9,7 +9,7 @@ mod support;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use indymilter_test::{ProtoOpts, TestConnection};
+use indymilter_test::{Actions, TestConnection};
 use support::milter::*;
 
 fn read(rel: &str) -> String {
@@ -43,9 +43,11 @@ async fn exported() -> BTreeSet<String> {
     // One message with findings: messages, findings, bytes and both histograms.
     let mut c = m.conn().await;
     accept_one(&mut c, REMOTE, "milter/nested-extbody.eml").await;
-    // An MTA without LEADING_SPACE is refused at negotiation: the events counter.
+    // An MTA without an action the configuration needs is refused at negotiation:
+    // the events counter.
     let refused = TestConnection::configure()
-        .available_opts(ProtoOpts::all() - ProtoOpts::LEADING_SPACE)
+        .exact_leading_space(true)
+        .available_actions(Actions::ADD_HEADER)
         .open_tcp(m.addr)
         .await;
     assert!(refused.is_err());

@@ -25,9 +25,13 @@ async fn negotiates_leading_space_and_only_needed_actions() {
     let c = m.conn().await;
     assert!(c.negotiated_opts().contains(ProtoOpts::LEADING_SPACE));
     let a = c.negotiated_actions();
+    // REQUEST_MACROS (SMFIF_SETSYMLIST): the macro lists below, which the MTA offered.
     assert_eq!(
         a,
-        Actions::ADD_HEADER | Actions::CHANGE_HEADER | Actions::REPLACE_BODY
+        Actions::ADD_HEADER
+            | Actions::CHANGE_HEADER
+            | Actions::REPLACE_BODY
+            | Actions::REQUEST_MACROS
     );
     let macros = c.requested_macros();
     let all: Vec<String> = macros
@@ -50,7 +54,10 @@ async fn negotiates_leading_space_and_only_needed_actions() {
     let c = m.conn().await;
     assert_eq!(
         c.negotiated_actions(),
-        Actions::CHANGE_HEADER | Actions::REPLACE_BODY | Actions::QUARANTINE
+        Actions::CHANGE_HEADER
+            | Actions::REPLACE_BODY
+            | Actions::QUARANTINE
+            | Actions::REQUEST_MACROS
     );
     let all: Vec<String> = c
         .requested_macros()

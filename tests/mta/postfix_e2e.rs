@@ -253,6 +253,36 @@ fn nested_fold(top: &str, negotiated: &str) {
     mta::assert_queue_id_in_verdict(&d.log(), "fix");
 }
 
+/// Postfix at milter protocol 2 offers no LEADING_SPACE: it drops the space after the
+/// colon and writes "Name: " before a changed or added value. A header fix (with
+/// forged report fields deleted) and a body fix come out as fix --as-milter writes
+/// them, and every stage had its reply.
+#[test]
+fn milter_protocol_2_delivers_what_fix_as_milter_writes() {
+    if !mta::require_postfix() {
+        return;
+    }
+    let cfg = config("");
+    let mut pf = PostfixConfig::with_milter("");
+    pf.extra_main.push("milter_protocol = 2".into());
+    let (d, pf) = start(&cfg, &[], pf);
+    let (nested, _) = nested();
+    for (id, input) in [("top-1@", LONG_URL_TOP.to_vec()), ("nested-1@", nested)] {
+        let r = pf.send(&input);
+        assert_eq!(r.code, 250, "{r}\n{}", d.log());
+        let got = pf.wait_delivered(id).without_trace();
+        let want = mta::as_milter("inbound", &cfg, &input);
+        assert_ne!(want, input, "the fixture needs a fix");
+        assert_eq!(got, want, "{}\n{}", mta::show_diff(&want, &got), d.log());
+    }
+    let log = d.log();
+    assert!(
+        log.contains("a reply at every stage; header values without their leading space"),
+        "{log}"
+    );
+    assert!(!log.contains("ERROR"), "{log}");
+}
+
 #[test]
 fn top_level_fix_lands_on_the_right_field_and_forged_reports_go() {
     if !mta::require_postfix() {

@@ -110,6 +110,31 @@ pub fn require_miltertest() -> bool {
     require("miltertest", missing)
 }
 
+/// The Python of the virtual environment that holds the PyPI `miltertest` library
+/// (scripts/install-test-deps.d/py-miltertest.sh; `MIMEREF_PY_VENV` moves it), or
+/// None when the user asked to skip.
+pub fn require_py_miltertest() -> Option<PathBuf> {
+    let venv = std::env::var_os("MIMEREF_PY_VENV").map_or_else(
+        || PathBuf::from("/opt/mimeref-test/py-miltertest"),
+        PathBuf::from,
+    );
+    let python = venv.join("bin/python");
+    let ok = Command::new(&python)
+        .args(["-c", "import miltertest"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let missing = (!ok).then(|| {
+        format!(
+            "the PyPI miltertest library is not installed ({} cannot import it)",
+            python.display()
+        )
+    });
+    if missing.is_none() {
+        return Some(python);
+    }
+    require("py-miltertest", missing).then_some(python)
+}
+
 /// OpenDKIM (signer, key generator) and python3-dkim (signing and verifying
 /// without DNS), for tests/mta/dkim_e2e.rs. Only the install is checked here; the
 /// Postfix those tests also need has its own check.

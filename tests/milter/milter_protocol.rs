@@ -1,0 +1,343 @@
+//! The milter protocol as independent clients drive it (issue 19, item 7): the real
+//! daemon binary, and the MTA side played by the PyPI `miltertest` library through
+//! tests/miltertest/mta.py, which models Postfix, Postfix at protocol 2, Stalwart
+//! and go-milter on their sources. Where a message comes out, it is compared byte for
+//! byte with `mimeref-milter fix --as-milter` on the same file. Needs
+//! `sudo scripts/install-test-deps` (scripts/install-test-deps.d/py-miltertest.sh).
+#[path = "../support/mod.rs"]
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use mta::Daemon;
+use serde_json::Value;
+use support::{message, mta};
+
+/// A fixture as an MTA hands it on: CRLF line ends.
+fn msg(rel: &str) -> Vec<u8> {
+    message::to_crlf(&message::fixture(rel))
+}
+
+/// Runs `mta.py SCENARIO --mta MTA` against the daemon with `messages`; its JSON, or
+/// what it printed when it failed.
+fn converse(
+    python: &Path,
+    d: &Daemon,
+    scenario: &str,
+    mta_name: &str,
+    messages: &[&[u8]],
+) -> Result<Value, String> {
+    let tmp = mta::TempDir::new("protocol");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/miltertest/mta.py");
+    let mut cmd = Command::new(python);
+    cmd.arg(script)
+        .arg(scenario)
+        .args(["--mta", mta_name, "--port", &d.port.to_string()]);
+    for (i, m) in messages.iter().enumerate() {
+        let f = tmp.path().join(format!("m{i}.eml"));
+        std::fs::write(&f, m).unwrap();
+        cmd.arg("--message").arg(f);
+    }
+    let (ok, out, err) = mta::run_bounded(&mut cmd, mta::WAIT);
+    if !ok {
+        return Err(format!("{err}{out}"));
+    }
+    serde_json::from_str(&out).map_err(|e| format!("{e}: {out}"))
+}
+
+fn run(python: &Path, d: &Daemon, scenario: &str, mta_name: &str, messages: &[&[u8]]) -> Value {
+    converse(python, d, scenario, mta_name, messages).unwrap_or_else(|e| {
+        panic!(
+            "{scenario} with {mta_name} failed:\n{e}\ndaemon log:\n{}",
+            d.log()
+        )
+    })
+}
+
+/// The message the client delivered for its `i`-th transaction (latin-1 text).
+fn delivered(v: &Value, i: usize) -> Option<Vec<u8>> {
+    v["delivered"][i]
+        .as_str()
+        .map(|s| s.chars().map(|c| c as u32 as u8).collect())
+}
+
+/// The reply codes of the `i`-th end of message, last one the verdict.
+fn replies(v: &Value, i: usize) -> Vec<String> {
+    v["replies"][i]
+        .as_array()
+        .unwrap_or_else(|| panic!("no replies {i}: {v}"))
+        .iter()
+        .map(|r| r.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn assert_same(what: &str, got: Option<Vec<u8>>, want: &[u8], d: &Daemon) {
+    let got = got.unwrap_or_else(|| panic!("{what}: not delivered\n{}", d.log()));
+    assert!(
+        got == want,
+        "{what}: delivered differs from fix --as-milter:\n{}\ndaemon log:\n{}",
+        mta::show_diff(want, &got),
+        d.log()
+    );
+}
+
+fn python() -> Option<PathBuf> {
+    mta::require_py_miltertest()
+}
+
+/// Inbound mail with an external-body defect is rejected, outbound mail is fixed: the
+/// direction a transaction is given shows in its verdict.
+const BY_DIRECTION: &str = "[policy.inbound]\n\"extbody-*\" = \"reject\"\n";
+
+#[test]
+fn quit_nc_starts_a_clean_smtp_session() {
+    let Some(py) = python() else { return };
+    // trusted_networks is loopback by default: the first client is outbound.
+    let d = Daemon::start(BY_DIRECTION, &[]);
+    let m = msg("milter/top-extbody.eml");
+    let v = run(&py, &d, "quit-nc", "replying", &[&m, &m]);
+    assert_eq!(replies(&v, 0).last().unwrap(), "a", "{v}");
+    assert_same(
+        "outbound, before QUIT_NC",
+        delivered(&v, 0),
+        &mta::as_milter("outbound", BY_DIRECTION, &m),
+        &d,
+    );
+    // After QUIT_NC the CONNECT is answered and the remote client is inbound.
+    let connects: Vec<&Value> = v["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e.get("connect"))
+        .collect();
+    assert_eq!(connects, ["c", "c"], "{v}");
+    assert_eq!(replies(&v, 1), ["y"], "{v}");
+    assert!(delivered(&v, 1).is_none());
+    assert!(
+        d.log().contains("direction=inbound verdict=reject"),
+        "{}",
+        d.log()
+    );
+}
+
+#[test]
+fn an_empty_macro_packet_clears_the_stage() {
+    let Some(py) = python() else { return };
+    let cfg = format!("trusted_networks = []\n{BY_DIRECTION}");
+    let d = Daemon::start(&cfg, &[]);
+    let m = msg("milter/top-extbody.eml");
+    let v = run(&py, &d, "macros", "postfix", &[&m, &m]);
+    // Authenticated: outbound, fixed.
+    assert_eq!(replies(&v, 0).last().unwrap(), "a", "{v}");
+    assert_same(
+        "authenticated",
+        delivered(&v, 0),
+        &mta::as_milter("outbound", &cfg, &m),
+        &d,
+    );
+    // The next MAIL's macro packet holds no value: no {auth_authen} any more.
+    assert_eq!(replies(&v, 1), ["y"], "{v}\n{}", d.log());
+}
+
+#[test]
+fn end_of_message_with_body_octets_is_answered() {
+    let Some(py) = python() else { return };
+    let cfg = "trusted_networks = []\n";
+    let d = Daemon::start(cfg, &[]);
+    // A nested fix: the body is replaced, so every body octet counts.
+    let m = msg("milter/nested-extbody.eml");
+    let v = run(&py, &d, "eom-body", "noreply-body", &[&m]);
+    let negotiated = v["log"][0]["negotiated"]["protocol"].as_u64().unwrap();
+    assert_ne!(negotiated & 0x80000, 0, "no reply for body chunks: {v}");
+    assert_same(
+        "end of message with body octets",
+        delivered(&v, 0),
+        &mta::as_milter("inbound", cfg, &m),
+        &d,
+    );
+}
+
+#[test]
+fn macro_lists_only_when_the_mta_allows_them() {
+    let Some(py) = python() else { return };
+    let cfg = "trusted_networks = []\n";
+    let d = Daemon::start(cfg, &[]);
+    let m = msg("milter/top-extbody.eml");
+    let want = mta::as_milter("inbound", cfg, &m);
+    // Without SMFIF_SETSYMLIST the reply is three words, which this client insists on.
+    let v = run(&py, &d, "message", "no-symlist", &[&m]);
+    let actions = v["log"][0]["negotiated"]["actions"].as_u64().unwrap();
+    assert_eq!(actions & 0x100, 0, "{v}");
+    assert_same("no SMFIF_SETSYMLIST", delivered(&v, 0), &want, &d);
+    // Offered, the milter asks for it (its lists follow, which this client skips).
+    let v = run(&py, &d, "message", "postfix", &[&m]);
+    let actions = v["log"][0]["negotiated"]["actions"].as_u64().unwrap();
+    assert_ne!(actions & 0x100, 0, "{v}");
+    assert_same("SMFIF_SETSYMLIST", delivered(&v, 0), &want, &d);
+}
+
+/// The MTAs that do not offer LEADING_SPACE, each with a header fix (change_header)
+/// and a nested fix (replace_body), every message compared with fix --as-milter.
+fn without_leading_space(mta_name: &str, cfg: &str, report_first: bool) {
+    let Some(py) = python() else { return };
+    let d = Daemon::start(cfg, &[]);
+    for f in ["milter/top-extbody.eml", "milter/nested-extbody.eml"] {
+        let m = msg(f);
+        let v = run(&py, &d, "message", mta_name, &[&m]);
+        let protocol = v["log"][0]["negotiated"]["protocol"].as_u64().unwrap();
+        assert_eq!(protocol & 0x100000, 0, "{v}");
+        let mut want = mta::as_milter("inbound", cfg, &m);
+        if report_first {
+            want = report_field_first(&want);
+        }
+        assert_same(&format!("{mta_name}, {f}"), delivered(&v, 0), &want, &d);
+    }
+    assert!(
+        !d.log().contains("ERROR"),
+        "no refusal, no error:\n{}",
+        d.log()
+    );
+}
+
+/// Stalwart adds fields at the top of the heading, not at the end.
+fn report_field_first(m: &[u8]) -> Vec<u8> {
+    let at = message::header_values(m, "X-MIMERef");
+    assert_eq!(at.len(), 1, "{}", String::from_utf8_lossy(m));
+    let start = m.windows(12).position(|w| w == b"\r\nX-MIMERef:").unwrap() + 2;
+    let end = start
+        + m[start..]
+            .windows(2)
+            .enumerate()
+            .position(|(i, w)| w == b"\r\n" && !matches!(m.get(start + i + 2), Some(b' ' | b'\t')))
+            .unwrap()
+        + 2;
+    let mut out = m[start..end].to_vec();
+    out.extend_from_slice(&m[..start]);
+    out.extend_from_slice(&m[end..]);
+    out
+}
+
+#[test]
+fn postfix_at_protocol_2_is_served_without_leading_space() {
+    without_leading_space("postfix-v2", "trusted_networks = []\n", false);
+}
+
+#[test]
+fn stalwart_default_negotiation_is_served() {
+    without_leading_space(
+        "stalwart",
+        "trusted_networks = []\n[report]\nenabled = false\n",
+        false,
+    );
+    without_leading_space("stalwart", "trusted_networks = []\n", true);
+}
+
+#[test]
+fn stalwart_sends_the_heading_again_as_the_body() {
+    let Some(py) = python() else { return };
+    let cfg = "trusted_networks = []\n";
+    let d = Daemon::start(cfg, &[]);
+    // Subject is not UTF-8 here: Stalwart sends it empty, and only the copy in the
+    // body has its octets.
+    let m = msg("milter/nested-extbody.eml");
+    assert!(std::str::from_utf8(&m).is_err());
+    let v = run(&py, &d, "message", "stalwart", &[&m]);
+    assert!(
+        d.log()
+            .contains("the body began with a copy of the heading; analysed as the heading"),
+        "{}",
+        d.log()
+    );
+    let got = delivered(&v, 0).unwrap();
+    assert_eq!(
+        got.windows(9).filter(|w| w == b"Subject: ").count(),
+        1,
+        "one heading: {}",
+        String::from_utf8_lossy(&got)
+    );
+    assert_same(
+        "stalwart, 8-bit Subject",
+        Some(got),
+        &report_field_first(&mta::as_milter("inbound", cfg, &m)),
+        &d,
+    );
+}
+
+#[test]
+fn go_milter_defaults_are_served() {
+    without_leading_space("go-milter", "trusted_networks = []\n", false);
+}
+
+/// What the flood of refused negotiations costs in log lines, and that their counts
+/// add up to the metric.
+#[test]
+fn refused_negotiations_are_logged_once_a_second_with_the_peer_and_the_fix() {
+    let metrics = mta::free_port();
+    let d = Daemon::start(&format!("metrics_listen = \"127.0.0.1:{metrics}\"\n"), &[]);
+    let n = 1000;
+    let started = Instant::now();
+    for _ in 0..n {
+        // SMFIC_OPTNEG, protocol 6, offering only SMFIF_ADDHDRS: the default
+        // configuration fixes, which needs SMFIF_CHGHDRS and SMFIF_CHGBODY.
+        let mut s = TcpStream::connect(("127.0.0.1", d.port)).unwrap();
+        s.set_read_timeout(Some(mta::WAIT)).unwrap();
+        let mut p = vec![0, 0, 0, 13, b'O'];
+        p.extend_from_slice(&6u32.to_be_bytes());
+        p.extend_from_slice(&1u32.to_be_bytes());
+        p.extend_from_slice(&0x1f_ffffu32.to_be_bytes());
+        s.write_all(&p).unwrap();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        assert!(rest.is_empty(), "refused without a reply: {rest:?}");
+    }
+    let took = started.elapsed();
+    // The rest of the count comes at the next flush, at most a second later.
+    let counted = |log: &str| -> (u64, usize) {
+        let re = regex::Regex::new(r"refused (\d+) milter negotiation\(s\)").unwrap();
+        let lines: Vec<u64> = re
+            .captures_iter(log)
+            .map(|c| c[1].parse().unwrap())
+            .collect();
+        (lines.iter().sum(), lines.len())
+    };
+    let (sum, lines) = mta::wait_for(Duration::from_secs(5), || {
+        let c = counted(&d.log());
+        (c.0 == n).then_some(c)
+    })
+    .unwrap_or_else(|| panic!("the lines do not add up to {n}:\n{}", d.log()));
+    let secs = took.as_secs() as usize + 2;
+    assert!(
+        lines <= secs,
+        "{lines} lines for {n} refusals in {took:?}:\n{}",
+        d.log()
+    );
+    let log = d.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("milter negotiation(s)"))
+        .unwrap();
+    assert!(line.contains("ERROR"), "{line}");
+    assert!(line.contains("the MTA at 127.0.0.1:"), "{line}");
+    assert!(line.contains("milter_protocol = 6"), "{line}");
+    assert!(line.contains("SMFIF_CHGHDRS"), "{line}");
+    let scrape = http_get(metrics, "/metrics");
+    let metric = scrape
+        .lines()
+        .find(|l| l.starts_with("mimeref_events_total{event=\"negotiation_refused\"}"))
+        .unwrap_or_else(|| panic!("{scrape}"));
+    assert!(metric.ends_with(&format!(" {sum}")), "{metric} vs {sum}");
+    eprintln!("{n} refused negotiations in {took:?}: {lines} log line(s), counts {sum}");
+}
+
+fn http_get(port: u16, path: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(mta::WAIT)).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
