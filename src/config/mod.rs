@@ -14,6 +14,7 @@
 mod raw;
 mod recover;
 mod socket;
+mod spill;
 mod validate;
 
 use std::fmt;
@@ -27,6 +28,7 @@ use crate::policy::plan::{Planner, Replies, Report};
 use crate::policy::{Action, Direction, Directions, Policies};
 use raw::RawConfig;
 pub use socket::SocketSpec;
+pub use spill::spill_file;
 use validate::{line_of, Validator};
 
 /// Where the daemon looks when no `--config` was given.
@@ -422,6 +424,22 @@ mod tests {
         .unwrap();
         assert!(!c.service.no_reply_stages);
         assert_eq!(c.limits.spill_threshold, 5000);
+    }
+
+    /// The check of spill_directory creates its file as the daemon does: a file put in
+    /// the way under the name it used to take (`.mimeref-milter-check-PID`) made every
+    /// config-check and every SIGHUP reload of that process fail.
+    #[test]
+    fn a_file_in_the_way_does_not_fail_the_spill_directory_check() {
+        let dir = std::env::temp_dir().join(format!("mimeref-check-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let probe = dir.join(format!(".mimeref-milter-check-{}", std::process::id()));
+        std::fs::write(&probe, b"").unwrap();
+        let text = format!("[limits]\nspill_directory = \"{}\"\n", dir.display());
+        let r = Config::parse(&text, "t");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(r.err().map(|e| e.to_string()), None);
     }
 
     /// spill_threshold and max_header_size are bounded by max_message_size, not by what

@@ -31,13 +31,8 @@ fn check_spill_directory(p: &Path) -> Result<(), String> {
         Ok(m) if !m.is_dir() => return Err("not a directory".into()),
         Ok(_) => {}
     }
-    // Named like no spill file, and unlinked at once as they are.
-    let probe = p.join(format!(".mimeref-milter-check-{}", std::process::id()));
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&probe)
-        .and_then(|_| std::fs::remove_file(&probe))
+    super::spill_file(p)
+        .map(drop)
         .map_err(|e| format!("cannot create a file in it: {e}"))
 }
 

@@ -6,15 +6,17 @@
 //! messages ([`Pool`]: at most `POOL_BUFFERS` of up to `POOL_MAX` octets).
 //!
 //! A leaf of the milter: it knows bytes, files and the default spill threshold, nothing
-//! of sessions, limits or policy. The configuration checks `spill_directory` on its own.
+//! of sessions, limits or policy. How a spill file is made is the configuration's
+//! ([`spill_file`]), so that `config-check` tries exactly that.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use tracing::warn;
+
+use crate::config::spill_file;
 
 /// A message up to this size is small: its buffer is not worth pooling, and the session
 /// analyses it on the connection's own task.
@@ -28,26 +30,6 @@ pub fn read_back_permits() -> &'static tokio::sync::Semaphore {
         let n = std::thread::available_parallelism().map_or(2, |n| n.get());
         tokio::sync::Semaphore::new(n)
     })
-}
-
-/// An unlinked temporary file in `dir`: it disappears with its last handle, whatever
-/// happens to the daemon.
-pub fn spill_file(dir: &std::path::Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let path = dir.join(format!(
-        ".mimeref-milter-{}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)?;
-    std::fs::remove_file(&path)?;
-    Ok(f)
 }
 
 /// Buffers that held a whole message, kept for the next ones. A fresh multi-megabyte
