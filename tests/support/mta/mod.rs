@@ -1197,6 +1197,8 @@ pub struct Daemon {
     dir: TempDir,
     pub port: u16,
     pub extra: Vec<String>,
+    /// Environment variables added to the daemon's.
+    env: Vec<(String, String)>,
     child: Option<Child>,
     starts: usize,
 }
@@ -1204,12 +1206,21 @@ pub struct Daemon {
 impl Daemon {
     /// `config`: TOML text; `extra`: more `serve` arguments (`--dry-run`).
     pub fn start(config: &str, extra: &[&str]) -> Daemon {
+        Daemon::start_with_env(config, extra, &[])
+    }
+
+    /// [`Daemon::start`] with `env` added to the daemon's environment.
+    pub fn start_with_env(config: &str, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
         let dir = TempDir::new("daemon");
         fs::write(dir.path().join("mimeref-milter.toml"), config).expect("write config");
         let mut d = Daemon {
             dir,
             port: free_port(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             child: None,
             starts: 0,
         };
@@ -1230,6 +1241,7 @@ impl Daemon {
             .arg(format!("inet:127.0.0.1:{}", self.port))
             .args(&self.extra)
             .env("RUST_LOG", "debug")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
