@@ -14,6 +14,7 @@
 mod raw;
 mod recover;
 mod socket;
+mod spill;
 mod validate;
 
 use std::fmt;
@@ -27,6 +28,7 @@ use crate::policy::plan::{Planner, Replies, Report};
 use crate::policy::{Action, Direction, Directions, Policies};
 use raw::RawConfig;
 pub use socket::SocketSpec;
+pub use spill::spill_file;
 use validate::{line_of, Validator};
 
 /// Where the daemon looks when no `--config` was given.
@@ -40,6 +42,9 @@ pub const DEFAULT_QUARANTINE_REASON: &str = "MIME reference error: {rules}";
 pub const SPILL_THRESHOLD: usize = 4 << 20;
 /// `[limits] max_header_size` when not given (or `max_message_size` if smaller).
 pub const DEFAULT_MAX_HEADER_SIZE: usize = 1 << 20;
+/// `[limits] memory_budget` when not given: four messages of the default
+/// `max_message_size` whose spill failed.
+pub const DEFAULT_MEMORY_BUDGET: usize = 256 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
@@ -105,6 +110,28 @@ pub struct Service {
     /// Negotiate "no reply" for connect, header, end of header and body where the MTA
     /// offers it: those stages only accumulate the message, so the MTA need not wait.
     pub no_reply_stages: bool,
+    /// What a message gets when the daemon fails it (`internal_error_action`).
+    pub internal_error_action: InternalErrorAction,
+}
+
+/// `internal_error_action`: the answer at end of message when the daemon itself failed
+/// (a panic caught in the analysis, a spill file that cannot be read back, actions that
+/// cannot be sent), as OpenDKIM's On-InternalError.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InternalErrorAction {
+    /// The MTA keeps the message and retries: nothing passes unchecked.
+    Tempfail,
+    /// The message passes unchecked and unchanged: mail flows while the daemon fails.
+    Accept,
+}
+
+impl InternalErrorAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InternalErrorAction::Tempfail => "tempfail",
+            InternalErrorAction::Accept => "accept",
+        }
+    }
 }
 
 /// `[limits]` but `oversize_action` (in [`Policies`]).
@@ -119,6 +146,10 @@ pub struct Limits {
     /// it is received; never above `max_message_size`.
     pub spill_threshold: usize,
     pub spill_directory: PathBuf,
+    /// Octets of messages that could not spill (the file could not be created or
+    /// written) that the daemon holds in memory at once, over all connections; a message
+    /// that does not fit is tempfailed.
+    pub memory_budget: usize,
 }
 
 impl Limits {
@@ -429,6 +460,51 @@ mod tests {
         assert_eq!(c.limits.spill_threshold, 5000);
     }
 
+    #[test]
+    fn memory_budget_and_internal_error_action() {
+        let c = Config::builtin();
+        assert_eq!(c.limits.memory_budget, 256 << 20);
+        assert_eq!(
+            c.service.internal_error_action,
+            InternalErrorAction::Tempfail
+        );
+        let c = Config::parse(
+            "internal_error_action = \"accept\"\n[limits]\nmemory_budget = 1048576\n",
+            "t",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.limits.memory_budget, 1 << 20);
+        assert_eq!(c.service.internal_error_action, InternalErrorAction::Accept);
+        assert_eq!(
+            errs("dry_run = false\ninternal_error_action = \"continue\"\n"),
+            ["t.toml:2: internal_error_action \"continue\": expected \"tempfail\" or \"accept\""]
+        );
+        for n in ["0", "-1", "1099511627777"] {
+            assert_eq!(
+                errs(&format!("[limits]\n\nmemory_budget = {n}\n")),
+                [format!(
+                    "t.toml:3: [limits] memory_budget = {n}: must be between 1 and 1099511627776"
+                )]
+            );
+        }
+    }
+
+    /// The check of spill_directory creates its file as the daemon does: a file put in
+    /// the way under the name it used to take (`.mimeref-milter-check-PID`) made every
+    /// config-check and every SIGHUP reload of that process fail.
+    #[test]
+    fn a_file_in_the_way_does_not_fail_the_spill_directory_check() {
+        let dir = std::env::temp_dir().join(format!("mimeref-check-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let probe = dir.join(format!(".mimeref-milter-check-{}", std::process::id()));
+        std::fs::write(&probe, b"").unwrap();
+        let text = format!("[limits]\nspill_directory = \"{}\"\n", dir.display());
+        let r = Config::parse(&text, "t");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(r.err().map(|e| e.to_string()), None);
+    }
+
     /// spill_threshold and max_header_size are bounded by max_message_size, not by what
     /// an integer holds: the message says so, with the value in force, at the key's line.
     #[test]
@@ -705,6 +781,11 @@ mod tests {
         }
         assert_eq!(sample.report.min_severity, builtin.report.min_severity);
         assert_eq!(sample.fixes.fold_url_words, builtin.fixes.fold_url_words);
+        assert_eq!(sample.limits.memory_budget, builtin.limits.memory_budget);
+        assert_eq!(
+            sample.service.internal_error_action,
+            builtin.service.internal_error_action
+        );
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub struct RawConfig {
     pub normalize_url_continuations: Option<bool>,
     pub fold_url_words: Option<bool>,
     pub no_reply_stages: Option<bool>,
+    pub internal_error_action: Option<S<String>>,
     pub limits: Option<RawLimits>,
     pub schemes: Option<RawSchemes>,
     pub report: Option<RawReport>,
@@ -47,6 +48,7 @@ pub struct RawLimits {
     pub oversize_action: Option<S<String>>,
     pub spill_threshold: Option<S<i64>>,
     pub spill_directory: Option<S<String>>,
+    pub memory_budget: Option<S<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -31,13 +31,8 @@ fn check_spill_directory(p: &Path) -> Result<(), String> {
         Ok(m) if !m.is_dir() => return Err("not a directory".into()),
         Ok(_) => {}
     }
-    // Named like no spill file, and unlinked at once as they are.
-    let probe = p.join(format!(".mimeref-milter-check-{}", std::process::id()));
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&probe)
-        .and_then(|_| std::fs::remove_file(&probe))
+    super::spill_file(p)
+        .map(drop)
         .map_err(|e| format!("cannot create a file in it: {e}"))
 }
 
@@ -542,15 +537,32 @@ impl Validator<'_> {
         }
     }
 
-    /// `dry_run`, `shutdown_timeout`, `no_reply_stages`.
+    /// `dry_run`, `shutdown_timeout`, `no_reply_stages`, `internal_error_action`.
     fn service(&mut self, raw: &mut RawConfig) -> Service {
         let shutdown_timeout =
             self.int(raw.shutdown_timeout.take(), "shutdown_timeout", 0, 3600, 30) as u64;
+        let internal_error_action = match raw.internal_error_action.take() {
+            None => InternalErrorAction::Tempfail,
+            Some(s) => match s.get_ref().as_str() {
+                "tempfail" => InternalErrorAction::Tempfail,
+                "accept" => InternalErrorAction::Accept,
+                other => {
+                    self.err(
+                        s.span(),
+                        format!(
+                            "internal_error_action {other:?}: expected \"tempfail\" or \"accept\""
+                        ),
+                    );
+                    InternalErrorAction::Tempfail
+                }
+            },
+        };
         Service {
             dry_run: raw.dry_run.unwrap_or(false),
             dry_run_forced: false,
             shutdown_timeout: Duration::from_secs(shutdown_timeout),
             no_reply_stages: raw.no_reply_stages.unwrap_or(true),
+            internal_error_action,
         }
     }
 
@@ -670,6 +682,14 @@ impl Validator<'_> {
                 p
             }
         };
+        let memory_budget = self.int(
+            rl.memory_budget,
+            "[limits] memory_budget",
+            1,
+            // 1 TiB: beyond any host this runs on, and far from overflowing a count.
+            1 << 40,
+            DEFAULT_MEMORY_BUDGET as i64,
+        ) as usize;
         let limits = Limits {
             max_message_size,
             max_depth,
@@ -677,6 +697,7 @@ impl Validator<'_> {
             max_header_size,
             spill_threshold,
             spill_directory,
+            memory_budget,
         };
         (limits, oversize_action)
     }

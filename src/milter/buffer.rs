@@ -5,16 +5,26 @@
 //! spilled message per CPU at a time. Large buffers are kept for the next large
 //! messages ([`Pool`]: at most `POOL_BUFFERS` of up to `POOL_MAX` octets).
 //!
+//! A spill that fails (the file cannot be made, a write fails part-way: a full disk,
+//! an I/O error) never cuts the message short: what the file holds comes back into
+//! memory and the message goes on there, within `[limits] memory_budget`, which all the
+//! messages held that way share ([`Budget`]). One that does not fit is dropped from
+//! memory and marked [`Lost`], for the session to tempfail at end of message: it is
+//! neither analysed as far as it got nor passed on as oversize.
+//!
 //! A leaf of the milter: it knows bytes, files and the default spill threshold, nothing
-//! of sessions, limits or policy. The configuration checks `spill_directory` on its own.
+//! of sessions, limits or policy. How a spill file is made is the configuration's
+//! ([`spill_file`]), so that `config-check` tries exactly that.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use tracing::warn;
+
+use crate::config::spill_file;
 
 /// A message up to this size is small: its buffer is not worth pooling, and the session
 /// analyses it on the connection's own task.
@@ -30,24 +40,79 @@ pub fn read_back_permits() -> &'static tokio::sync::Semaphore {
     })
 }
 
-/// An unlinked temporary file in `dir`: it disappears with its last handle, whatever
-/// happens to the daemon.
-pub fn spill_file(dir: &std::path::Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let path = dir.join(format!(
-        ".mimeref-milter-{}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)?;
-    std::fs::remove_file(&path)?;
-    Ok(f)
+/// Where and from what size a message spills, and how much the messages whose spill
+/// failed may hold in memory: `[limits] spill_threshold`, `spill_directory`,
+/// `memory_budget`.
+#[derive(Debug, Clone, Copy)]
+pub struct SpillTo<'a> {
+    pub threshold: usize,
+    pub dir: &'a Path,
+    pub budget: usize,
+}
+
+/// The octets held in memory by messages whose spill failed, over all the connections
+/// of one daemon: what `[limits] memory_budget` bounds.
+#[derive(Debug, Default)]
+pub struct Budget(AtomicUsize);
+
+impl Budget {
+    /// Octets held now.
+    pub fn held(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// Takes `n` more octets if they fit under `limit`.
+    fn take(&self, n: usize, limit: usize) -> bool {
+        self.0
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |used| {
+                used.checked_add(n).filter(|&u| u <= limit)
+            })
+            .is_ok()
+    }
+}
+
+/// One message's share of a [`Budget`], given back when it is dropped (the message
+/// analysed, aborted or dropped from memory).
+#[derive(Debug)]
+pub struct Held {
+    budget: Arc<Budget>,
+    octets: usize,
+}
+
+impl Held {
+    fn new(budget: &Arc<Budget>) -> Held {
+        Held {
+            budget: budget.clone(),
+            octets: 0,
+        }
+    }
+
+    /// Whether `n` more octets fit under `limit`; taken if so.
+    fn grow(&mut self, n: usize, limit: usize) -> bool {
+        if !self.budget.take(n, limit) {
+            return false;
+        }
+        self.octets += n;
+        super::metrics::spill_held(n as f64);
+        true
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.budget.0.fetch_sub(self.octets, Ordering::SeqCst);
+        super::metrics::spill_held(-(self.octets as f64));
+    }
+}
+
+/// Why a message's octets are gone: nothing can be analysed, end of message tempfails.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lost {
+    /// The spill failed, and holding the message in memory would have passed
+    /// `memory_budget`: `needed` octets for it while `held` were taken by others.
+    OverBudget { needed: usize, held: usize },
+    /// The spill failed, and what the file held could not be read back.
+    ReadBack(String),
 }
 
 /// Buffers that held a whole message, kept for the next ones. A fresh multi-megabyte
@@ -115,15 +180,19 @@ pub struct Buffer {
     pub(crate) chunks: Vec<Bytes>,
     /// Where `raw` goes back when it is a large buffer.
     pub(crate) pool: Arc<Pool>,
-    /// The same bytes in a temporary file once the message passed `spill_at`.
+    /// The same bytes in a temporary file once the message passed the threshold.
     pub(crate) spill: Option<File>,
     /// Octets buffered (in `raw` and `chunks`, or in `spill`).
     pub(crate) len: usize,
-    /// Spilling failed once for this message: keep the rest in memory.
-    pub(crate) no_spill: bool,
-    /// Buffering stopped (at a limit, or a spill file could not be written); later
-    /// octets are not kept.
+    /// Where a failed spill's octets are accounted.
+    budget: Arc<Budget>,
+    /// The spill failed: the message is in memory past the threshold, this much of the
+    /// budget taken for it.
+    pub(crate) held: Option<Held>,
+    /// Buffering stopped at a limit; later octets are not kept.
     pub(crate) incomplete: bool,
+    /// The octets are gone after a failed spill; later ones are not kept.
+    pub(crate) lost: Option<Lost>,
 }
 
 /// What a [`Buffer`] held, taken out of it to be read back (possibly on another thread).
@@ -134,23 +203,33 @@ pub struct Taken {
     spill: Option<File>,
     len: usize,
     pool: Arc<Pool>,
+    /// The budget share of a message held in memory: kept until the analysis is done
+    /// with its octets.
+    pub(crate) held: Option<Held>,
 }
 
 impl Buffer {
-    pub fn new(pool: Arc<Pool>) -> Buffer {
+    pub fn new(pool: Arc<Pool>, budget: Arc<Budget>) -> Buffer {
         Buffer {
             raw: Vec::new(),
             chunks: Vec::new(),
             pool,
             spill: None,
             len: 0,
-            no_spill: false,
+            budget,
+            held: None,
             incomplete: false,
+            lost: None,
         }
     }
 
     pub fn is_spilled(&self) -> bool {
         self.spill.is_some()
+    }
+
+    /// Nothing more is kept: a limit was reached or the octets are lost.
+    fn stopped(&self) -> bool {
+        self.incomplete || self.lost.is_some()
     }
 
     /// Everything kept so far, leaving the buffer empty.
@@ -161,6 +240,7 @@ impl Buffer {
             spill: self.spill.take(),
             len: self.len,
             pool: self.pool.clone(),
+            held: self.held.take(),
         }
     }
 }
@@ -170,11 +250,15 @@ impl Taken {
     /// `chunks` joined, or the spill file read back whole; in a pooled buffer if one
     /// has room.
     pub fn read_back(self) -> io::Result<Vec<u8>> {
-        read_back(self.raw, self.chunks, self.spill, self.len, &self.pool)
+        if let Some(mut f) = self.spill {
+            return read_file(&mut f, self.len, &self.pool);
+        }
+        join(self.raw, self.chunks, self.len, &self.pool)
     }
 
-    pub fn is_spilled(&self) -> bool {
-        self.spill.is_some()
+    /// Spilled, or held in memory after its spill failed: a large message.
+    pub fn is_large(&self) -> bool {
+        self.spill.is_some() || self.held.is_some()
     }
 
     pub fn len(&self) -> usize {
@@ -183,58 +267,70 @@ impl Taken {
 }
 
 impl Buffer {
-    /// Appends buffered octets, spilling to a file past `spill_at`.
-    pub fn append(&mut self, bytes: &[u8], spill_at: usize, dir: &std::path::Path) {
-        if self.incomplete {
+    /// Appends buffered octets, spilling to a file past the threshold.
+    pub fn append(&mut self, bytes: &[u8], to: SpillTo) {
+        if self.stopped() {
             return;
         }
-        self.spill_past(bytes.len(), spill_at, dir);
-        if self.spill.is_some() {
-            self.write_spilled(bytes);
-        } else {
-            if self.chunks.is_empty() {
-                self.raw.extend_from_slice(bytes);
-            } else {
-                self.chunks.push(Bytes::copy_from_slice(bytes));
-            }
-            self.len += bytes.len();
+        self.spill_past(bytes.len(), to);
+        if self.spill.is_some() && self.write_spilled(bytes, to) {
+            return;
         }
+        if !self.hold(bytes.len(), to) {
+            return;
+        }
+        if self.chunks.is_empty() {
+            self.raw.extend_from_slice(bytes);
+        } else {
+            self.chunks.push(Bytes::copy_from_slice(bytes));
+        }
+        self.len += bytes.len();
     }
 
     /// Appends a body chunk: copied into `raw` while that has room, otherwise kept as it
     /// is.
-    pub fn append_chunk(&mut self, chunk: Bytes, spill_at: usize, dir: &std::path::Path) {
-        if self.incomplete {
+    pub fn append_chunk(&mut self, chunk: Bytes, to: SpillTo) {
+        if self.stopped() {
             return;
         }
-        self.spill_past(chunk.len(), spill_at, dir);
-        if self.spill.is_some() {
-            self.write_spilled(&chunk);
+        self.spill_past(chunk.len(), to);
+        if self.spill.is_some() && self.write_spilled(&chunk, to) {
+            return;
+        }
+        if !self.hold(chunk.len(), to) {
+            return;
+        }
+        let full = self.raw.capacity() - self.raw.len() < chunk.len();
+        if full && self.chunks.is_empty() {
+            // The first allocation is full: a large message. It continues in a
+            // pooled buffer if one has room, as one copy of each chunk.
+            if let Some(mut big) = self.pool.take(self.len + chunk.len()) {
+                big.extend_from_slice(&self.raw);
+                self.raw = big;
+            }
+        }
+        self.len += chunk.len();
+        if self.chunks.is_empty() && self.raw.capacity() - self.raw.len() >= chunk.len() {
+            self.raw.extend_from_slice(&chunk);
         } else {
-            let full = self.raw.capacity() - self.raw.len() < chunk.len();
-            if full && self.chunks.is_empty() {
-                // The first allocation is full: a large message. It continues in a
-                // pooled buffer if one has room, as one copy of each chunk.
-                if let Some(mut big) = self.pool.take(self.len + chunk.len()) {
-                    big.extend_from_slice(&self.raw);
-                    self.raw = big;
-                }
-            }
-            self.len += chunk.len();
-            if self.chunks.is_empty() && self.raw.capacity() - self.raw.len() >= chunk.len() {
-                self.raw.extend_from_slice(&chunk);
-            } else {
-                self.chunks.push(chunk);
-            }
+            self.chunks.push(chunk);
         }
     }
 
-    /// Moves what memory holds to a new spill file when `n` more octets would pass
-    /// `spill_at`. If that fails the message stays in memory.
-    fn spill_past(&mut self, n: usize, spill_at: usize, dir: &std::path::Path) {
-        if self.spill.is_some() || self.no_spill || self.len + n <= spill_at {
+    /// Moves what memory holds to a new spill file when `n` more octets would pass the
+    /// threshold. If that fails the message is held in memory instead.
+    fn spill_past(&mut self, n: usize, to: SpillTo) {
+        if self.spill.is_some() || self.held.is_some() || self.len + n <= to.threshold {
             return;
         }
+        let f = match spill_file(to.dir) {
+            Ok(f) => f,
+            Err(e) => {
+                spill_failed("create", &e, to.dir);
+                self.start_holding(to);
+                return;
+            }
+        };
         let write = |mut f: File| {
             f.write_all(&self.raw)?;
             for c in &self.chunks {
@@ -242,51 +338,105 @@ impl Buffer {
             }
             Ok::<_, io::Error>(f)
         };
-        match spill_file(dir).and_then(write) {
+        match write(f) {
             Ok(f) => {
                 self.spill = Some(f);
                 self.pool.give(std::mem::take(&mut self.raw));
                 self.chunks = Vec::new();
             }
+            // Memory still holds every octet: the file is simply dropped.
             Err(e) => {
-                self.no_spill = true;
-                warn!(
-                    "cannot spill a large message to {}: {e}; keeping it in memory",
-                    dir.display()
-                );
+                spill_failed("write", &e, to.dir);
+                self.start_holding(to);
             }
         }
     }
 
-    /// A failing write ends buffering (the message is then analysed as far as it was
-    /// kept, like one over the size limit) rather than losing the message.
-    fn write_spilled(&mut self, bytes: &[u8]) {
+    /// Writes to the spill file; false when that failed, the file's octets are back in
+    /// memory (or lost) and `bytes` are still to be kept.
+    fn write_spilled(&mut self, bytes: &[u8], to: SpillTo) -> bool {
         let Some(f) = self.spill.as_mut() else {
-            return;
+            return false;
         };
         match f.write_all(bytes) {
-            Ok(()) => self.len += bytes.len(),
+            Ok(()) => {
+                self.len += bytes.len();
+                true
+            }
             Err(e) => {
-                warn!("writing a spilled message: {e}; the rest is not analysed");
-                self.incomplete = true;
+                spill_failed("write", &e, to.dir);
+                self.unspill(to);
+                false
             }
         }
+    }
+
+    /// After a failed write: the octets the file holds (the first `len`; a write that
+    /// failed part-way may have left more) back into memory, and the file dropped,
+    /// which frees its space for other messages.
+    fn unspill(&mut self, to: SpillTo) {
+        let Some(mut f) = self.spill.take() else {
+            return;
+        };
+        if !self.start_holding(to) {
+            return;
+        }
+        match read_file(&mut f, self.len, &self.pool) {
+            Ok(v) => self.raw = v,
+            Err(e) => self.lose(Lost::ReadBack(e.to_string())),
+        }
+    }
+
+    /// The spill failed: the `len` octets so far count against the budget from now on,
+    /// as will every later one. False (and the message lost) when they do not fit.
+    fn start_holding(&mut self, to: SpillTo) -> bool {
+        self.held = Some(Held::new(&self.budget));
+        self.hold(self.len, to)
+    }
+
+    /// Takes `n` octets of the budget for a message held in memory (nothing for one that
+    /// is not); false, and the message lost, when they do not fit, or when it was lost
+    /// already (a failed spill just now).
+    fn hold(&mut self, n: usize, to: SpillTo) -> bool {
+        if self.lost.is_some() {
+            return false;
+        }
+        let Some(h) = self.held.as_mut() else {
+            return true;
+        };
+        if h.grow(n, to.budget) {
+            return true;
+        }
+        let lost = Lost::OverBudget {
+            needed: h.octets + n,
+            held: self.budget.held() - h.octets,
+        };
+        self.lose(lost);
+        false
+    }
+
+    /// Drops every octet kept and what they held of the budget.
+    fn lose(&mut self, why: Lost) {
+        self.pool.give(std::mem::take(&mut self.raw));
+        self.chunks = Vec::new();
+        self.spill = None;
+        self.held = None;
+        self.lost = Some(why);
     }
 
     /// Appends `name:value CRLF`; in memory (most fields) without building the field
     /// first.
-    pub fn append_field(
-        &mut self,
-        name: &[u8],
-        value: &[u8],
-        spill_at: usize,
-        dir: &std::path::Path,
-    ) {
+    pub fn append_field(&mut self, name: &[u8], value: &[u8], to: SpillTo) {
         let len = name.len() + 1 + value.len() + 2;
-        if self.spill.is_none() && self.chunks.is_empty() && self.len + len <= spill_at {
+        if self.spill.is_none()
+            && self.held.is_none()
+            && self.chunks.is_empty()
+            && self.len + len <= to.threshold
+        {
             if self.raw.capacity() == 0 {
                 // Room for the heading and body of ordinary mail in one allocation.
-                self.raw.reserve(len.max(FIRST_ALLOCATION.min(spill_at)));
+                self.raw
+                    .reserve(len.max(FIRST_ALLOCATION.min(to.threshold)));
             }
             self.raw.extend_from_slice(name);
             self.raw.push(b':');
@@ -299,9 +449,17 @@ impl Buffer {
             field.push(b':');
             field.extend_from_slice(value);
             field.extend_from_slice(b"\r\n");
-            self.append(&field, spill_at, dir);
+            self.append(&field, to);
         }
     }
+}
+
+/// One spill that failed at `stage` ("create": no file; "write": the file took the
+/// octets only in part): a WARN, at most one a second with the exact count, and the
+/// metric beside it.
+fn spill_failed(stage: &'static str, e: &io::Error, dir: &Path) {
+    super::throttle::SPILL_FAILED.hit(|| format!("{stage} in {}: {e}", dir.display()));
+    super::metrics::spill_failure(stage);
 }
 
 impl Drop for Buffer {
@@ -314,41 +472,43 @@ impl Drop for Buffer {
 /// growing it.
 pub(crate) const FIRST_ALLOCATION: usize = 16 << 10;
 
-fn read_back(
-    raw: Vec<u8>,
-    chunks: Vec<Bytes>,
-    spill: Option<File>,
-    len: usize,
-    pool: &Pool,
-) -> io::Result<Vec<u8>> {
-    if spill.is_none() && chunks.is_empty() {
-        return Ok(raw);
+/// A buffer for `len` octets: pooled if one has room, else allocated, failing rather
+/// than aborting when memory is short.
+fn buffer_for(len: usize, pool: &Pool) -> io::Result<Vec<u8>> {
+    if let Some(v) = pool.take(len) {
+        return Ok(v);
     }
-    let mut v = match pool.take(len) {
-        Some(v) => v,
-        None => {
-            let mut v = Vec::new();
-            v.try_reserve_exact(len)
-                .map_err(|e| io::Error::new(io::ErrorKind::OutOfMemory, e.to_string()))?;
-            v
-        }
-    };
-    if let Some(mut f) = spill {
-        f.seek(SeekFrom::Start(0))?;
-        f.take(len as u64).read_to_end(&mut v)?;
-    } else {
-        v.extend_from_slice(&raw);
-        pool.give(raw);
-        // Each chunk is freed once copied.
-        for c in chunks {
-            v.extend_from_slice(&c);
-        }
-    }
+    let mut v = Vec::new();
+    v.try_reserve_exact(len)
+        .map_err(|e| io::Error::new(io::ErrorKind::OutOfMemory, e.to_string()))?;
+    Ok(v)
+}
+
+/// The first `len` octets of a spill file.
+fn read_file(f: &mut File, len: usize, pool: &Pool) -> io::Result<Vec<u8>> {
+    let mut v = buffer_for(len, pool)?;
+    f.seek(SeekFrom::Start(0))?;
+    f.take(len as u64).read_to_end(&mut v)?;
     if v.len() != len {
         return Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,
-            "message shorter than buffered",
+            format!("spill file holds {} of the {len} octets written", v.len()),
         ));
+    }
+    Ok(v)
+}
+
+/// `raw` and `chunks` in one buffer.
+fn join(raw: Vec<u8>, chunks: Vec<Bytes>, len: usize, pool: &Pool) -> io::Result<Vec<u8>> {
+    if chunks.is_empty() {
+        return Ok(raw);
+    }
+    let mut v = buffer_for(len, pool)?;
+    v.extend_from_slice(&raw);
+    pool.give(raw);
+    // Each chunk is freed once copied.
+    for c in chunks {
+        v.extend_from_slice(&c);
     }
     Ok(v)
 }
@@ -356,6 +516,106 @@ fn read_back(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn to(budget: usize) -> SpillTo<'static> {
+        SpillTo {
+            threshold: 1000,
+            dir: Path::new("/nonexistent/mimeref-milter-test"),
+            budget,
+        }
+    }
+
+    /// A buffer that spilled `first` into a file on which writes fail from now on
+    /// (opened read-only, EBADF; a full disk gives ENOSPC at the same place).
+    fn spilled_then_failing(first: &[u8], budget: &Arc<Budget>) -> Buffer {
+        let path = std::env::temp_dir().join(format!(
+            "mimeref-buffer-unit-{}-{}",
+            std::process::id(),
+            first.len()
+        ));
+        std::fs::write(&path, first).unwrap();
+        let f = File::open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let mut b = Buffer::new(Arc::new(Pool::default()), budget.clone());
+        b.spill = Some(f);
+        b.len = first.len();
+        b
+    }
+
+    #[test]
+    fn a_write_that_fails_brings_the_file_back_into_memory_and_goes_on() {
+        let budget = Arc::new(Budget::default());
+        let mut b = spilled_then_failing(&[b'a'; 1500], &budget);
+        b.append_chunk(Bytes::from_static(&[b'b'; 700]), to(1 << 20));
+        b.append(b"tail", to(1 << 20));
+        assert!(b.spill.is_none() && b.held.is_some());
+        assert!(!b.incomplete && b.lost.is_none(), "nothing cut short");
+        assert_eq!(budget.held(), 2204, "every octet counted in the budget");
+        let mut want = vec![b'a'; 1500];
+        want.extend_from_slice(&[b'b'; 700]);
+        want.extend_from_slice(b"tail");
+        let mut taken = b.take();
+        assert!(taken.is_large());
+        let held = taken.held.take();
+        assert_eq!(taken.read_back().unwrap(), want);
+        assert_eq!(budget.held(), 2204, "until the analysis lets go of it");
+        drop(held);
+        assert_eq!(budget.held(), 0);
+    }
+
+    #[test]
+    fn a_spill_file_that_cannot_be_made_keeps_the_message_in_memory() {
+        let budget = Arc::new(Budget::default());
+        let mut b = Buffer::new(Arc::new(Pool::default()), budget.clone());
+        for _ in 0..3 {
+            b.append_chunk(Bytes::from_static(&[b'x'; 600]), to(1 << 20));
+        }
+        assert!(b.spill.is_none() && b.held.is_some() && b.lost.is_none());
+        assert_eq!(budget.held(), 1800, "from the threshold on, all of it");
+        drop(b);
+        assert_eq!(budget.held(), 0);
+    }
+
+    #[test]
+    fn past_the_budget_the_message_is_lost_and_its_share_given_back() {
+        let budget = Arc::new(Budget::default());
+        let limit = 3000;
+        let mut first = spilled_then_failing(&[b'a'; 1200], &budget);
+        first.append(&[b'a'; 800], to(limit));
+        assert_eq!((budget.held(), first.lost.clone()), (2000, None));
+        let mut second = spilled_then_failing(&[b'b'; 1200], &budget);
+        second.append(&[b'b'; 10], to(limit));
+        assert_eq!(
+            second.lost,
+            Some(Lost::OverBudget {
+                needed: 1200,
+                held: 2000
+            }),
+            "what the file held does not fit beside the first"
+        );
+        assert!(second.raw.capacity() == 0 && second.chunks.is_empty() && second.held.is_none());
+        assert_eq!(budget.held(), 2000, "the second holds nothing");
+        second.append(&[b'b'; 10], to(limit));
+        assert_eq!(second.len, 1200, "and keeps nothing more");
+        // The first may still grow to the limit, not past it.
+        first.append(&[b'a'; 1000], to(limit));
+        assert!(first.lost.is_none());
+        first.append(b"!", to(limit));
+        assert!(matches!(first.lost, Some(Lost::OverBudget { .. })));
+        assert_eq!(budget.held(), 0, "everything given back");
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_read_back_loses_the_message() {
+        let budget = Arc::new(Budget::default());
+        let mut b = Buffer::new(Arc::new(Pool::default()), budget.clone());
+        // A directory: writes fail (EBADF) and so does reading it (EISDIR).
+        b.spill = Some(File::open(std::env::temp_dir()).unwrap());
+        b.len = 1500;
+        b.append(b"more", to(1 << 20));
+        assert!(matches!(b.lost, Some(Lost::ReadBack(_))), "{:?}", b.lost);
+        assert_eq!(budget.held(), 0);
+    }
 
     #[test]
     fn the_pool_keeps_few_large_buffers() {

@@ -1,9 +1,14 @@
 //! One function per milter stage. Each only translates indymilter's types (CString,
-//! macros, socket info) into Rust types and calls one `Session` method; failures become
-//! one log line with the queue id and a tempfail.
+//! macros, socket info) into Rust types and calls one `Session` method. Internal
+//! errors (a panic anywhere in a transaction, a failed read-back, actions that cannot
+//! be sent) become one log line with the queue id and the cause (throttled), a count in
+//! `mimeref_internal_errors_total`, and the answer `internal_error_action` gives; a
+//! panic never reaches indymilter, which would end the connection.
 
+use std::any::Any;
 use std::ffi::CString;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,17 +19,17 @@ use indymilter::{
     Actions, CallbackFuture, Callbacks, Context, EomContext, MacroStage, NegotiateContext,
     ProtoOpts, SocketInfo, Status,
 };
-use tracing::{debug, error};
+use tracing::debug;
 
+use super::session::{panic_text, queue_id, Cause, Failure, Session};
 use super::throttle;
-
-use super::session::{queue_id, Session};
 use super::Shared;
-use crate::config::Config;
+use crate::config::{Config, InternalErrorAction};
 
 pub fn build(shared: Arc<Shared>) -> Callbacks<Session> {
     let s1 = shared.clone();
-    let s2 = shared;
+    let s2 = shared.clone();
+    let s3 = shared;
     Callbacks::new()
         .on_negotiate(move |cx, actions, opts| {
             Box::pin(handle_negotiate(s1.clone(), cx, actions, opts))
@@ -34,7 +39,7 @@ pub fn build(shared: Arc<Shared>) -> Callbacks<Session> {
         .on_header(|cx, name, value| Box::pin(handle_header(cx, name, value)))
         .on_eoh(|cx| Box::pin(handle_eoh(cx)))
         .on_body(|cx, chunk| Box::pin(handle_body(cx, chunk)))
-        .on_eom(|cx| Box::pin(handle_eom(cx)))
+        .on_eom(move |cx| Box::pin(handle_eom(s3.clone(), cx)))
         .on_abort(|cx| Box::pin(handle_abort(cx)))
         .on_close(|cx| Box::pin(handle_close(cx)))
 }
@@ -149,6 +154,7 @@ fn handle_negotiate(
     }
     session.no_reply = no_reply;
     session.leading_space = leading_space;
+    session.budget = shared.budget.clone();
     cx.data = Some(session);
     Box::pin(async { Status::Continue })
 }
@@ -245,7 +251,7 @@ fn handle_mail(shared: Arc<Shared>, cx: &mut Context<Session>) -> CallbackFuture
         return Box::pin(async { Status::Tempfail });
     }
     if let Some(s) = cx.data.as_mut() {
-        s.mail();
+        s.guarded(Session::mail);
     }
     Box::pin(Answer::<false>)
 }
@@ -253,40 +259,82 @@ fn handle_mail(shared: Arc<Shared>, cx: &mut Context<Session>) -> CallbackFuture
 fn handle_header(cx: &mut Context<Session>, name: CString, value: CString) -> CallbackFuture<'_> {
     if let Some(s) = cx.data.as_mut() {
         // Bytes as sent: non-UTF-8 header bytes must come through unchanged.
-        s.header(name.as_bytes(), value.as_bytes());
+        s.guarded(|s| s.header(name.as_bytes(), value.as_bytes()));
     }
     next(cx.data.as_ref(), ProtoOpts::NOREPLY_HEADER)
 }
 
 fn handle_eoh(cx: &mut Context<Session>) -> CallbackFuture<'_> {
     if let Some(s) = cx.data.as_mut() {
-        s.eoh();
+        s.guarded(Session::eoh);
     }
     next(cx.data.as_ref(), ProtoOpts::NOREPLY_EOH)
 }
 
 fn handle_body(cx: &mut Context<Session>, chunk: Bytes) -> CallbackFuture<'_> {
     if let Some(s) = cx.data.as_mut() {
-        s.body(chunk);
+        s.guarded(|s| s.body(chunk));
     }
     next(cx.data.as_ref(), ProtoOpts::NOREPLY_BODY)
 }
 
-fn handle_eom(cx: &mut EomContext<Session>) -> CallbackFuture<'_> {
+fn handle_eom(shared: Arc<Shared>, cx: &mut EomContext<Session>) -> CallbackFuture<'_> {
     Box::pin(async move {
         let Some(session) = cx.data.as_mut() else {
-            error!("{}: no session at end of message", queue_id(&cx.macros));
-            return Status::Tempfail;
+            let f = Failure::new(Cause::NoMessage, "no session at end of message");
+            return internal_error(&shared.config(), &queue_id(&cx.macros), &f);
         };
-        match session.eom(&cx.macros, &cx.actions, &mut cx.reply).await {
-            Ok(outcome) => outcome.status,
-            Err(e) => {
-                error!("{}: {e}; message tempfailed", queue_id(&cx.macros));
-                super::metrics::event("eom_error");
-                Status::Tempfail
+        let result = {
+            let eom = std::pin::pin!(session.eom(&cx.macros, &cx.actions, &mut cx.reply));
+            CatchPanic(eom).await
+        };
+        let failure = match result {
+            Ok(Ok(status)) => return status,
+            Ok(Err(f)) => f,
+            Err(p) => {
+                session.abort();
+                Failure::new(Cause::Panic, format!("end of message: {}", panic_text(&*p)))
             }
-        }
+        };
+        internal_error(&session.config, &queue_id(&cx.macros), &failure)
     })
+}
+
+/// The answer to a message the daemon failed, as `internal_error_action` says: logged
+/// (at most a line a second, with the count) and counted with its cause.
+fn internal_error(cfg: &Config, queue_id: &str, f: &Failure) -> Status {
+    let action = cfg.service.internal_error_action;
+    super::throttle::INTERNAL_ERROR.hit(|| {
+        let answer = match action {
+            InternalErrorAction::Tempfail => "tempfailed",
+            InternalErrorAction::Accept => {
+                "accepted unchecked and unchanged (internal_error_action = \"accept\")"
+            }
+        };
+        format!("{queue_id}: {}: {}; {answer}", f.cause.as_str(), f.detail)
+    });
+    super::metrics::internal_error(f.cause, action.as_str());
+    match action {
+        InternalErrorAction::Tempfail => Status::Tempfail,
+        InternalErrorAction::Accept => Status::Accept,
+    }
+}
+
+/// A future whose panic comes back as `Err` rather than unwinding into indymilter's
+/// connection task, which would close the MTA's connection.
+struct CatchPanic<F>(F);
+
+impl<F: Future + Unpin> Future for CatchPanic<F> {
+    type Output = Result<F::Output, Box<dyn Any + Send>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        let inner = &mut self.0;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| Pin::new(inner).poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+            Err(p) => Poll::Ready(Err(p)),
+        }
+    }
 }
 
 fn handle_abort(cx: &mut Context<Session>) -> CallbackFuture<'_> {

@@ -6,7 +6,7 @@ use std::sync::{Mutex, OnceLock};
 use metrics::{counter, histogram, Counter, Histogram};
 use metrics_exporter_prometheus::PrometheusHandle;
 
-use super::session::Outcome;
+use super::session::{Cause, Outcome};
 use crate::policy::Action;
 
 /// Installs the Prometheus recorder (once per process; later calls return the same
@@ -61,6 +61,17 @@ pub fn install() -> Result<PrometheusHandle, String> {
     counter!("mimeref_connections_refused_total").increment(0);
     counter!("mimeref_http_connections_refused_total").increment(0);
     counter!("mimeref_events_total", "event" => "non_milter_peer").increment(0);
+    for stage in ["create", "write"] {
+        counter!("mimeref_spill_failures_total", "stage" => stage).increment(0);
+    }
+    counter!("mimeref_spill_tempfails_total").increment(0);
+    metrics::gauge!("mimeref_spill_held_bytes").set(0.0);
+    for cause in Cause::ALL {
+        for action in ["tempfail", "accept"] {
+            counter!("mimeref_internal_errors_total", "cause" => cause.as_str(), "action" => action)
+                .increment(0);
+        }
+    }
     for result in ["ok", "failed"] {
         counter!("mimeref_reloads_total", "result" => result).increment(0);
     }
@@ -123,6 +134,29 @@ pub fn record(o: &Outcome) {
 /// Connection-level events (refused negotiations, errors).
 pub fn event(name: &'static str) {
     counter!("mimeref_events_total", "event" => name).increment(1);
+}
+
+/// A spill that failed at `stage`: "create" (no file) or "write" (the file took the
+/// octets only in part).
+pub fn spill_failure(stage: &'static str) {
+    counter!("mimeref_spill_failures_total", "stage" => stage).increment(1);
+}
+
+/// A message tempfailed because its spill failed and `memory_budget` had no room for it.
+pub fn spill_tempfail() {
+    counter!("mimeref_spill_tempfails_total").increment(1);
+}
+
+/// Octets held in memory by messages whose spill failed: up (positive) or down.
+pub fn spill_held(delta: f64) {
+    metrics::gauge!("mimeref_spill_held_bytes").increment(delta);
+}
+
+/// An internal error at end of message: its cause, and what the message got
+/// (`internal_error_action`).
+pub fn internal_error(cause: Cause, action: &'static str) {
+    counter!("mimeref_internal_errors_total", "cause" => cause.as_str(), "action" => action)
+        .increment(1);
 }
 
 /// One SIGHUP reload: `ok` when the new configuration was loaded.

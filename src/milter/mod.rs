@@ -23,11 +23,13 @@ use crate::policy::Direction;
 
 /// State shared by all connections: the current configuration (swapped whole on reload;
 /// a connection keeps the snapshot it started with) with its engine options, the count
-/// of messages in flight, and whether shutdown has begun.
+/// of messages in flight, the memory held by messages whose spill failed, and whether
+/// shutdown has begun.
 #[derive(Debug)]
 pub(crate) struct Shared {
     config: RwLock<(Arc<Config>, Arc<EngineOptions>)>,
     pub in_flight: Arc<AtomicUsize>,
+    pub budget: Arc<buffer::Budget>,
     closing: AtomicBool,
 }
 
@@ -58,6 +60,7 @@ impl Shared {
         Shared {
             config: RwLock::new((Arc::new(config), options)),
             in_flight: Arc::new(AtomicUsize::new(0)),
+            budget: Arc::default(),
             closing: AtomicBool::new(false),
         }
     }

@@ -5,7 +5,11 @@
 //! Memory: the octets go to a [`Buffer`](super::buffer::Buffer), which spills large
 //! messages to a file and reads them back at end of message; at most one spilled message
 //! per CPU is read back at a time, so the daemon's peak is the small messages in flight
-//! plus a few times the largest message.
+//! plus a few times the largest message, plus at most `[limits] memory_budget` for
+//! messages whose spill failed (one that does not fit is tempfailed at end of message).
+//!
+//! What fails inside the daemon comes back from [`Session::eom`] as a [`Failure`] with
+//! its [`Cause`]; the callbacks answer it as `internal_error_action` says.
 
 use std::borrow::Cow;
 use std::ffi::CStr;
@@ -19,7 +23,7 @@ use indymilter::{ContextActions, Macros, ProtoOpts, SetErrorReply, Status};
 use tracing::{debug, info, warn};
 
 use super::actions;
-use super::buffer::{self, Buffer, Pool};
+use super::buffer::{self, Budget, Buffer, Lost, Pool, SpillTo};
 use super::EngineOptions;
 use crate::config::Config;
 use crate::engine;
@@ -45,6 +49,74 @@ impl Drop for InFlight {
 
 /// Messages up to this size are analysed on the connection's own task.
 const INLINE_MAX: usize = buffer::SMALL;
+
+/// What failed inside the daemon when a message could not be handled: the `cause`
+/// label of `mimeref_internal_errors_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// A panic, caught (in the analysis, or in any stage of the transaction).
+    Panic,
+    /// The message could not be put back together: the spill file read short or
+    /// failed, or memory for the joined copy was refused.
+    ReadBack,
+    /// No read-back slot: the semaphore that bounds read-backs was closed.
+    ReadBackSlot,
+    /// The analysis was cancelled (the runtime shutting down under it).
+    Cancelled,
+    /// The actions could not be sent to the MTA.
+    Send,
+    /// End of message came without a transaction to end.
+    NoMessage,
+}
+
+impl Cause {
+    pub const ALL: [Cause; 6] = [
+        Cause::Panic,
+        Cause::ReadBack,
+        Cause::ReadBackSlot,
+        Cause::Cancelled,
+        Cause::Send,
+        Cause::NoMessage,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::Panic => "panic",
+            Cause::ReadBack => "read_back",
+            Cause::ReadBackSlot => "read_back_slot",
+            Cause::Cancelled => "cancelled",
+            Cause::Send => "send",
+            Cause::NoMessage => "no_message",
+        }
+    }
+}
+
+/// An internal error: its cause and what the log says about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub cause: Cause,
+    pub detail: String,
+}
+
+impl Failure {
+    pub fn new(cause: Cause, detail: impl Into<String>) -> Failure {
+        Failure {
+            cause,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// The message of a caught panic, for the log.
+pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        format!("panic: {s}")
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        format!("panic: {s}")
+    } else {
+        "panic".into()
+    }
+}
 
 /// The message being received.
 #[derive(Debug)]
@@ -73,6 +145,11 @@ pub struct Session {
     message: Option<Message>,
     /// Large message buffers, shared by all sessions.
     pool: Arc<Pool>,
+    /// Memory held by messages whose spill failed, shared by all sessions of the daemon.
+    pub budget: Arc<Budget>,
+    /// A stage of this transaction failed (a panic): nothing more is kept, end of
+    /// message answers as for an internal error.
+    broken: Option<Failure>,
     /// The stages negotiated "no reply" (a subset of connect, header, end of header,
     /// body): their callbacks must answer `Status::Noreply`.
     pub no_reply: ProtoOpts,
@@ -161,6 +238,8 @@ impl Session {
             in_flight,
             message: None,
             pool: Pool::global(),
+            budget: Arc::default(),
+            broken: None,
             no_reply: ProtoOpts::empty(),
             options: None,
             peer: "unknown peer".into(),
@@ -191,8 +270,9 @@ impl Session {
 
     /// MAIL FROM: a new transaction begins (a previous one without end is dropped).
     pub fn mail(&mut self) {
+        self.broken = None;
         self.message = Some(Message {
-            buf: Buffer::new(self.pool.clone()),
+            buf: Buffer::new(self.pool.clone(), self.budget.clone()),
             intake: self.config.intake(),
             octets: 0,
             body_at: None,
@@ -215,6 +295,9 @@ impl Session {
     }
 
     pub fn header(&mut self, name: &[u8], value: &[u8]) {
+        if self.broken.is_some() {
+            return;
+        }
         let form = self.value_form();
         if !form.leading_space && value.windows(2).any(|w| w == b"\r\n") {
             self.crlf_folds = true;
@@ -226,7 +309,7 @@ impl Session {
             .header
             .as_ref()
             .is_some_and(|r| r.as_bytes().eq_ignore_ascii_case(name));
-        let (m, spill_at, dir) = self.receiving();
+        let (m, to) = self.receiving();
         let len = name.len() + 1 + value.len() + 2;
         m.octets += len as u64;
         m.report_fields += usize::from(report);
@@ -237,17 +320,20 @@ impl Session {
             m.buf.incomplete = true;
             return;
         }
-        m.buf.append_field(name, value, spill_at, dir);
+        m.buf.append_field(name, value, to);
     }
 
     pub fn eoh(&mut self) {
-        let (m, spill_at, dir) = self.receiving();
+        if self.broken.is_some() {
+            return;
+        }
+        let (m, to) = self.receiving();
         m.octets += 2;
         if m.buf.incomplete {
             return;
         }
         if m.intake.end_of_header() {
-            m.buf.append(b"\r\n", spill_at, dir);
+            m.buf.append(b"\r\n", to);
             m.body_at = Some(m.buf.len);
         } else {
             m.buf.incomplete = true;
@@ -256,54 +342,105 @@ impl Session {
 
     /// A body chunk, kept without copying where it can be (see `Message::chunks`).
     pub fn body(&mut self, chunk: Bytes) {
-        let (m, spill_at, dir) = self.receiving();
+        if self.broken.is_some() {
+            return;
+        }
+        let (m, to) = self.receiving();
         m.octets += chunk.len() as u64;
         if m.buf.incomplete {
             return;
         }
         let keep = m.intake.body(chunk.len());
         if keep < chunk.len() {
-            m.buf.append_chunk(chunk.slice(..keep), spill_at, dir);
+            m.buf.append_chunk(chunk.slice(..keep), to);
             m.buf.incomplete = true;
         } else {
-            m.buf.append_chunk(chunk, spill_at, dir);
+            m.buf.append_chunk(chunk, to);
         }
     }
 
     /// The message being received with where it may spill.
-    fn receiving(&mut self) -> (&mut Message, usize, &std::path::Path) {
+    fn receiving(&mut self) -> (&mut Message, SpillTo<'_>) {
         self.message();
+        let limits = &self.config.limits;
+        let to = SpillTo {
+            threshold: limits.spill_threshold,
+            dir: &limits.spill_directory,
+            budget: limits.memory_budget,
+        };
         match self.message.as_mut() {
-            Some(m) => (
-                m,
-                self.config.limits.spill_threshold,
-                &self.config.limits.spill_directory,
-            ),
+            Some(m) => (m, to),
             None => unreachable!("message started above"),
         }
     }
 
     pub fn abort(&mut self) {
         self.message = None;
+        self.broken = None;
     }
 
-    /// Analyses the message and sends the actions. Errors of the MTA connection come back
-    /// as `Err`; the caller logs them and tempfails.
+    /// Runs one stage of the transaction (`f`: a `Session` method). A panic in it fails
+    /// the transaction, not the connection: what was kept is dropped, the rest of the
+    /// message is ignored, and end of message answers as for an internal error.
+    pub fn guarded(&mut self, f: impl FnOnce(&mut Session)) {
+        if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(self))) {
+            self.message = None;
+            self.broken = Some(Failure::new(
+                Cause::Panic,
+                format!("receiving the message: {}", panic_text(&*p)),
+            ));
+        }
+    }
+
+    /// Analyses the message and sends the actions: the answer to end of message. What
+    /// failed inside the daemon comes back as `Err`, for the caller to answer as
+    /// `internal_error_action` says.
     pub async fn eom(
         &mut self,
         macros: &Macros,
         actions: &impl ContextActions,
         reply: &mut impl SetErrorReply,
-    ) -> Result<Outcome, String> {
+    ) -> Result<Status, Failure> {
         let eom_started = Instant::now();
-        let mut m = match self.message.take() {
-            Some(m) => m,
-            None => {
-                return Err("end of message without a message".into());
-            }
+        if let Some(f) = self.broken.take() {
+            self.message = None;
+            return Err(f);
+        }
+        let Some(mut m) = self.message.take() else {
+            return Err(Failure::new(
+                Cause::NoMessage,
+                "end of message without a message",
+            ));
         };
         let cfg = self.config.clone();
         let queue_id = queue_id(macros);
+        match m.buf.lost.take() {
+            None => {}
+            Some(Lost::OverBudget { needed, held }) => {
+                let budget = cfg.limits.memory_budget;
+                super::throttle::SPILL_TEMPFAILED.hit(|| {
+                    format!(
+                        "{queue_id}: size={}: {needed} octets in memory would pass [limits] \
+                         memory_budget = {budget} ({held} held for other messages)",
+                        m.octets
+                    )
+                });
+                super::metrics::spill_tempfail();
+                // Local and transient: the MTA keeps the message and tries again later.
+                let _ = reply.set_error_reply(
+                    "451",
+                    Some("4.3.1"),
+                    ["Insufficient system resources, try again later"],
+                );
+                return Ok(Status::Tempfail);
+            }
+            Some(Lost::ReadBack(e)) => {
+                return Err(Failure::new(
+                    Cause::ReadBack,
+                    format!("reading back a spill file that failed: {e}"),
+                ));
+            }
+        }
         let lookup = |name| macros.get(name).map(CStr::to_string_lossy);
         let dir = cfg.directions.direction_with(lookup, self.client_addr);
         debug!(
@@ -329,18 +466,17 @@ impl Session {
         let started = m.started;
         let dry_run = cfg.service.dry_run;
         let cfg2 = cfg.clone();
-        // A spilled message waits for a read-back slot: that is what bounds memory.
-        let _permit = if m.buf.is_spilled() {
-            Some(
-                buffer::read_back_permits()
-                    .acquire()
-                    .await
-                    .map_err(|e| format!("read-back slot: {e}"))?,
-            )
-        } else {
-            None
-        };
-        let taken = m.buf.take();
+        // A large message waits for a read-back slot: that is what bounds memory. One
+        // held in memory after its spill failed waits too: joining it takes another copy.
+        let _permit =
+            if m.buf.is_spilled() || m.buf.held.is_some() {
+                Some(buffer::read_back_permits().acquire().await.map_err(|e| {
+                    Failure::new(Cause::ReadBackSlot, format!("read-back slot: {e}"))
+                })?)
+            } else {
+                None
+            };
+        let mut taken = m.buf.take();
         // Only an MTA without LEADING_SPACE has been seen to send one (Stalwart).
         let copy_at = m.body_at.filter(|_| !self.leading_space);
         let mut form = self.value_form();
@@ -348,12 +484,20 @@ impl Session {
         // microseconds on them, less than a hop to the blocking pool and back costs on a
         // busy machine. Larger ones are CPU work on up to max_message_size octets: kept
         // off the reactor. Either way a panic becomes an error, never a lost connection.
-        let inline = !taken.is_spilled() && taken.len() <= INLINE_MAX;
+        let inline = !taken.is_large() && taken.len() <= INLINE_MAX;
         let pool = self.pool.clone();
+        let held = taken.held.take();
         let work = move || {
-            let mut raw = taken
-                .read_back()
-                .map_err(|e| format!("joining or reading back the message: {e}"))?;
+            // The budget a held message took is given back once its octets are freed.
+            let _held = held;
+            let mut raw = taken.read_back().map_err(|e| {
+                Failure::new(
+                    Cause::ReadBack,
+                    format!("joining or reading back the message: {e}"),
+                )
+            })?;
+            #[cfg(debug_assertions)]
+            test_panic(&raw);
             let copy = copy_at.and_then(|at| {
                 heading_copy_len(&raw[..at.min(raw.len())], &raw[at.min(raw.len())..])
                     .map(|n| (at, n))
@@ -377,11 +521,11 @@ impl Session {
             );
             let findings = analysis.findings;
             pool.give(raw);
-            Ok::<_, String>((plan, findings, copy.is_some()))
+            Ok::<_, Failure>((plan, findings, copy.is_some()))
         };
         let caught = |work| {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
-                .map_err(|_| "analysis failed: panic".to_string())
+                .map_err(|p| Failure::new(Cause::Panic, format!("analysis: {}", panic_text(&*p))))
         };
         let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
             == tokio::runtime::RuntimeFlavor::MultiThread;
@@ -394,9 +538,16 @@ impl Session {
             // TCP: end-of-message p99 25-100 ms for 0.1 ms of analysis).
             tokio::task::block_in_place(|| caught(work))??
         } else {
-            tokio::task::spawn_blocking(work)
-                .await
-                .map_err(|e| format!("analysis failed: {e}"))??
+            tokio::task::spawn_blocking(work).await.map_err(|e| {
+                if e.is_panic() {
+                    Failure::new(
+                        Cause::Panic,
+                        format!("analysis: {}", panic_text(&*e.into_panic())),
+                    )
+                } else {
+                    Failure::new(Cause::Cancelled, format!("analysis: {e}"))
+                }
+            })??
         };
         if copied {
             // The body is written after the MTA's own heading, so the copy must not
@@ -442,7 +593,7 @@ impl Session {
         }
         let status = actions::execute(&plan, form, actions, reply)
             .await
-            .map_err(|e| format!("sending actions: {e}"))?;
+            .map_err(|e| Failure::new(Cause::Send, format!("sending actions: {e}")))?;
         let millis = started.elapsed().as_millis();
         let outcome = Outcome {
             queue_id,
@@ -454,7 +605,26 @@ impl Session {
         };
         log_outcome(&outcome);
         super::metrics::record(&outcome);
-        Ok(outcome)
+        Ok(outcome.status)
+    }
+}
+
+/// Debug builds only: with `MIMEREF_MILTER_TEST_PANIC=TOKEN` in the environment, the
+/// analysis of a message that contains TOKEN panics. No input is known to make the
+/// engine panic, so this is how the tests drive the real binary down its panic path
+/// (tests/milter/milter_spill.rs). Release builds have no such hook.
+#[cfg(debug_assertions)]
+fn test_panic(raw: &[u8]) {
+    static TOKEN: std::sync::OnceLock<Option<Vec<u8>>> = std::sync::OnceLock::new();
+    let token = TOKEN.get_or_init(|| {
+        std::env::var_os("MIMEREF_MILTER_TEST_PANIC")
+            .map(|t| t.into_encoded_bytes())
+            .filter(|t| !t.is_empty())
+    });
+    if let Some(t) = token {
+        if memchr::memmem::find(raw, t).is_some() {
+            panic!("MIMEREF_MILTER_TEST_PANIC found in the message");
+        }
     }
 }
 
@@ -654,9 +824,11 @@ mod tests {
         let mut s = spilling(1 << 20, 10_000, "/nonexistent/mimeref-milter-test".into());
         let want = feed(&mut s);
         let m = s.message.as_ref().unwrap();
-        assert!(m.buf.spill.is_none() && m.buf.no_spill);
-        assert!(!m.buf.incomplete);
+        assert!(m.buf.spill.is_none() && m.buf.held.is_some());
+        assert!(!m.buf.incomplete && m.buf.lost.is_none());
+        assert_eq!(s.budget.held(), want.len(), "held within memory_budget");
         assert_eq!(buffered(&mut s), want);
+        assert_eq!(s.budget.held(), 0, "and given back once analysed");
     }
 
     #[test]
@@ -907,6 +1079,28 @@ mod tests {
         ] {
             assert_eq!(heading_copy_len(heading, other), None, "{other:?}");
         }
+    }
+
+    /// A panic in a stage ends the transaction, not the session: nothing more of that
+    /// message is kept, and the next transaction starts clean.
+    #[test]
+    fn a_panic_in_a_stage_fails_the_transaction_only() {
+        let mut s = session(1 << 20);
+        s.guarded(Session::mail);
+        s.guarded(|s| s.header(b"Subject", b" one"));
+        s.guarded(|_| panic!("in a stage"));
+        assert!(s.message.is_none(), "what was kept is dropped");
+        let f = s.broken.clone().expect("the transaction is failed");
+        assert_eq!(f.cause, Cause::Panic);
+        assert!(f.detail.contains("in a stage"), "{f:?}");
+        s.guarded(|s| s.body(Bytes::from_static(b"more")));
+        s.guarded(Session::eoh);
+        assert!(s.message.is_none(), "the rest is not kept");
+        s.guarded(Session::mail);
+        assert!(s.broken.is_none());
+        s.guarded(|s| s.header(b"Subject", b" two"));
+        s.guarded(Session::eoh);
+        assert_eq!(buffered(&mut s), b"Subject: two\r\n\r\n");
     }
 
     #[test]

@@ -119,6 +119,27 @@ pub static HTTP_REFUSED: Throttled = Throttled::new(Level::WARN, |n, d| {
     format!("refused {n} HTTP connection(s) to the metrics endpoint: {d}")
 });
 
+/// Spills that failed (a full or failing `spill_directory`); detail: "STAGE in DIR:
+/// ERROR".
+pub static SPILL_FAILED: Throttled = Throttled::new(Level::WARN, |n, d| {
+    format!(
+        "could not spill {n} message(s) to disk: {d}; kept in memory within [limits] \
+         memory_budget, tempfailed beyond it"
+    )
+});
+
+/// Messages tempfailed because their spill failed and `memory_budget` had no room;
+/// detail: the queue id and the octets.
+pub static SPILL_TEMPFAILED: Throttled = Throttled::new(Level::WARN, |n, d| {
+    format!("tempfailed {n} message(s) whose spill failed: {d}")
+});
+
+/// Internal errors at end of message; detail: the queue id, the cause, the error and
+/// what the message got.
+pub static INTERNAL_ERROR: Throttled = Throttled::new(Level::ERROR, |n, d| {
+    format!("internal error at end of {n} message(s): {d}")
+});
+
 /// Every kind, for [`flush_all`].
 static ALL: &[&Throttled] = &[
     &CONNECTIONS_REFUSED,
@@ -126,6 +147,9 @@ static ALL: &[&Throttled] = &[
     &NON_MILTER_PEERS,
     &HTTP_REFUSED,
     &NEGOTIATION_REFUSED,
+    &SPILL_FAILED,
+    &SPILL_TEMPFAILED,
+    &INTERNAL_ERROR,
 ];
 
 /// Writes every pending count: every second and at shutdown.

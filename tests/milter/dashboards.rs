@@ -84,6 +84,10 @@ async fn dashboard_and_alerts_use_only_exported_metrics() {
         "mimeref_eom_seconds_bucket",
         "mimeref_reloads_total",
         "mimeref_connections_refused_total",
+        "mimeref_spill_failures_total",
+        "mimeref_spill_tempfails_total",
+        "mimeref_spill_held_bytes",
+        "mimeref_internal_errors_total",
     ] {
         assert!(used.contains(want), "the dashboard has no panel on {want}");
     }

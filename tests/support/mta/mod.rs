@@ -1224,6 +1224,8 @@ pub struct Daemon {
     pub extra: Vec<String>,
     /// A command that runs the daemon (`prlimit --nofile=64 --`), or nothing.
     wrapper: Vec<String>,
+    /// Environment variables added to the daemon's.
+    env: Vec<(String, String)>,
     child: Option<Child>,
     starts: usize,
 }
@@ -1231,12 +1233,21 @@ pub struct Daemon {
 impl Daemon {
     /// `config`: TOML text; `extra`: more `serve` arguments (`--dry-run`).
     pub fn start(config: &str, extra: &[&str]) -> Daemon {
-        Daemon::start_under(&[], config, extra)
+        Daemon::launch(&[], config, extra, &[])
     }
 
     /// [`Daemon::start`] through `wrapper`, a command that ends by running its arguments
     /// in its own place (`prlimit --nofile=64 --`), so that the pid is the daemon's.
     pub fn start_under(wrapper: &[&str], config: &str, extra: &[&str]) -> Daemon {
+        Daemon::launch(wrapper, config, extra, &[])
+    }
+
+    /// [`Daemon::start`] with `env` added to the daemon's environment.
+    pub fn start_with_env(config: &str, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
+        Daemon::launch(&[], config, extra, env)
+    }
+
+    fn launch(wrapper: &[&str], config: &str, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
         let dir = TempDir::new("daemon");
         fs::write(dir.path().join("mimeref-milter.toml"), config).expect("write config");
         let mut d = Daemon {
@@ -1244,6 +1255,10 @@ impl Daemon {
             port: free_port(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
             wrapper: wrapper.iter().map(|s| s.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             child: None,
             starts: 0,
         };
@@ -1272,6 +1287,7 @@ impl Daemon {
             .arg(format!("inet:127.0.0.1:{}", self.port))
             .args(&self.extra)
             .env("RUST_LOG", "debug")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
