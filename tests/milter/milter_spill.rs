@@ -23,12 +23,20 @@ const THRESHOLD: usize = 64 << 10;
 
 /// nested-extbody.eml with a base64 attachment that takes it to about `size` octets.
 fn large_nested(size: usize) -> Vec<u8> {
+    with_attachment(size, b"--outer--", true)
+}
+
+/// nested-extbody.eml with a base64 attachment of about `size` octets put in before
+/// the first (`last` false) or the closing (`last` true) occurrence of `delimiter`.
+fn with_attachment(size: usize, delimiter: &[u8], last: bool) -> Vec<u8> {
     let raw = to_crlf(&fixture("milter/nested-extbody.eml"));
-    let close = b"--outer--";
-    let at = raw
-        .windows(close.len())
-        .rposition(|w| w == close)
-        .expect("close delimiter");
+    let mut places = raw.windows(delimiter.len());
+    let at = if last {
+        places.rposition(|w| w == delimiter)
+    } else {
+        places.position(|w| w == delimiter)
+    }
+    .expect("delimiter");
     let mut out = raw[..at].to_vec();
     out.extend_from_slice(
         b"--outer\r\nContent-Type: application/octet-stream\r\nContent-Transfer-Encoding: base64\r\n\r\n",
@@ -236,22 +244,7 @@ impl Drop for Tmpfs {
 /// its defect (extbody-url-unquoted) comes after the attachment, at the end of a message
 /// of about `size` octets: only a message read whole shows it.
 fn large_defect_last(size: usize) -> Vec<u8> {
-    let raw = to_crlf(&fixture("milter/nested-extbody.eml"));
-    let first = b"--outer\r\n";
-    let at = raw
-        .windows(first.len())
-        .position(|w| w == first)
-        .expect("first delimiter");
-    let mut out = raw[..at].to_vec();
-    out.extend_from_slice(
-        b"--outer\r\nContent-Type: application/octet-stream\r\nContent-Transfer-Encoding: base64\r\n\r\n",
-    );
-    let line = b"QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVphYmNkZWZnaGlqa2xtbm9wcXJzdHV2d3h5ejAx\r\n";
-    while out.len() < size {
-        out.extend_from_slice(line);
-    }
-    out.extend_from_slice(&raw[at..]);
-    out
+    with_attachment(size, b"--outer\r\n", false)
 }
 
 /// A message of about `size` octets without any finding: a text part and a base64
