@@ -281,6 +281,9 @@ KINDS = {"dovecot": Dovecot, "cyrus": Cyrus}
 def started(names, base=None):
     """Start the named servers once; yields {name: address} and the environment that
     hands them to the readers; stops them (and removes their files) at the end."""
+    unknown = [n for n in names if n not in KINDS]
+    if unknown:
+        raise RuntimeError("no such IMAP server: %s (known: %s)" % (", ".join(unknown), ", ".join(KINDS)))
     tmp = tempfile.mkdtemp(prefix="mimeref-imap-", dir=base)
     servers = []
     try:

@@ -9,7 +9,6 @@ as a client that reads it there would. References go to the first part with a ma
 Content-ID (a first-match client), resolved with urllib.parse.urljoin.
 
 Usage: server.py dovecot|cyrus FILE.eml. Reader contract: tests/interop/README.md."""
-import email.utils
 import os
 import sys
 import urllib.parse
