@@ -369,7 +369,7 @@ impl Validator<'_> {
         let fixes = Fixes {
             fix_signed: raw.fix_signed.unwrap_or(false),
             normalize_url_continuations: raw.normalize_url_continuations.unwrap_or(false),
-            fold_url_words: raw.fold_url_words.unwrap_or(true),
+            fold_url_words: raw.fold_url_words.unwrap_or(false),
         };
         let urls = self.urls(&mut raw);
         let report = self.report(raw.report.take().unwrap_or_default());

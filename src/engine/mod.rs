@@ -114,8 +114,10 @@ fn run(cx: &mut Context) {
     headers::check_limits(cx);
     extbody::check(cx);
     related::check(cx);
-    // Before the Content-ID rules: they ask whether references resolve.
+    // Before the Content-ID rules: they ask whether references resolve, and which ids
+    // some reference names.
     html::check(cx);
+    related::check_duplicate_ids(cx);
     ids::check(cx);
     cturi::check(cx);
     // Last: line lengths are judged on the values as the fixes above left them.

@@ -73,7 +73,7 @@ fn cstring(b: &[u8]) -> Result<std::ffi::CString, ActionError> {
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::engine::{self, Analysis, Edit, FieldLoc, Finding, Rule};
+    use crate::engine::{self, Analysis, Edit, FieldLoc, Finding, Rule, Severity};
     use crate::policy::plan::{self, Received};
     use crate::policy::Direction;
 
@@ -240,6 +240,56 @@ mod tests {
                 .count(),
             0
         );
+    }
+
+    /// A picture attached twice under one Content-Location, and a Content-ID that two
+    /// parts share but nothing names: whichever part a reader picks, it shows the same.
+    const DUPLICATES_NOBODY_SEES: &[u8] = b"From: a@example.org\r\nContent-Type: multipart/related; boundary=r; type=\"text/html\"\r\n\r\n--r\r\nContent-Type: text/html\r\nContent-Location: http://example.com/p.html\r\n\r\n<img src=\"a.png\">\r\n--r\r\nContent-Type: image/png\r\nContent-ID: <image001@example.com>\r\nContent-Location: http://example.com/a.png\r\n\r\nPNG\r\n--r\r\nContent-Type: image/png\r\nContent-ID: <image001@example.com>\r\nContent-Location: http://example.com/a.png\r\n\r\nPNG\r\n--r--\r\n";
+
+    #[test]
+    fn duplicates_no_reader_can_tell_apart_are_logged_without_a_header() {
+        let opts = cfg("").engine_options(Direction::Inbound);
+        let a = engine::check(DUPLICATES_NOBODY_SEES, &opts);
+        let got: Vec<(Rule, Severity)> = a.findings.iter().map(|f| (f.rule, f.severity)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (Rule::RelatedLocationDuplicate, Severity::Info),
+                (Rule::RelatedCidDuplicate, Severity::Info)
+            ]
+        );
+        let p = plan(
+            &cfg(""),
+            Direction::Inbound,
+            &a,
+            DUPLICATES_NOBODY_SEES,
+            false,
+        );
+        assert_eq!(p.verdict, Action::Log);
+        assert_eq!(
+            p.rules,
+            vec![Rule::RelatedCidDuplicate, Rule::RelatedLocationDuplicate]
+        );
+        assert!(p.report.is_none() && p.body.is_none(), "{p}");
+        // A reference to the id, or one image changed, makes them errors again.
+        for raw in [
+            String::from_utf8_lossy(DUPLICATES_NOBODY_SEES)
+                .replace("src=\"a.png\"", "src=\"cid:image001@example.com\""),
+            String::from_utf8_lossy(DUPLICATES_NOBODY_SEES).replacen(
+                "PNG\r\n--r--",
+                "GIF\r\n--r--",
+                1,
+            ),
+        ] {
+            let a = engine::check(raw.as_bytes(), &opts);
+            let p = plan(&cfg(""), Direction::Inbound, &a, raw.as_bytes(), false);
+            assert_eq!(p.verdict, Action::Report, "{raw}");
+            assert!(p.report.is_some(), "{p}");
+        }
+        // A policy key naming the rule reports it all the same.
+        let c = cfg("[policy.inbound]\n\"related-location-duplicate\" = \"report\"\n");
+        let p = plan(&c, Direction::Inbound, &a, DUPLICATES_NOBODY_SEES, false);
+        assert_eq!(p.reported, vec![Rule::RelatedLocationDuplicate]);
     }
 
     /// Gmail-style ids (info: every reference resolves) and a long Content-Location line

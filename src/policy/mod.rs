@@ -227,7 +227,8 @@ impl Default for Policy {
 /// healthy mail or read worse in some of them:
 /// - `extbody-url-word-too-long`, `location-line-too-long`: a long word or line below
 ///   998 octets is read fine; the folded forms are read with whitespace inside the URI
-///   by the six mail libraries tried (and, for URLs, NeoMutt).
+///   by the six mail libraries tried and by Dovecot and Cyrus, whose BODYSTRUCTURE every
+///   IMAP client reads (and, for URLs, by NeoMutt, Roundcube and Camel).
 /// - `related-type-missing`, `related-type-mismatch`: no renderer tried (Chromium,
 ///   Thunderbird, NeoMutt) uses `type`; inserting it changes the message (nested: the
 ///   whole body) for no reader who looks at the mail.

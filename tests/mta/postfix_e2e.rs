@@ -465,7 +465,7 @@ fn milter_down_follows_default_action_and_restart_recovers() {
     assert_eq!(r.code, 250, "after restart: {r}\n{}", d.log());
     let got = pf.wait_delivered("nested-2@");
     let want = with_message_id(
-        &fixture("extbody/nested-rfc822-mixed.fixed.eml"),
+        &fixture("extbody/nested-rfc822-mixed.delivered"),
         "nested-2@sender.example",
     );
     assert_eq!(drop_fields(&got.without_trace(), "X-MIMERef"), want);

@@ -263,9 +263,11 @@ pub fn check(cx: &mut Context) {
     };
     for idx in htmls {
         let Some(text) = html_text(msg, idx) else {
+            cx.cid_refs_complete = false;
             continue;
         };
         let s = scan(&text, MAX_REFS_PER_PART);
+        cx.cid_refs_complete &= !s.truncated;
         let path = msg.entities[idx].path.as_str();
         let mut seen: HashSet<&str> = HashSet::new();
         for r in &s.refs {
@@ -278,6 +280,7 @@ pub fn check(cx: &mut Context) {
             let problem = cid::syntax_problem(&r.url);
             match parsed {
                 IdUrl::Cid(id) if !id.raw.is_empty() => {
+                    cx.cid_refs.push((idx, id.raw.clone(), id.decoded.clone()));
                     check_cid(cx, &mut st, idx, r, &id, problem.as_deref())
                 }
                 IdUrl::Cid(_) => {

@@ -123,14 +123,21 @@ fn check_duplicates(cx: &mut Context, mut ids: Vec<Option<Cow<'_, [u8]>>>) {
                 let id = seen.key();
                 reported_owner[o] = true;
                 let other = &msg.entities[fo].path;
-                cx.report(Finding::new(
+                let mut f = Finding::new(
                     Rule::ContentIdDuplicate,
                     &msg.entities[o].path,
                     format!(
                         "Content-ID <{}> is also on part {other}; Content-IDs must be unique in the message except among alternatives (RFC 2045 §7, RFC 2392 §2)",
                         crate::engine::syntax::ascii::excerpt(id)
                     ),
-                ));
+                );
+                // Readers differ only in which part a reference or start finds
+                // (docs/INTEROP.md); with none naming the id, none is affected.
+                if !cx.content_id_used(id, o) {
+                    f.severity = Severity::Info;
+                    f.message.push_str("; no cid: reference or start names it");
+                }
+                cx.report(f);
             }
         }
     }
@@ -203,6 +210,27 @@ mod tests {
         assert_eq!(rules_at(MIXED, Rule::ContentIdDuplicate), ["2"]);
         let distinct = MIXED.replacen("<x@y>", "<x@z>", 1);
         assert!(rules_at(&distinct, Rule::ContentIdDuplicate).is_empty());
+    }
+
+    #[test]
+    fn duplicate_that_nothing_names_is_info() {
+        let sev = |raw: &str| -> Vec<Severity> {
+            analyse(raw.as_bytes(), &Options::default())
+                .findings
+                .into_iter()
+                .filter(|f| f.rule == Rule::ContentIdDuplicate)
+                .map(|f| f.severity)
+                .collect()
+        };
+        // MIXED has no HTML at all: no reader's choice depends on the id.
+        assert_eq!(sev(MIXED), [Severity::Info]);
+        let html = MIXED.replace(
+            "--b--\n",
+            "--b\nContent-Type: text/html\n\n<img src=\"cid:x@y\">\n--b--\n",
+        );
+        assert_eq!(sev(&html), [Severity::Warning]);
+        let other = html.replace("cid:x@y", "cid:z@y");
+        assert_eq!(sev(&other), [Severity::Info]);
     }
 
     #[test]

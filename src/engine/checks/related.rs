@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use crate::engine::model::analysis::{Context, Finding};
 use crate::engine::model::base;
 use crate::engine::model::mime::{Entity, Kind, Message};
-use crate::engine::model::rules::Rule;
+use crate::engine::model::rules::{Rule, Severity};
 use crate::engine::syntax::ascii::eq_lower;
 use crate::engine::syntax::ascii::excerpt;
 use crate::engine::syntax::fold;
@@ -100,8 +100,19 @@ fn check_related(cx: &mut Context, idx: usize) {
     }
 
     check_type(cx, idx, ct_field, params, root);
-    check_cid_duplicates(cx, &ids);
     check_location_duplicates(cx, idx);
+}
+
+/// `related-cid-duplicate` for every multipart/related. Run after `checks::html`: a
+/// duplicate that no reference or `start` names affects no reader, and is only logged.
+pub fn check_duplicate_ids(cx: &mut Context) {
+    let msg = cx.msg;
+    for i in 0..msg.entities.len() {
+        if is_related(&msg.entities[i]) && msg.entities[i].ctype_field.is_some() {
+            let ids = content_ids(msg, i);
+            check_cid_duplicates(cx, i, &ids);
+        }
+    }
 }
 
 fn check_type(
@@ -206,7 +217,7 @@ fn insert_type(cx: &mut Context, idx: usize, ct_field: usize, t: &str) -> Option
 
 /// Equal Content-IDs among the direct children, by addr-spec octets; each later
 /// duplicate is reported once, naming the first.
-fn check_cid_duplicates(cx: &mut Context, ids: &[(usize, Vec<u8>)]) {
+fn check_cid_duplicates(cx: &mut Context, related: usize, ids: &[(usize, Vec<u8>)]) {
     let msg = cx.msg;
     let mut first: HashMap<&[u8], usize> = HashMap::with_capacity(ids.len());
     for (c, id) in ids {
@@ -214,17 +225,43 @@ fn check_cid_duplicates(cx: &mut Context, ids: &[(usize, Vec<u8>)]) {
             None => {
                 first.insert(id, *c);
             }
-            Some(&f) => cx.report(Finding::new(
-                Rule::RelatedCidDuplicate,
-                &msg.entities[*c].path,
-                format!(
-                    "Content-ID <{}> is also on part {} of the same multipart/related (RFC 2557 §7)",
-                    excerpt(id),
-                    msg.entities[f].path
-                ),
-            )),
+            Some(&f) => {
+                let mut finding = Finding::new(
+                    Rule::RelatedCidDuplicate,
+                    &msg.entities[*c].path,
+                    format!(
+                        "Content-ID <{}> is also on part {} of the same multipart/related (RFC 2557 §7)",
+                        excerpt(id),
+                        msg.entities[f].path
+                    ),
+                );
+                // Readers differ only in which part a reference or start finds
+                // (docs/INTEROP.md); with none naming the id, none is affected.
+                if !cx.content_id_used(id, related) {
+                    finding.severity = Severity::Info;
+                    finding
+                        .message
+                        .push_str("; no cid: reference or start names it");
+                }
+                cx.report(finding)
+            }
         }
     }
+}
+
+/// Whether two parts give a reader the same content: same media type and parameters,
+/// same transfer encoding, byte-identical bodies. Then it does not matter which of
+/// them a duplicate Content-Location leads to.
+fn same_content(msg: &Message, a: usize, b: usize) -> bool {
+    let (ea, eb) = (&msg.entities[a], &msg.entities[b]);
+    let ctype = |e: &Entity| {
+        e.ctype_field
+            .map(|f| fold::unfold(msg.value(e, &msg.fields(e)[f])))
+    };
+    matches!((&ea.kind, &eb.kind), (Kind::Leaf, Kind::Leaf))
+        && ea.encoding == eb.encoding
+        && ctype(ea) == ctype(eb)
+        && msg.body(ea) == msg.body(eb)
 }
 
 fn check_location_duplicates(cx: &mut Context, idx: usize) {
@@ -239,15 +276,26 @@ fn check_location_duplicates(cx: &mut Context, idx: usize) {
             None => {
                 first.insert(loc, c);
             }
-            Some(&f) => cx.report(Finding::new(
-                Rule::RelatedLocationDuplicate,
-                &msg.entities[c].path,
-                format!(
-                    "Content-Location resolves to {}, as on part {} of the same multipart/related (RFC 2557 §7)",
-                    excerpt(loc.as_bytes()),
-                    msg.entities[f].path
-                ),
-            )),
+            Some(&f) => {
+                let mut finding = Finding::new(
+                    Rule::RelatedLocationDuplicate,
+                    &msg.entities[c].path,
+                    format!(
+                        "Content-Location resolves to {}, as on part {} of the same multipart/related (RFC 2557 §7)",
+                        excerpt(loc.as_bytes()),
+                        msg.entities[f].path
+                    ),
+                );
+                // Whichever of the two a reader picks (docs/INTEROP.md), it gets the
+                // same bytes.
+                if same_content(msg, f, c) {
+                    finding.severity = Severity::Info;
+                    finding
+                        .message
+                        .push_str("; the two parts are byte-identical");
+                }
+                cx.report(finding)
+            }
         }
     }
 }
@@ -500,6 +548,96 @@ mod tests {
         // Octet comparison: case matters.
         let case = REL.replace("<img@x>", "<ROOT@x>");
         assert!(has(&case, Rule::RelatedCidDuplicate).is_empty());
+    }
+
+    fn severity_of(raw: &str, rule: Rule) -> Vec<(String, Severity)> {
+        analyse(raw.as_bytes(), &Options::default())
+            .findings
+            .into_iter()
+            .filter(|f| f.rule == rule)
+            .map(|f| (f.part, f.severity))
+            .collect()
+    }
+
+    /// Two images with one Content-ID, the HTML naming `ref_id`.
+    fn dup_ids(ref_id: &str, start: &str) -> String {
+        format!("Content-Type: multipart/related; boundary=b; type=\"text/html\"{start}\n\n--b\nContent-Type: text/html\n\n<img src=\"cid:{ref_id}\">\n--b\nContent-Type: image/gif\nContent-ID: <img@x>\n\nGIF1\n--b\nContent-Type: image/gif\nContent-ID: <img@x>\n\nGIF2\n--b--\n")
+    }
+
+    #[test]
+    fn cid_duplicate_is_an_error_only_where_something_names_the_id() {
+        let used = dup_ids("img@x", "");
+        assert_eq!(
+            severity_of(&used, Rule::RelatedCidDuplicate),
+            [("3".to_string(), Severity::Error)]
+        );
+        // %-encoded in the URL, as RFC 2392 writes it: still a use.
+        let encoded = dup_ids("img%40x", "");
+        assert_eq!(
+            severity_of(&encoded, Rule::RelatedCidDuplicate),
+            [("3".to_string(), Severity::Error)]
+        );
+        // Named by start only: the root depends on it.
+        let by_start = dup_ids("other@x", "; start=\"<img@x>\"");
+        assert_eq!(
+            severity_of(&by_start, Rule::RelatedCidDuplicate),
+            [("3".to_string(), Severity::Error)]
+        );
+        // Nothing names it: still found, but info (logged, no report header).
+        let unused = dup_ids("other@x", "");
+        assert_eq!(
+            severity_of(&unused, Rule::RelatedCidDuplicate),
+            [("3".to_string(), Severity::Info)]
+        );
+        // A stylesheet that names any cid: is not followed, so it keeps the error.
+        let css = unused.replace(
+            "--b--\n",
+            "--b\nContent-Type: text/css\n\nbody { background: url(cid:img@x) }\n--b--\n",
+        );
+        assert_eq!(
+            severity_of(&css, Rule::RelatedCidDuplicate),
+            [("3".to_string(), Severity::Error)]
+        );
+        // A reference in a message encapsulated elsewhere does not reach these parts.
+        let elsewhere = format!(
+            "Content-Type: multipart/mixed; boundary=m\n\n--m\n{}--m\nContent-Type: message/rfc822\n\nContent-Type: text/html\n\n<img src=\"cid:img@x\">\n--m--\n",
+            unused
+        );
+        assert_eq!(
+            severity_of(&elsewhere, Rule::RelatedCidDuplicate),
+            [("1.3".to_string(), Severity::Info)]
+        );
+    }
+
+    #[test]
+    fn location_duplicate_of_identical_parts_is_info() {
+        let raw = "Content-Type: multipart/related; boundary=b; type=\"text/html\"\n\n--b\nContent-Type: text/html\nContent-Location: http://x/p.html\n\n<img src=a.gif>\n--b\nContent-Type: image/gif\nContent-Location: http://x/a.gif\n\nGIF1\n--b\nContent-Type: image/gif\nContent-Location: http://x/a.gif\n\nGIF1\n--b--\n";
+        assert_eq!(
+            severity_of(raw, Rule::RelatedLocationDuplicate),
+            [("3".to_string(), Severity::Info)]
+        );
+        // One octet of the body, the media type or the transfer encoding apart: the
+        // reader's pick matters again.
+        for other in [
+            raw.replacen("GIF1\n--b--", "GIF2\n--b--", 1),
+            raw.replacen(
+                "image/gif\nContent-Location: http://x/a.gif\n\nGIF1\n--b--",
+                "image/png\nContent-Location: http://x/a.gif\n\nGIF1\n--b--",
+                1,
+            ),
+            raw.replacen(
+                "a.gif\n\nGIF1\n--b--",
+                "a.gif\nContent-Transfer-Encoding: base64\n\nGIF1\n--b--",
+                1,
+            ),
+        ] {
+            assert_ne!(other, raw);
+            assert_eq!(
+                severity_of(&other, Rule::RelatedLocationDuplicate),
+                [("3".to_string(), Severity::Error)],
+                "{other}"
+            );
+        }
     }
 
     #[test]

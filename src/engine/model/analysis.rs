@@ -107,6 +107,27 @@ pub(crate) struct Context<'m, 'a> {
     /// nothing: they tell whether a Content-ID's bad syntax affects a reader.
     pub cid_targets: HashSet<usize>,
     pub cid_dangling: bool,
+    /// Every `cid:` reference of text/html: (the HTML part, the id as written, the id
+    /// %-decoded). With `cid_refs_complete` false some HTML part was not read whole (too
+    /// large, or too many references), so no Content-ID can be called unreferenced.
+    pub cid_refs: Vec<(usize, String, String)>,
+    pub cid_refs_complete: bool,
+}
+
+/// The heading of the message holding entity `i` (0, or an encapsulated `N.0`): a
+/// `cid:` reference does not leave its message (RFC 2392 §2).
+fn message_root(msg: &mime::Message, i: usize) -> usize {
+    let mut root = i;
+    for a in msg.ancestors(i) {
+        if matches!(
+            msg.entities[a].kind,
+            mime::Kind::Message | mime::Kind::ExternalBody
+        ) {
+            break;
+        }
+        root = a;
+    }
+    root
 }
 
 /// Says on the last listed finding of a rule how many more were only counted.
@@ -143,7 +164,45 @@ impl<'m, 'a> Context<'m, 'a> {
             per_place: HashMap::new(),
             cid_targets: HashSet::new(),
             cid_dangling: false,
+            cid_refs: Vec::new(),
+            cid_refs_complete: true,
         }
+    }
+
+    /// Whether a reader's choice can depend on which part carries Content-ID `id`
+    /// (addr-spec octets) in the message that holds entity `at`: a `cid:` reference of
+    /// that message names it, a multipart/related `start` there names it, or not every
+    /// reference could be read. Run after `checks::html`, which collects the references.
+    pub fn content_id_used(&self, id: &[u8], at: usize) -> bool {
+        if !self.cid_refs_complete {
+            return true;
+        }
+        let msg = self.msg;
+        let home = message_root(msg, at);
+        let named = |raw: &str, decoded: &str| raw.as_bytes() == id || decoded.as_bytes() == id;
+        if self
+            .cid_refs
+            .iter()
+            .any(|(h, raw, dec)| named(raw, dec) && message_root(msg, *h) == home)
+        {
+            return true;
+        }
+        msg.entities.iter().enumerate().any(|(i, e)| {
+            let names_it = if e.ctype.is("multipart", "related") {
+                e.ctype
+                    .get("start")
+                    .is_some_and(|s| crate::engine::syntax::msgid::addr_spec(&s.value) == id)
+            } else {
+                // A stylesheet may name a part by cid: too; those references are not
+                // followed, so one that mentions cid: at all counts as using every id.
+                e.ctype.is("text", "css")
+                    && matches!(e.kind, mime::Kind::Leaf)
+                    && crate::engine::syntax::decode::transfer_decode(msg.body(e), e.encoding)
+                        .windows(4)
+                        .any(|w| w.eq_ignore_ascii_case(b"cid:"))
+            };
+            names_it && message_root(msg, i) == home
+        })
     }
 
     /// The findings, each rule's count noted where some were only counted, and the edits.

@@ -1422,12 +1422,14 @@ pub fn wait_listening(
     }
 }
 
-/// The nested external-body fixture and its expected fold, both with `message_id`.
+/// The nested external-body fixture and what the daemon's built-in defaults deliver for
+/// it (the URL quoted and %-encoded as one word; `.fixed.eml` beside it is the engine's
+/// RFC 2017 fold), both with `message_id`.
 pub fn nested_fixture(message_id: &str) -> (Vec<u8>, Vec<u8>) {
     (
         with_message_id(&fixture("extbody/nested-rfc822-mixed.eml"), message_id),
         with_message_id(
-            &fixture("extbody/nested-rfc822-mixed.fixed.eml"),
+            &fixture("extbody/nested-rfc822-mixed.delivered"),
             message_id,
         ),
     )
