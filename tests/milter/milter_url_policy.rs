@@ -118,9 +118,11 @@ async fn legacy_top_level_conversion_by_change_header() {
     let (name, index, value) = &changes[0];
     assert_eq!((name.as_str(), *index), ("Content-Type", 1));
     let v = String::from_utf8(value.clone().unwrap()).unwrap();
+    // One quoted word: the default since the IMAP servers joined the interop matrix
+    // (they keep a fold's white space inside the URL).
     assert_eq!(
         v,
-        " message/external-body; access-type=URL;\n URL=\"ftp://ftp.example.org/pub/file.tar;type=\n i\"; size=100"
+        " message/external-body; access-type=URL;\n URL=\"ftp://ftp.example.org/pub/file.tar;type=i\"; size=100"
     );
     let rep = report(&actions, "X-MIMERef").unwrap();
     assert!(rep.contains("fixed=extbody-legacy-access-type"), "{rep}");
