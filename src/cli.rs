@@ -1,13 +1,17 @@
 //! Command line: `serve` (the default), `config-check`, and the offline tools `check`,
-//! `fix` and `cturi`. One place turns errors into messages and exit codes.
+//! `fix`, `survey` and `cturi`. One place turns errors into messages and exit codes.
 //!
 //! The last layer: engine → policy → config → milter → daemon → cli. `serve` converts
 //! its arguments into the daemon's [`ServeOptions`]; the offline tools use the engine,
 //! the configuration and the policy's intake and planner, never the milter.
 //!
 //! Exit codes of `check`: 0 no findings, 1 findings, 2 error. `fix`: 0 wrote a message,
-//! 1 (`--as-milter`) the daemon would refuse it, 2 error. Everything else: 0 success, 1
+//! 1 (`--as-milter`) the daemon would refuse it, 2 error. `survey`: 0 every input read,
+//! 1 some could not be (the summary says which), 2 error. Everything else: 0 success, 1
 //! failure (e.g. config errors), 2 usage.
+
+mod mailbox;
+mod survey;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -53,6 +57,9 @@ pub(crate) enum Command {
     Check(CheckArgs),
     /// Write a message with every fixable finding fixed.
     Fix(FixArgs),
+    /// What the daemon would have done to mail you already have: .eml files,
+    /// directories, mbox files and Maildir folders, summarised.
+    Survey(survey::SurveyArgs),
     /// Map between Content-Types and ContentType: URIs (draft-eastlake-cturi).
     #[command(subcommand)]
     Cturi(CturiCommand),
@@ -246,6 +253,7 @@ pub fn main() -> ExitCode {
         Some(Command::ConfigCheck { config }) => config_check(config.as_deref()),
         Some(Command::Check(args)) => check(args),
         Some(Command::Fix(args)) => fix(args),
+        Some(Command::Survey(args)) => survey::run(args),
         Some(Command::Cturi(c)) => cturi(c),
     }
 }
