@@ -201,7 +201,7 @@ fn survey(
     jobs: usize,
     progress: &Progress,
 ) -> (Stats, Vec<(String, String)>) {
-    let (tx, rx) = mpsc::sync_channel::<(u64, Message)>(jobs * 8);
+    let (tx, rx) = mpsc::sync_channel::<Vec<(u64, Message)>>(jobs * 2);
     let rx = Arc::new(Mutex::new(rx));
     std::thread::scope(|s| {
         let workers: Vec<_> = (0..jobs)
@@ -215,9 +215,13 @@ fn survey(
                             Ok(r) => r.recv(),
                             Err(p) => p.into_inner().recv(),
                         };
-                        let Ok((seq, m)) = next else { break };
-                        stats.add(ctx, seq, &m);
-                        progress.messages.fetch_add(1, Ordering::Relaxed);
+                        let Ok(batch) = next else { break };
+                        for (seq, m) in &batch {
+                            stats.add(ctx, *seq, m);
+                        }
+                        progress
+                            .messages
+                            .fetch_add(batch.len() as u64, Ordering::Relaxed);
                     }
                     stats
                 })
@@ -225,12 +229,17 @@ fn survey(
             .collect();
         let mut unreadable = Vec::new();
         let mut seq = 0u64;
+        let mut batch = Batch::default();
+        let mut open = true;
         for f in files {
             let sent = mailbox::read(
                 f,
                 |m| {
                     seq += 1;
-                    tx.send((seq, m)).is_ok()
+                    if let Some(full) = batch.push(seq, m) {
+                        open = tx.send(full).is_ok();
+                    }
+                    open
                 },
                 |n| {
                     progress.bytes.fetch_add(n, Ordering::Relaxed);
@@ -239,6 +248,9 @@ fn survey(
             if let Err(e) = sent {
                 unreadable.push(e);
             }
+        }
+        if !batch.messages.is_empty() {
+            let _ = tx.send(batch.messages);
         }
         drop(tx);
         let mut total = Stats::default();
@@ -255,6 +267,32 @@ fn survey(
         }
         (total, unreadable)
     })
+}
+
+/// Messages handed to a worker at once: one hand-over (a lock, a wake-up) costs about
+/// as much as analysing a small message, so they go in batches, small enough that
+/// every worker gets some of a short survey.
+#[derive(Default)]
+struct Batch {
+    messages: Vec<(u64, Message)>,
+    octets: usize,
+}
+
+impl Batch {
+    const MESSAGES: usize = 16;
+    const OCTETS: usize = 1 << 20;
+
+    /// Adds a message; the batch to send when it is full.
+    fn push(&mut self, seq: u64, m: Message) -> Option<Vec<(u64, Message)>> {
+        self.octets += m.bytes.len();
+        self.messages.push((seq, m));
+        if self.messages.len() >= Self::MESSAGES || self.octets >= Self::OCTETS {
+            self.octets = 0;
+            Some(std::mem::take(&mut self.messages))
+        } else {
+            None
+        }
+    }
 }
 
 /// Counts over the messages one worker surveyed.
@@ -393,50 +431,54 @@ impl Stats {
 
 /// A finding's message with what differs from message to message masked (quoted
 /// values, `<...>`, numbers, boundaries, URLs): findings of the same kind then share it.
+/// Two passes over slices: this runs for every finding of every message surveyed.
 fn form(message: &str) -> String {
-    let mut out = String::with_capacity(message.len());
-    let mut chars = message.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' | '<' => {
-                let close = if c == '"' { '"' } else { '>' };
-                let closed = chars.by_ref().any(|d| d == close);
-                out.push(c);
-                out.push('…');
-                if closed {
-                    out.push(close);
-                }
+    let mut masked = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find(['"', '<']) {
+        let (open, close) = if rest.as_bytes()[at] == b'"' {
+            ('"', '"')
+        } else {
+            ('<', '>')
+        };
+        masked.push_str(&rest[..at]);
+        masked.push(open);
+        masked.push('…');
+        let after = &rest[at + 1..];
+        match after.find(close) {
+            Some(end) => {
+                masked.push(close);
+                rest = &after[end + 1..];
             }
-            _ => out.push(c),
+            None => rest = "",
         }
     }
-    let words: Vec<&str> = out.split(' ').collect();
-    words
-        .iter()
-        .enumerate()
-        .map(|(i, w)| {
-            let core: Vec<char> = w.chars().filter(|c| c.is_alphanumeric()).collect();
-            let number = !core.is_empty() && core.iter().all(|c| c.is_ascii_digit());
-            if w.starts_with("--") || w.contains("://") {
-                "…".to_string()
-            } else if number && !(i > 0 && words[i - 1].ends_with("RFC")) && !w.starts_with('§') {
-                // Part numbers and counts: "(part 2.1)" -> "(part N)".
-                let lead: String = w.chars().take_while(|c| !c.is_ascii_digit()).collect();
-                let tail: String = w
-                    .chars()
-                    .rev()
-                    .take_while(|c| !c.is_ascii_digit())
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .rev()
-                    .collect();
-                format!("{lead}N{tail}")
-            } else {
-                w.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    masked.push_str(rest);
+    let mut out = String::with_capacity(masked.len());
+    let mut after_rfc = false;
+    for (i, w) in masked.split(' ').enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        let digits = w.find(|c: char| c.is_ascii_digit());
+        if w.starts_with("--") || w.contains("://") {
+            out.push('…');
+        } else if let (Some(first), false, false) = (
+            digits,
+            after_rfc || w.starts_with('§'),
+            w.chars().any(char::is_alphabetic),
+        ) {
+            // Part numbers and counts: "(part 2.1)" -> "(part N)".
+            let last = w.rfind(|c: char| c.is_ascii_digit()).unwrap_or(first);
+            out.push_str(&w[..first]);
+            out.push('N');
+            out.push_str(&w[last + 1..]);
+        } else {
+            out.push_str(w);
+        }
+        after_rfc = w.ends_with("RFC");
+    }
+    out
 }
 
 struct Summary<'a> {

@@ -20,7 +20,6 @@
 //! ([`Recipients`]), not as text: a transaction with thousands of recipients costs a
 //! few words per distinct combination.
 
-use std::borrow::Cow;
 use std::fmt;
 use std::net::IpAddr;
 
@@ -760,15 +759,36 @@ pub fn never_matches(
     })
 }
 
-/// The heading's value of a field for display (the Message-ID of an example).
+/// The heading's value of a field for display (the Message-ID of an example): the
+/// first occurrence, unfolded, white space runs as one space.
 pub fn first_value(raw: &[u8], name: &str) -> Option<String> {
-    top_level_fields(raw)
-        .into_iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
-        .map(|(_, v)| {
-            let v: Cow<str> = String::from_utf8_lossy(&v);
-            v.split_whitespace().collect::<Vec<_>>().join(" ")
-        })
+    let mut value: Option<Vec<u8>> = None;
+    for line in raw.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            break;
+        }
+        if matches!(line[0], b' ' | b'\t') {
+            if let Some(v) = value.as_mut() {
+                v.extend_from_slice(line);
+            }
+            continue;
+        }
+        if value.is_some() {
+            break;
+        }
+        if let Some(colon) = line.iter().position(|&b| b == b':') {
+            if line[..colon].trim_ascii_end().eq_ignore_ascii_case(name.as_bytes()) {
+                value = Some(line[colon + 1..].to_vec());
+            }
+        }
+    }
+    value.map(|v| {
+        String::from_utf8_lossy(&v)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    })
 }
 
 #[cfg(test)]
