@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 pub struct Inputs {
     /// Files to read, in order.
     pub files: Vec<PathBuf>,
-    /// Their octets, for the progress bar.
+    /// Their octets, for the progress bar (0 when not asked for).
     pub bytes: u64,
     /// Files an `--exclude` glob matched.
     pub excluded: Vec<PathBuf>,
@@ -32,116 +32,156 @@ pub struct Inputs {
 
 /// Lists the files `paths` stand for. A file named on the command line is always read;
 /// `exclude` (globs with `*` and `?`) applies to the names found in directories.
-pub fn walk(paths: &[PathBuf], exclude: &[String]) -> Inputs {
-    let mut out = Inputs::default();
+/// `sizes`: add up the files' octets (one `stat` each, which only the progress bar
+/// needs).
+pub fn walk(paths: &[PathBuf], exclude: &[String], sizes: bool) -> Inputs {
+    let mut w = Walk {
+        out: Inputs::default(),
+        exclude,
+        sizes,
+    };
     for p in paths {
         match fs::metadata(p) {
             Ok(m) if m.is_dir() => {
                 if is_maildir(p) {
-                    maildir(p, &mut out);
+                    w.maildir(p);
                 } else {
-                    directory(p, exclude, &mut out);
+                    w.directory(p);
                 }
             }
             Ok(m) => {
-                out.bytes += m.len();
-                out.files.push(p.clone());
+                w.out.bytes += m.len();
+                w.out.files.push(p.clone());
             }
-            Err(e) => out
+            Err(e) => w
+                .out
                 .unreadable
                 .push((p.display().to_string(), e.to_string())),
         }
     }
-    out
+    w.out
 }
 
 fn is_maildir(p: &Path) -> bool {
     p.join("cur").is_dir() && p.join("new").is_dir()
 }
 
-/// The entries of a directory sorted by name, or the error recorded.
-fn entries(dir: &Path, out: &mut Inputs) -> Vec<(String, PathBuf, fs::Metadata)> {
-    let rd = match fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) => {
-            out.unreadable
-                .push((dir.display().to_string(), e.to_string()));
-            return Vec::new();
-        }
-    };
-    let mut v = Vec::new();
-    for e in rd {
-        let e = match e {
-            Ok(e) => e,
-            Err(err) => {
-                out.unreadable
-                    .push((dir.display().to_string(), err.to_string()));
-                continue;
+/// What a directory entry is.
+enum Kind {
+    Dir,
+    File,
+    /// Neither (a device, a socket, a link to a folder): passed over.
+    Other,
+}
+
+struct Walk<'a> {
+    out: Inputs,
+    exclude: &'a [String],
+    sizes: bool,
+}
+
+impl Walk<'_> {
+    /// The entries of a directory sorted by name; what cannot be read is recorded.
+    fn entries(&mut self, dir: &Path) -> Vec<(String, PathBuf, Kind)> {
+        let rd = match fs::read_dir(dir) {
+            Ok(rd) => rd,
+            Err(e) => {
+                self.out
+                    .unreadable
+                    .push((dir.display().to_string(), e.to_string()));
+                return Vec::new();
             }
         };
-        let path = e.path();
-        match kind(&path) {
-            Ok(m) => v.push((e.file_name().to_string_lossy().into_owned(), path, m)),
-            Err(err) => out
-                .unreadable
-                .push((path.display().to_string(), err.to_string())),
-        }
-    }
-    v.sort_by(|a, b| a.0.cmp(&b.0));
-    v
-}
-
-/// What an entry is. Links are not followed to folders (a link to a folder above would
-/// walk for ever); a link to a file is read, and a dangling one is reported like any
-/// file that cannot be read.
-fn kind(path: &Path) -> io::Result<fs::Metadata> {
-    let m = fs::symlink_metadata(path)?;
-    if !m.file_type().is_symlink() {
-        return Ok(m);
-    }
-    let t = fs::metadata(path)?;
-    Ok(if t.is_file() { t } else { m })
-}
-
-fn directory(dir: &Path, exclude: &[String], out: &mut Inputs) {
-    for (name, path, m) in entries(dir, out) {
-        if name.starts_with('.') {
-            continue;
-        }
-        if m.is_dir() {
-            if is_maildir(&path) {
-                maildir(&path, out);
-            } else {
-                directory(&path, exclude, out);
-            }
-        } else if m.is_file() {
-            if exclude
-                .iter()
-                .any(|g| crate::policy::glob_match(g.as_bytes(), name.as_bytes()))
-            {
-                out.excluded.push(path);
-            } else {
-                out.bytes += m.len();
-                out.files.push(path);
+        let mut v = Vec::new();
+        for e in rd {
+            let e = match e {
+                Ok(e) => e,
+                Err(err) => {
+                    self.out
+                        .unreadable
+                        .push((dir.display().to_string(), err.to_string()));
+                    continue;
+                }
+            };
+            let path = e.path();
+            match kind(&e) {
+                Ok(k) => v.push((e.file_name().to_string_lossy().into_owned(), path, k)),
+                Err(err) => self
+                    .out
+                    .unreadable
+                    .push((path.display().to_string(), err.to_string())),
             }
         }
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
     }
-}
 
-fn maildir(dir: &Path, out: &mut Inputs) {
-    for sub in ["cur", "new"] {
-        for (name, path, m) in entries(&dir.join(sub), out) {
-            if m.is_file() && !name.starts_with('.') {
-                out.bytes += m.len();
-                out.files.push(path);
+    fn file(&mut self, path: PathBuf) {
+        if self.sizes {
+            self.out.bytes += fs::metadata(&path).map_or(0, |m| m.len());
+        }
+        self.out.files.push(path);
+    }
+
+    fn directory(&mut self, dir: &Path) {
+        for (name, path, k) in self.entries(dir) {
+            if name.starts_with('.') {
+                continue;
+            }
+            match k {
+                Kind::Dir if is_maildir(&path) => self.maildir(&path),
+                Kind::Dir => self.directory(&path),
+                Kind::File
+                    if self
+                        .exclude
+                        .iter()
+                        .any(|g| crate::policy::glob_match(g.as_bytes(), name.as_bytes())) =>
+                {
+                    self.out.excluded.push(path)
+                }
+                Kind::File => self.file(path),
+                Kind::Other => {}
             }
         }
     }
-    for (name, path, m) in entries(dir, out) {
-        if name.starts_with('.') && name != "." && name != ".." && m.is_dir() && is_maildir(&path) {
-            maildir(&path, out);
+
+    fn maildir(&mut self, dir: &Path) {
+        for sub in ["cur", "new"] {
+            for (name, path, k) in self.entries(&dir.join(sub)) {
+                if matches!(k, Kind::File) && !name.starts_with('.') {
+                    self.file(path);
+                }
+            }
+        }
+        for (name, path, k) in self.entries(dir) {
+            if name.starts_with('.') && matches!(k, Kind::Dir) && is_maildir(&path) {
+                self.maildir(&path);
+            }
         }
     }
+}
+
+/// What an entry is, from the directory listing where it can (no `stat`). Links are
+/// not followed to folders (a link to a folder above would walk for ever); a link to a
+/// file is read, and a dangling one is reported like any file that cannot be read.
+fn kind(e: &fs::DirEntry) -> io::Result<Kind> {
+    let t = e.file_type()?;
+    let t = if t.is_symlink() {
+        let target = fs::metadata(e.path())?.file_type();
+        if target.is_file() {
+            return Ok(Kind::File);
+        }
+        return Ok(Kind::Other);
+    } else {
+        t
+    };
+    Ok(if t.is_dir() {
+        Kind::Dir
+    } else if t.is_file() {
+        Kind::File
+    } else {
+        Kind::Other
+    })
 }
 
 /// One message read from an input.
@@ -162,17 +202,31 @@ pub fn read(
 ) -> Result<(), (String, String)> {
     let name = path.display().to_string();
     let mut f = File::open(path).map_err(|e| (name.clone(), e.to_string()))?;
+    let size = f.metadata().map_or(u64::MAX, |m| m.len());
+    if size <= WHOLE {
+        // Most files: one read into a buffer of the right size, as fs::read does; an
+        // mbox this small is split in memory.
+        let mut bytes = Vec::with_capacity(size as usize + 1);
+        f.read_to_end(&mut bytes)
+            .map_err(|e| (name.clone(), e.to_string()))?;
+        let bom = mbox_start(&bytes);
+        if let Some(bom) = bom {
+            return mbox(&name, io::Cursor::new(bytes), bom, &mut sink, &mut read);
+        }
+        read(bytes.len() as u64);
+        sink(Message {
+            source: name,
+            bytes,
+        });
+        return Ok(());
+    }
+    // A large file, an mbox most likely: streamed, a message at a time.
     let mut head = Vec::with_capacity(8);
     (&mut f)
         .take(8)
         .read_to_end(&mut head)
         .map_err(|e| (name.clone(), e.to_string()))?;
-    let bom = if head.starts_with(b"\xef\xbb\xbf") {
-        3
-    } else {
-        0
-    };
-    if head[bom..].starts_with(b"From ") {
+    if let Some(bom) = mbox_start(&head) {
         let r = BufReader::with_capacity(1 << 16, io::Cursor::new(head).chain(f));
         return mbox(&name, r, bom, &mut sink, &mut read);
     }
@@ -185,6 +239,20 @@ pub fn read(
         bytes,
     });
     Ok(())
+}
+
+/// Files up to this size are read whole; larger ones are streamed if they are mboxes.
+const WHOLE: u64 = 64 << 20;
+
+/// Where the first `From ` line starts (after a UTF-8 byte order mark) when `head`
+/// is the start of an mbox.
+fn mbox_start(head: &[u8]) -> Option<usize> {
+    let bom = if head.starts_with(b"\xef\xbb\xbf") {
+        3
+    } else {
+        0
+    };
+    head[bom..].starts_with(b"From ").then_some(bom)
 }
 
 /// Splits an mbox into its messages.
@@ -333,6 +401,7 @@ mod tests {
         let inputs = walk(
             &[md.clone(), dir.join("eml"), dir.join("missing")],
             &["*.md".to_string()],
+            true,
         );
         let rel: Vec<String> = inputs
             .files

@@ -14,7 +14,7 @@
 //! the same whatever the number of workers. A message that cannot be read, or whose
 //! analysis fails, is counted and named; the survey goes on.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -58,6 +58,8 @@ pub(crate) struct SurveyArgs {
     pub paths: Vec<PathBuf>,
 }
 
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 /// Forms of findings kept per rule; more are counted together.
 const MAX_FORMS: usize = 10_000;
 /// Forms shown per rule.
@@ -77,7 +79,8 @@ pub(crate) fn run(args: SurveyArgs) -> ExitCode {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
     let started = Instant::now();
-    let inputs = mailbox::walk(&args.paths, &args.exclude);
+    let terminal = std::io::stderr().is_terminal();
+    let inputs = mailbox::walk(&args.paths, &args.exclude, terminal);
     let ctx = Context {
         opts: cfg.engine_options(direction),
         cfg,
@@ -85,9 +88,7 @@ pub(crate) fn run(args: SurveyArgs) -> ExitCode {
         envelope,
     };
     let progress = Progress::default();
-    let bar = std::io::stderr()
-        .is_terminal()
-        .then(|| progress.draw(inputs.bytes));
+    let bar = terminal.then(|| progress.draw(inputs.bytes));
     let (stats, unreadable) = survey(&ctx, &inputs.files, jobs, &progress);
     progress.done.store(true, Ordering::SeqCst);
     if let Some(b) = bar {
@@ -314,6 +315,7 @@ struct RuleStats {
     messages: u64,
     /// Messages per action this rule got in them.
     actions: [u64; Action::ALL.len()],
+    /// foldhash: one lookup per finding, on strings SipHash is slow for.
     forms: HashMap<String, Form>,
 }
 
@@ -369,22 +371,27 @@ impl Stats {
             forms.sort();
             forms.dedup();
             for text in forms {
-                let id = message_id
-                    .get_or_insert_with(|| scope::first_value(&m.bytes, "Message-ID"))
-                    .clone();
-                let example = (seq, m.source.clone(), id);
                 let key = if rs.forms.len() >= MAX_FORMS && !rs.forms.contains_key(&text) {
                     "(other forms)".to_string()
                 } else {
                     text
                 };
-                let f = rs.forms.entry(key).or_insert(Form {
-                    messages: 0,
-                    example: example.clone(),
-                });
-                f.messages += 1;
-                if example.0 < f.example.0 {
-                    f.example = example;
+                // A worker sees its messages in input order: the first example of a
+                // form stays; `merge` keeps the earliest over the workers.
+                match rs.forms.get_mut(&key) {
+                    Some(f) => f.messages += 1,
+                    None => {
+                        let id = message_id
+                            .get_or_insert_with(|| scope::first_value(&m.bytes, "Message-ID"))
+                            .clone();
+                        rs.forms.insert(
+                            key,
+                            Form {
+                                messages: 1,
+                                example: (seq, m.source.clone(), id),
+                            },
+                        );
+                    }
                 }
             }
         }
@@ -460,16 +467,18 @@ fn form(message: &str) -> String {
         if i > 0 {
             out.push(' ');
         }
-        let digits = w.find(|c: char| c.is_ascii_digit());
-        if w.starts_with("--") || w.contains("://") {
+        let b = w.as_bytes();
+        let digits = b.iter().position(u8::is_ascii_digit);
+        if b.starts_with(b"--") || w.contains("://") {
             out.push('…');
         } else if let (Some(first), false, false) = (
             digits,
             after_rfc || w.starts_with('§'),
-            w.chars().any(char::is_alphabetic),
+            // Letters, and any non-ASCII character to be safe, make it a word.
+            b.iter().any(|&c| c.is_ascii_alphabetic() || c >= 0x80),
         ) {
             // Part numbers and counts: "(part 2.1)" -> "(part N)".
-            let last = w.rfind(|c: char| c.is_ascii_digit()).unwrap_or(first);
+            let last = b.iter().rposition(u8::is_ascii_digit).unwrap_or(first);
             out.push_str(&w[..first]);
             out.push('N');
             out.push_str(&w[last + 1..]);

@@ -430,6 +430,7 @@ impl Recipients {
     /// One RCPT argument (`<bob@example.org>`), against `scopes` (those the recipients
     /// were made for).
     pub fn add(&mut self, scopes: &Scopes, arg: &[u8]) {
+        self.words = scopes.list.len().div_ceil(64);
         self.count += 1;
         let m = scopes.mask(Some(&normalize_address(arg)));
         if let Err(at) = self.masks.binary_search(&m) {
@@ -778,7 +779,10 @@ pub fn first_value(raw: &[u8], name: &str) -> Option<String> {
             break;
         }
         if let Some(colon) = line.iter().position(|&b| b == b':') {
-            if line[..colon].trim_ascii_end().eq_ignore_ascii_case(name.as_bytes()) {
+            if line[..colon]
+                .trim_ascii_end()
+                .eq_ignore_ascii_case(name.as_bytes())
+            {
                 value = Some(line[colon + 1..].to_vec());
             }
         }

@@ -87,9 +87,8 @@ mod scope_examples {
             .filter(|l| {
                 l.starts_with('[')
                     || l.starts_with('"')
-                    || l.split_once(" = ").is_some_and(|(k, _)| {
-                        k.chars().all(|c| c.is_ascii_lowercase() || c == '_')
-                    })
+                    || l.split_once(" = ")
+                        .is_some_and(|(k, _)| k.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
             })
             .map(|l| format!("{l}\n"))
             .collect()
@@ -100,21 +99,38 @@ mod scope_examples {
             .unwrap_or_else(|e| panic!("{what}:\n{e}\n---\n{toml}"));
         let names: Vec<&str> = cfg.policy.scopes.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, NAMES, "{what}");
-        let scope = |dir, env: &Envelope, raw: &[u8]| {
-            cfg.policy.scopes.select(dir, env, raw).names()
-        };
+        let scope =
+            |dir, env: &Envelope, raw: &[u8]| cfg.policy.scopes.select(dir, env, raw).names();
         let list = b"List-Id: Announcements <announce.lists.example.org>\r\n\r\nx\r\n";
-        assert_eq!(scope(Direction::Inbound, &Envelope::default(), list), ["announce-list"], "{what}");
-        let mut env = Envelope::default();
-        env.recipients = cfg.policy.scopes.recipients();
-        env.recipients.add(&cfg.policy.scopes, b"<user@mx.strict.example.org>");
-        assert_eq!(scope(Direction::Inbound, &env, b""), ["strict-domain"], "{what}");
-        assert!(scope(Direction::Outbound, &env, b"").is_empty(), "{what}: inbound only");
+        assert_eq!(
+            scope(Direction::Inbound, &Envelope::default(), list),
+            ["announce-list"],
+            "{what}"
+        );
+        let mut recipients = cfg.policy.scopes.recipients();
+        recipients.add(&cfg.policy.scopes, b"<user@mx.strict.example.org>");
+        let env = Envelope {
+            recipients,
+            ..Envelope::default()
+        };
+        assert_eq!(
+            scope(Direction::Inbound, &env, b""),
+            ["strict-domain"],
+            "{what}"
+        );
+        assert!(
+            scope(Direction::Outbound, &env, b"").is_empty(),
+            "{what}: inbound only"
+        );
         let env = Envelope {
             client_addr: Some("2001:db8:100::25".parse().unwrap()),
             ..Envelope::default()
         };
-        assert_eq!(scope(Direction::Inbound, &env, b""), ["partner-relay"], "{what}");
+        assert_eq!(
+            scope(Direction::Inbound, &env, b""),
+            ["partner-relay"],
+            "{what}"
+        );
     }
 
     #[test]
