@@ -19,8 +19,28 @@ fn stdout(o: &Output) -> String {
 }
 
 /// A file of its own (tests run side by side) in this test binary's directory under
-/// target/.
-fn file(name: &str, text: &str) -> PathBuf {
+/// target/, removed with its directory when dropped.
+struct File(PathBuf);
+
+impl File {
+    fn to_str(&self) -> Option<&str> {
+        self.0.to_str()
+    }
+
+    fn display(&self) -> std::path::Display<'_> {
+        self.0.display()
+    }
+}
+
+impl Drop for File {
+    fn drop(&mut self) {
+        if let Some(d) = self.0.parent() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+fn file(name: &str, text: &str) -> File {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -28,7 +48,7 @@ fn file(name: &str, text: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
-    p
+    File(p)
 }
 
 /// Inbound (no trusted network), the built-in policy, and one scope of each kind.
