@@ -1,12 +1,17 @@
 //! Command line: `serve` (the default), `config-check`, and the offline tools `check`,
-//! `fix` and `cturi`. One place turns errors into messages and exit codes.
+//! `fix`, `survey` and `cturi`. One place turns errors into messages and exit codes.
 //!
 //! The last layer: engine → policy → config → milter → daemon → cli. `serve` converts
 //! its arguments into the daemon's [`ServeOptions`]; the offline tools use the engine,
 //! the configuration and the policy's intake and planner, never the milter.
 //!
 //! Exit codes of `check`: 0 no findings, 1 findings, 2 error. `fix`: 0 wrote a message,
-//! 1 (`--as-milter`) the daemon would refuse it, 2 error. Everything else: 0 success, 1 failure (e.g. config errors), 2 usage.
+//! 1 (`--as-milter`) the daemon would refuse it, 2 error. `survey`: 0 every input read,
+//! 1 some could not be (the summary says which), 2 error. Everything else: 0 success, 1
+//! failure (e.g. config errors), 2 usage.
+
+mod mailbox;
+mod survey;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -21,6 +26,7 @@ use crate::daemon::{self, ServeOptions};
 use crate::engine::{self, Analysis};
 use crate::policy::intake::Given;
 use crate::policy::plan::{self, Plan};
+use crate::policy::scope::{self, Envelope, Selection};
 use crate::policy::Direction;
 
 #[derive(Parser, Debug)]
@@ -51,6 +57,9 @@ pub(crate) enum Command {
     Check(CheckArgs),
     /// Write a message with every fixable finding fixed.
     Fix(FixArgs),
+    /// What the daemon would have done to mail you already have: .eml files,
+    /// directories, mbox files and Maildir folders, summarised.
+    Survey(survey::SurveyArgs),
     /// Map between Content-Types and ContentType: URIs (draft-eastlake-cturi).
     #[command(subcommand)]
     Cturi(CturiCommand),
@@ -91,6 +100,99 @@ pub(crate) enum DirectionArg {
     Outbound,
 }
 
+/// What the MTA would tell the daemon about a message besides its bytes: for the
+/// direction and the `[[scope]]` tables.
+#[derive(Args, Debug, Default, Clone)]
+pub(crate) struct EnvelopeArgs {
+    /// A milter macro as the MTA would send it, e.g. --macro '{auth_authen}=alice'
+    #[arg(long = "macro", value_name = "NAME=VALUE")]
+    pub macros: Vec<String>,
+    /// The SMTP client's address, for trusted_networks and scopes' client_networks
+    #[arg(long, value_name = "IP")]
+    pub client_addr: Option<IpAddr>,
+    /// The envelope sender (MAIL FROM) for scopes' senders; <> is the null sender
+    #[arg(long = "from", value_name = "ADDRESS")]
+    pub from: Option<String>,
+    /// An envelope recipient (RCPT TO) for scopes' recipients; once per recipient
+    #[arg(long = "rcpt", value_name = "ADDRESS")]
+    pub rcpt: Vec<String>,
+    /// A header field scopes match as if the message carried it, e.g.
+    /// --header 'List-Id: <announce.example.org>' (the message's own fields count too)
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+}
+
+impl EnvelopeArgs {
+    fn given(&self) -> bool {
+        !self.macros.is_empty()
+            || self.client_addr.is_some()
+            || self.from.is_some()
+            || !self.rcpt.is_empty()
+            || !self.headers.is_empty()
+    }
+
+    fn macros(&self) -> Result<BTreeMap<String, String>, String> {
+        let mut macros = BTreeMap::new();
+        for m in &self.macros {
+            match m.split_once('=') {
+                Some((k, v)) if !k.is_empty() => {
+                    macros.insert(k.to_string(), v.to_string());
+                }
+                _ => return Err(format!("--macro {m:?}: expected NAME=VALUE")),
+            }
+        }
+        Ok(macros)
+    }
+
+    /// The direction (`--direction`, else from the macros and the client address as
+    /// the daemon decides it) and the envelope the scopes see.
+    fn resolve(
+        &self,
+        cfg: &Config,
+        direction: Option<DirectionArg>,
+    ) -> Result<(Direction, Envelope), String> {
+        let macros = self.macros()?;
+        let get = |name: &str| {
+            macros
+                .get(name)
+                .or_else(|| macros.get(name.trim_start_matches('{').trim_end_matches('}')))
+                .filter(|v| !v.is_empty())
+        };
+        let client_addr = self
+            .client_addr
+            .or_else(|| get("{client_addr}").and_then(|a| crate::policy::direction::parse_ip(a)));
+        let direction = match direction {
+            Some(DirectionArg::Inbound) => Direction::Inbound,
+            Some(DirectionArg::Outbound) => Direction::Outbound,
+            None => cfg.directions.direction(&macros, client_addr),
+        };
+        let mut recipients = cfg.policy.scopes.recipients();
+        for r in &self.rcpt {
+            recipients.add(&cfg.policy.scopes, r.as_bytes());
+        }
+        let mut extra_headers = Vec::new();
+        for h in &self.headers {
+            match h.split_once(':') {
+                Some((n, v)) if !n.trim().is_empty() && !n.trim().contains(' ') => {
+                    extra_headers.push((n.trim().to_string(), v.trim().as_bytes().to_vec()))
+                }
+                _ => return Err(format!("--header {h:?}: expected NAME: VALUE")),
+            }
+        }
+        let envelope = Envelope {
+            sender: self
+                .from
+                .as_deref()
+                .map(|a| scope::normalize_address(a.as_bytes())),
+            recipients,
+            client_addr,
+            sasl_login: get("{auth_authen}").cloned(),
+            extra_headers,
+        };
+        Ok((direction, envelope))
+    }
+}
+
 #[derive(Args, Debug)]
 pub(crate) struct CheckArgs {
     #[arg(long, value_enum, default_value = "text")]
@@ -101,12 +203,8 @@ pub(crate) struct CheckArgs {
     /// Treat the message as inbound or outbound instead of deriving it from macros
     #[arg(long, value_enum)]
     pub direction: Option<DirectionArg>,
-    /// A milter macro as the MTA would send it, e.g. --macro '{auth_authen}=alice'
-    #[arg(long = "macro", value_name = "NAME=VALUE")]
-    pub macros: Vec<String>,
-    /// The SMTP client's address, for trusted_networks
-    #[arg(long, value_name = "IP")]
-    pub client_addr: Option<IpAddr>,
+    #[command(flatten)]
+    pub envelope: EnvelopeArgs,
     /// Print the milter actions the daemon would send for each message
     #[arg(long)]
     pub actions: bool,
@@ -124,9 +222,13 @@ pub(crate) struct FixArgs {
     /// when the daemon would reject or tempfail it.
     #[arg(long)]
     pub as_milter: bool,
-    /// The direction for --as-milter [default: inbound]
+    /// The direction for --as-milter [default: from --macro and --client-addr as the
+    /// daemon derives it, which is inbound without them]
     #[arg(long, value_enum, requires = "as_milter")]
     pub direction: Option<DirectionArg>,
+    /// With --as-milter: what the MTA would tell the daemon (direction, scopes)
+    #[command(flatten)]
+    pub envelope: EnvelopeArgs,
     /// Message file; - reads standard input
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
@@ -151,6 +253,7 @@ pub fn main() -> ExitCode {
         Some(Command::ConfigCheck { config }) => config_check(config.as_deref()),
         Some(Command::Check(args)) => check(args),
         Some(Command::Fix(args)) => fix(args),
+        Some(Command::Survey(args)) => survey::run(args),
         Some(Command::Cturi(c)) => cturi(c),
     }
 }
@@ -215,19 +318,9 @@ fn check(args: CheckArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    let mut macros = BTreeMap::new();
-    for m in &args.macros {
-        match m.split_once('=') {
-            Some((k, v)) if !k.is_empty() => {
-                macros.insert(k.to_string(), v.to_string());
-            }
-            _ => return fail(format!("--macro {m:?}: expected NAME=VALUE")),
-        }
-    }
-    let direction = match args.direction {
-        Some(DirectionArg::Inbound) => Direction::Inbound,
-        Some(DirectionArg::Outbound) => Direction::Outbound,
-        None => cfg.directions.direction(&macros, args.client_addr),
+    let (direction, envelope) = match args.envelope.resolve(&cfg, args.direction) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
     };
     let opts = cfg.engine_options(direction);
     let mut any = false;
@@ -247,7 +340,7 @@ fn check(args: CheckArgs) -> ExitCode {
         // Within [limits] as the daemon would have received it, so that the findings
         // and the plan are the daemon's.
         let given = cfg.as_received(&raw);
-        let analysis = engine::check(given.bytes, &given.options(&opts));
+        let (analysis, scopes) = analyse(&cfg, direction, &envelope, &opts, &given);
         any |= !analysis.findings.is_empty();
         let res = match args.format {
             Format::Json => write_json(&mut out, &name, &analysis),
@@ -255,7 +348,11 @@ fn check(args: CheckArgs) -> ExitCode {
         };
         let res = res.and_then(|_| {
             if args.actions {
-                write!(out, "{}", daemon_plan(&cfg, direction, &analysis, &given))
+                write!(
+                    out,
+                    "{}",
+                    daemon_plan(&cfg, direction, &analysis, &given, &scopes)
+                )
             } else {
                 Ok(())
             }
@@ -273,14 +370,39 @@ fn check(args: CheckArgs) -> ExitCode {
     }
 }
 
+/// The analysis the daemon would make of a message it received as `given`, in the
+/// scopes the envelope and the message's header fields select.
+pub(crate) fn analyse<'c>(
+    cfg: &'c Config,
+    direction: Direction,
+    envelope: &Envelope,
+    opts: &engine::Options,
+    given: &Given,
+) -> (Analysis, Selection<'c>) {
+    let scopes = cfg.policy.scopes.select(direction, envelope, given.bytes);
+    let mut opts = given.options(opts);
+    let fix_signed = scopes.fix_signed(cfg.fixes.fix_signed);
+    if opts.fix_signed != fix_signed {
+        opts.to_mut().fix_signed = fix_signed;
+    }
+    (engine::check(given.bytes, &opts), scopes)
+}
+
 /// The plan the daemon would carry out for a message it received as `given`.
-fn daemon_plan(cfg: &Config, direction: Direction, analysis: &Analysis, given: &Given) -> Plan {
-    cfg.planner().plan_received(
+pub(crate) fn daemon_plan(
+    cfg: &Config,
+    direction: Direction,
+    analysis: &Analysis,
+    given: &Given,
+    scopes: &Selection,
+) -> Plan {
+    cfg.planner().plan_scoped(
         direction,
         analysis,
         given.bytes,
         cfg.service.dry_run,
         given.received(),
+        scopes,
     )
 }
 
@@ -319,13 +441,19 @@ fn fix(args: FixArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
+    if args.envelope.given() && !args.as_milter {
+        return fail(
+            "--macro, --client-addr, --from, --rcpt and --header need --as-milter: plain \
+             fix fixes every finding whatever the policy",
+        );
+    }
     let raw = match read_input(&args.file) {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
-    let direction = match args.direction {
-        Some(DirectionArg::Outbound) => Direction::Outbound,
-        _ => Direction::Inbound,
+    let (direction, envelope) = match args.envelope.resolve(&cfg, args.direction) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
     };
     let opts = cfg.engine_options(direction);
     // The limits apply as in the daemon: past one, only the top-level heading can
@@ -333,8 +461,8 @@ fn fix(args: FixArgs) -> ExitCode {
     let given = cfg.as_received(&raw);
     let rest = &raw[given.bytes.len()..];
     let fixed = if args.as_milter {
-        let analysis = engine::check(given.bytes, &given.options(&opts));
-        let plan = daemon_plan(&cfg, direction, &analysis, &given);
+        let (analysis, scopes) = analyse(&cfg, direction, &envelope, &opts, &given);
+        let plan = daemon_plan(&cfg, direction, &analysis, &given, &scopes);
         match plan::delivered(&plan, given.bytes, &cfg.limits.engine()) {
             Some(mut m) => {
                 m.extend_from_slice(rest);

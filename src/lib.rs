@@ -58,12 +58,16 @@ mod layers {
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut bad = Vec::new();
         for (rank, layer) in ORDER.iter().enumerate() {
+            // A layer is `src/LAYER/` or `src/LAYER.rs`, or both (a file with its
+            // submodules in the folder of the same name).
             let mut files = Vec::new();
             let dir = src.join(layer);
             if dir.is_dir() {
                 sources(&dir, &mut files);
-            } else {
-                files.push(src.join(format!("{layer}.rs")));
+            }
+            let file = src.join(format!("{layer}.rs"));
+            if file.is_file() {
+                files.push(file);
             }
             for f in files {
                 let text = std::fs::read_to_string(&f).unwrap();

@@ -414,6 +414,8 @@ fn whole_file(p: &Path, message: String) -> ConfigErrors {
 mod tests {
     use super::*;
     use crate::engine::{HostMatch, Rule, Severity};
+    use crate::policy::scope::{Address, Effect, Scope};
+    use ipnet::IpNet;
     use std::collections::BTreeMap;
 
     fn errs(text: &str) -> Vec<String> {
@@ -786,6 +788,148 @@ mod tests {
             sample.service.internal_error_action,
             builtin.service.internal_error_action
         );
+    }
+
+    #[test]
+    fn scopes_are_read_in_file_order_over_the_direction_policies() {
+        let c = Config::parse(
+            "[policy.inbound]\n\"related-*\" = \"report\"\n\
+             [[scope]]\nname = \"announce\"\nheader = { name = \"List-Id\", pattern = \"announce\\\\.example\" }\nexempt = \"log\"\n\
+             [[scope]]\nname = \"strict\"\ndirection = \"inbound\"\nrecipients = [\"@Strict.Example\", \"boss@example.org\"]\n\
+             senders = [\"<>\"]\nclient_networks = [\"192.0.2.7\", \"2001:db8::/32\"]\nfix_signed = true\n\
+             [scope.policy]\n\"related-cid-duplicate\" = \"reject\"\n\
+             [scope.report]\nmin_severity = \"error\"\nalways = true\n\
+             [[scope]]\nname = \"staff\"\nsasl_logins = [\"Alice\"]\nreport = { enabled = false }\n",
+            "t",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let s: Vec<&Scope> = c.policy.scopes.iter().collect();
+        assert_eq!(
+            s.iter()
+                .map(|s| (s.name.as_str(), s.line))
+                .collect::<Vec<_>>(),
+            [("announce", 4), ("strict", 8), ("staff", 20)]
+        );
+        assert_eq!(s[0].effect, Effect::Exempt(Action::Log));
+        assert!(s[0].inbound && s[0].outbound);
+        assert!(s[1].inbound && !s[1].outbound);
+        let m = &s[1].matcher;
+        assert_eq!(
+            m.recipients.as_ref().unwrap(),
+            &[
+                Address::Domain("strict.example".into()),
+                Address::Exact("boss@example.org".into())
+            ]
+        );
+        assert_eq!(m.senders.as_ref().unwrap(), &[Address::Null]);
+        assert_eq!(
+            m.client_networks.as_ref().unwrap(),
+            &[
+                "192.0.2.7/32".parse::<IpNet>().unwrap(),
+                "2001:db8::/32".parse().unwrap()
+            ]
+        );
+        let Effect::Override(o) = &s[1].effect else {
+            panic!("strict overrides")
+        };
+        assert_eq!(o.inbound.action(Rule::RelatedCidDuplicate), Action::Reject);
+        // The keys the scope does not name keep the direction's policy.
+        assert_eq!(o.inbound.action(Rule::RelatedRefDangling), Action::Report);
+        assert_eq!(o.outbound.action(Rule::RelatedRefDangling), Action::Fix);
+        assert_eq!(
+            (o.fix_signed, o.min_severity, o.always, o.report),
+            (Some(true), Some(Severity::Error), Some(true), None)
+        );
+        assert_eq!(s[2].matcher.sasl_logins.as_ref().unwrap(), &["alice"]);
+        let Effect::Override(o) = &s[2].effect else {
+            panic!("staff overrides")
+        };
+        assert_eq!(o.report, Some(false));
+        // A scope that rejects is a reason to negotiate nothing more than before: reject
+        // needs no milter action; a quarantine does.
+        assert!(c.policy.may(Action::Reject) && !c.policy.may(Action::Quarantine));
+        let q = Config::parse(
+            "[[scope]]\nname = \"q\"\nrecipients = [\"@q.example\"]\npolicy = { \"*\" = \"quarantine\" }\n",
+            "t",
+        )
+        .unwrap();
+        assert!(q.policy.may(Action::Quarantine));
+    }
+
+    #[test]
+    fn scope_errors_name_their_lines() {
+        let text = "trusted_networks = [\"127.0.0.0/8\"]\n\
+                    [[scope]]\nname = \"wide\"\nrecipients = [\"@example.org\"]\nexempt = \"log\"\n\
+                    [[scope]]\nname = \"narrow\"\nrecipients = [\"bob@example.org\"]\nexempt = \"ignore\"\n\
+                    [[scope]]\nname = \"nets\"\nclient_networks = [\"10.0.0.0/33\"]\nexempt = \"log\"\n\
+                    [[scope]]\nname = \"re\"\nheader = { name = \"List-Id\", pattern = \"[\" }\nexempt = \"log\"\n\
+                    [[scope]]\nname = \"local\"\ndirection = \"inbound\"\nclient_networks = [\"127.0.0.1\"]\nexempt = \"log\"\n\
+                    [[scope]]\nname = \"wide\"\nsenders = [\"bob\"]\nexempt = \"log\"\n\
+                    [[scope]]\nname = \"default\"\nrecipients = []\n\
+                    [[scope]]\nrecipients = [\"@x.example\"]\nexempt = \"log\"\npolicy = { \"*\" = \"fix\" }\n\
+                    [[scope]]\nname = \"noop\"\nsenders = [\"@y.example\"]\n\
+                    [[scope]]\nname = \"nokey\"\nexempt = \"log\"\n\
+                    [[scope]]\nname = \"twice\"\nrecipients = [\"@z.example\"]\nexempt = \"log\"\n\
+                    [[scope]]\nname = \"twice\"\nrecipients = [\"@w.example\"]\nexempt = \"log\"\n";
+        let e = errs(text);
+        let has =
+            |line: &str, what: &str| e.iter().any(|l| l.starts_with(line) && l.contains(what));
+        assert!(
+            has(
+                "t.toml:7: ",
+                "\"narrow\" can never match: scope \"wide\" (line 3)"
+            ),
+            "{e:?}"
+        );
+        assert!(
+            has("t.toml:12: ", "\"10.0.0.0/33\" is not a CIDR network"),
+            "{e:?}"
+        );
+        assert!(
+            has(
+                "t.toml:16: ",
+                "pattern \"[\" is not a regular expression: unclosed"
+            ),
+            "{e:?}"
+        );
+        assert!(
+            has(
+                "t.toml:19: ",
+                "\"local\" can never match: every client network in it is in trusted_networks"
+            ),
+            "{e:?}"
+        );
+        assert!(has("t.toml:25: ", "\"bob\" has no @"), "{e:?}");
+        assert!(has("t.toml:28: ", "name \"default\" is reserved"), "{e:?}");
+        assert!(
+            has(
+                "t.toml:29: ",
+                "recipients is empty: the scope could never match"
+            ),
+            "{e:?}"
+        );
+        assert!(
+            has("t.toml:31: ", "[[scope]] #8: name is required"),
+            "{e:?}"
+        );
+        assert!(
+            has(
+                "t.toml:32: ",
+                "[[scope]] #8: exempt sets every finding aside"
+            ),
+            "{e:?}"
+        );
+        assert!(has("t.toml:35: ", "\"noop\" changes nothing"), "{e:?}");
+        assert!(
+            has("t.toml:38: ", "\"nokey\": give at least one of recipients"),
+            "{e:?}"
+        );
+        assert!(
+            has("t.toml:45: ", "name \"twice\" is already used at line 41"),
+            "{e:?}"
+        );
+        // "default" is also a scope that changes nothing: 13 in all.
+        assert_eq!(e.len(), 13, "{e:#?}");
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub struct RawConfig {
     pub policy: Option<RawPolicies>,
     pub rewrite: Option<Vec<RawRewrite>>,
     pub legacy: Option<RawLegacy>,
+    pub scope: Option<Vec<RawScope>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -113,4 +114,38 @@ pub struct RawReply {
 pub struct RawPolicies {
     pub inbound: Option<BTreeMap<S<String>, S<String>>>,
     pub outbound: Option<BTreeMap<S<String>, S<String>>>,
+}
+
+/// One `[[scope]]` table: what it matches on, then what it does.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawScope {
+    pub name: Option<S<String>>,
+    pub direction: Option<S<String>>,
+    pub recipients: Option<S<Vec<S<String>>>>,
+    pub senders: Option<S<Vec<S<String>>>>,
+    pub client_networks: Option<S<Vec<S<String>>>>,
+    pub sasl_logins: Option<S<Vec<S<String>>>>,
+    pub header: Option<S<RawScopeHeader>>,
+    pub exempt: Option<S<String>>,
+    pub fix_signed: Option<S<bool>>,
+    pub policy: Option<BTreeMap<S<String>, S<String>>>,
+    pub report: Option<S<RawScopeReport>>,
+}
+
+/// `header = { name = "List-Id", pattern = "..." }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawScopeHeader {
+    pub name: S<String>,
+    pub pattern: Option<S<String>>,
+}
+
+/// `[scope.report]`: the `[report]` keys a scope may change.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawScopeReport {
+    pub enabled: Option<S<bool>>,
+    pub always: Option<bool>,
+    pub min_severity: Option<S<String>>,
 }

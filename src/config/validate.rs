@@ -14,6 +14,7 @@ use super::raw::{self, RawConfig};
 use super::*;
 use crate::engine::{HostMatch, PathRegex, SchemePolicy, Severity, Template, UrlRewrite};
 use crate::policy::plan::{check_printable, ReplyTemplate};
+use crate::policy::scope::{self, Address, Effect, HeaderMatch, Matcher, Overrides, Scope, Scopes};
 use crate::policy::{Pattern, Policy};
 
 /// Where a spilled message goes must be a directory in which the daemon can create
@@ -136,6 +137,15 @@ impl Validator<'_> {
         raw: Option<BTreeMap<Spanned<String>, Spanned<String>>>,
         dir: &str,
     ) -> Policy {
+        Policy::new(self.policy_entries(raw, &format!("[policy.{dir}]")))
+    }
+
+    /// A table of rule patterns and actions; `table` names it in messages.
+    fn policy_entries(
+        &mut self,
+        raw: Option<BTreeMap<Spanned<String>, Spanned<String>>>,
+        table: &str,
+    ) -> Vec<(Pattern, Action)> {
         let mut entries = Vec::new();
         let mut raw: Vec<_> = raw.unwrap_or_default().into_iter().collect();
         // Keep the file's order so that messages come out top to bottom.
@@ -144,16 +154,16 @@ impl Validator<'_> {
             let pattern = match Pattern::parse(k.get_ref()) {
                 Ok(p) => Some(p),
                 Err(e) => {
-                    self.err(k.span(), format!("[policy.{dir}]: {e}"));
+                    self.err(k.span(), format!("{table}: {e}"));
                     None
                 }
             };
-            let action = self.action(&v, &format!("[policy.{dir}] {:?}", k.get_ref()));
+            let action = self.action(&v, &format!("{table} {:?}", k.get_ref()));
             if let (Some(p), Some(a)) = (pattern, action) {
                 entries.push((p, a));
             }
         }
-        Policy::new(entries)
+        entries
     }
 
     /// A list of URL schemes, lower-cased; None when not given.
@@ -375,10 +385,19 @@ impl Validator<'_> {
         let report = self.report(raw.report.take().unwrap_or_default());
         let replies = self.replies(raw.reply.take().unwrap_or_default());
         let rpol = raw.policy.take().unwrap_or_default();
+        let inbound = self.policy(rpol.inbound, "inbound");
+        let outbound = self.policy(rpol.outbound, "outbound");
+        let scopes = self.scopes(
+            raw.scope.take(),
+            (&inbound, &outbound),
+            &directions,
+            &report,
+        );
         let policy = Policies {
-            inbound: self.policy(rpol.inbound, "inbound"),
-            outbound: self.policy(rpol.outbound, "outbound"),
+            inbound,
+            outbound,
             oversize_action,
+            scopes,
         };
         Config {
             file: None,
@@ -745,6 +764,319 @@ impl Validator<'_> {
             inbound: url_inbound,
             outbound: url_outbound,
         }
+    }
+
+    /// The `[[scope]]` tables, in file order, each over the direction policies `base`.
+    fn scopes(
+        &mut self,
+        raw: Option<Vec<raw::RawScope>>,
+        base: (&Policy, &Policy),
+        directions: &Directions,
+        report: &Report,
+    ) -> Scopes {
+        let mut list: Vec<Scope> = Vec::new();
+        let mut lines: BTreeMap<String, usize> = BTreeMap::new();
+        for (n, r) in raw.unwrap_or_default().into_iter().enumerate() {
+            let Some(s) = self.scope(n + 1, r, base, report) else {
+                continue;
+            };
+            if let Some(first) = lines.get(&s.name) {
+                self.errors.push(ConfigError {
+                    file: self.name.into(),
+                    line: s.line,
+                    message: format!(
+                        "[[scope]] name {:?} is already used at line {first}: metrics and \
+                         log lines could not tell them apart",
+                        s.name
+                    ),
+                });
+            } else {
+                lines.insert(s.name.clone(), s.line);
+            }
+            if let Some(why) = scope::never_matches(&s, &list, &directions.trusted_networks) {
+                self.errors.push(ConfigError {
+                    file: self.name.into(),
+                    line: s.line,
+                    message: format!("[[scope]] {:?} can never match: {why}", s.name),
+                });
+            }
+            list.push(s);
+        }
+        Scopes::new(list)
+    }
+
+    /// One `[[scope]]` table; None when it has errors (each recorded).
+    fn scope(
+        &mut self,
+        n: usize,
+        r: raw::RawScope,
+        base: (&Policy, &Policy),
+        report: &Report,
+    ) -> Option<Scope> {
+        // The line of the table, for messages that concern it as a whole: its name, else
+        // its first key.
+        let spans = [
+            r.name.as_ref().map(|s| s.span()),
+            r.direction.as_ref().map(|s| s.span()),
+            r.recipients.as_ref().map(|s| s.span()),
+            r.senders.as_ref().map(|s| s.span()),
+            r.client_networks.as_ref().map(|s| s.span()),
+            r.sasl_logins.as_ref().map(|s| s.span()),
+            r.header.as_ref().map(|s| s.span()),
+            r.exempt.as_ref().map(|s| s.span()),
+            r.fix_signed.as_ref().map(|s| s.span()),
+            r.report.as_ref().map(|s| s.span()),
+        ];
+        let first = r.name.as_ref().map(|s| s.span()).or_else(|| {
+            spans
+                .iter()
+                .flatten()
+                .min_by_key(|s| s.start)
+                .cloned()
+                .or_else(|| {
+                    r.policy
+                        .as_ref()
+                        .and_then(|p| p.keys().map(|k| k.span()).min_by_key(|s| s.start))
+                })
+        });
+        let line = first.as_ref().map_or(0, |s| line_of(self.text, s.start));
+        let at = first.unwrap_or(0..0);
+        let mut ok = true;
+        let name = match &r.name {
+            None => {
+                self.err(
+                    at.clone(),
+                    format!("[[scope]] #{n}: name is required (metrics and log lines show it)"),
+                );
+                ok = false;
+                format!("#{n}")
+            }
+            Some(s) => {
+                let t = s.get_ref();
+                let valid = !t.is_empty()
+                    && t.len() <= 64
+                    && t.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+                if !valid {
+                    self.err(
+                        s.span(),
+                        format!("[[scope]] name {t:?}: 1 to 64 letters, digits, '-', '_' or '.'"),
+                    );
+                    ok = false;
+                } else if t == scope::DEFAULT_NAME {
+                    self.err(
+                        s.span(),
+                        format!(
+                            "[[scope]] name {t:?} is reserved: metrics and log lines name the \
+                             direction's own policy so"
+                        ),
+                    );
+                    ok = false;
+                }
+                t.clone()
+            }
+        };
+        let key = match &r.name {
+            Some(_) => format!("[[scope]] {name:?}"),
+            None => format!("[[scope]] {name}"),
+        };
+        let (inbound, outbound) = match &r.direction {
+            None => (true, true),
+            Some(s) if s.get_ref() == "none" => {
+                self.err(
+                    s.span(),
+                    format!("{key} direction \"none\": the scope could never match"),
+                );
+                ok = false;
+                (false, false)
+            }
+            Some(s) => self
+                .direction_set(s, &format!("{key} direction"))
+                .unwrap_or_else(|| {
+                    ok = false;
+                    (true, true)
+                }),
+        };
+        let recipients = self.scope_list(r.recipients, &key, "recipients", &mut ok, Address::parse);
+        let senders = self.scope_list(r.senders, &key, "senders", &mut ok, Address::parse);
+        let client_networks =
+            self.scope_list(r.client_networks, &key, "client_networks", &mut ok, |t| {
+                let t = t.trim();
+                t.parse::<IpNet>()
+                    .ok()
+                    .or_else(|| t.parse::<IpAddr>().ok().map(IpNet::from))
+                    .map(|n| n.trunc())
+                    .ok_or_else(|| {
+                        format!("{t:?} is not a CIDR network (e.g. \"192.0.2.0/24\") or address")
+                    })
+            });
+        let sasl_logins = self.scope_list(r.sasl_logins, &key, "sasl_logins", &mut ok, |t| {
+            if t.is_empty() || t.chars().any(|c| c.is_control() || c.is_whitespace()) {
+                Err(format!("{t:?} is not a SASL login name"))
+            } else {
+                Ok(t.to_lowercase())
+            }
+        });
+        let header = r.header.and_then(|h| {
+            let span = h.span();
+            let h = h.into_inner();
+            let pattern = h.pattern.as_ref().map(|p| p.get_ref().as_str());
+            match HeaderMatch::new(h.name.get_ref(), pattern) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    let at = if e.starts_with("pattern") {
+                        h.pattern.as_ref().map_or(span, |p| p.span())
+                    } else {
+                        h.name.span()
+                    };
+                    self.err(at, format!("{key} header: {e}"));
+                    ok = false;
+                    None
+                }
+            }
+        });
+        let matcher = Matcher {
+            recipients,
+            senders,
+            client_networks,
+            sasl_logins,
+            header,
+        };
+        if ok && matcher == Matcher::default() {
+            self.err(
+                at.clone(),
+                format!(
+                    "{key}: give at least one of recipients, senders, client_networks, \
+                     sasl_logins or header (for all mail of a direction use [policy.*])"
+                ),
+            );
+            ok = false;
+        }
+        let overrides_given = r.policy.is_some() || r.fix_signed.is_some() || r.report.is_some();
+        let effect = match r.exempt {
+            Some(e) => {
+                let cap = match e.get_ref().as_str() {
+                    "ignore" => Some(Action::Ignore),
+                    "log" => Some(Action::Log),
+                    other => {
+                        self.err(
+                            e.span(),
+                            format!("{key} exempt {other:?}: expected \"ignore\" or \"log\""),
+                        );
+                        None
+                    }
+                };
+                if overrides_given {
+                    self.err(
+                        e.span(),
+                        format!(
+                            "{key}: exempt sets every finding aside; it cannot be combined \
+                             with policy, fix_signed or report"
+                        ),
+                    );
+                    ok = false;
+                }
+                cap.map(Effect::Exempt)
+            }
+            None if !overrides_given => {
+                self.err(
+                    at,
+                    format!(
+                        "{key} changes nothing: give exempt, or [scope.policy], fix_signed or \
+                         [scope.report]"
+                    ),
+                );
+                None
+            }
+            None => {
+                let entries = self.policy_entries(r.policy, &format!("{key} policy"));
+                let (report_on, always, min_severity) = match r.report {
+                    None => (None, None, None),
+                    Some(rr) => {
+                        let rr = rr.into_inner();
+                        let on = rr.enabled.map(|e| {
+                            if *e.get_ref() && report.header.is_none() {
+                                self.err(
+                                    e.span(),
+                                    format!(
+                                        "{key} report enabled = true needs [report] enabled = \
+                                         true (the header is named there)"
+                                    ),
+                                );
+                            }
+                            *e.get_ref()
+                        });
+                        let sev = rr.min_severity.and_then(|s| {
+                            let v = Severity::parse(s.get_ref());
+                            if v.is_none() {
+                                self.err(
+                                    s.span(),
+                                    format!(
+                                        "{key} report min_severity {:?}: expected \"info\", \
+                                         \"warning\" or \"error\"",
+                                        s.get_ref()
+                                    ),
+                                );
+                            }
+                            v
+                        });
+                        (on, rr.always, sev)
+                    }
+                };
+                Some(Effect::Override(Box::new(Overrides {
+                    inbound: Policy::layered(base.0, entries.clone()),
+                    outbound: Policy::layered(base.1, entries),
+                    fix_signed: r.fix_signed.map(|f| *f.get_ref()),
+                    report: report_on,
+                    always,
+                    min_severity,
+                })))
+            }
+        };
+        let effect = effect?;
+        if !ok {
+            return None;
+        }
+        Some(Scope {
+            name,
+            line,
+            inbound,
+            outbound,
+            matcher,
+            effect,
+        })
+    }
+
+    /// A list key of a scope: every entry parsed by `parse`; an empty list matches
+    /// nothing, so it is an error rather than a scope that silently never applies.
+    fn scope_list<T>(
+        &mut self,
+        v: Option<Spanned<Vec<Spanned<String>>>>,
+        key: &str,
+        list: &str,
+        ok: &mut bool,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Option<Vec<T>> {
+        let v = v?;
+        if v.get_ref().is_empty() {
+            self.err(
+                v.span(),
+                format!("{key} {list} is empty: the scope could never match"),
+            );
+            *ok = false;
+            return None;
+        }
+        let mut out = Vec::new();
+        for s in v.into_inner() {
+            match parse(s.get_ref()) {
+                Ok(t) => out.push(t),
+                Err(e) => {
+                    self.err(s.span(), format!("{key} {list}: {e}"));
+                    *ok = false;
+                }
+            }
+        }
+        Some(out)
     }
 
     /// `[report]`.

@@ -35,7 +35,8 @@ pub fn build(shared: Arc<Shared>) -> Callbacks<Session> {
             Box::pin(handle_negotiate(s1.clone(), cx, actions, opts))
         })
         .on_connect(|cx, _, info| Box::pin(handle_connect(cx, info)))
-        .on_mail(move |cx, _| Box::pin(handle_mail(s2.clone(), cx)))
+        .on_mail(move |cx, args| Box::pin(handle_mail(s2.clone(), cx, args)))
+        .on_rcpt(|cx, args| Box::pin(handle_rcpt(cx, args)))
         .on_header(|cx, name, value| Box::pin(handle_header(cx, name, value)))
         .on_eoh(|cx| Box::pin(handle_eoh(cx)))
         .on_body(|cx, chunk| Box::pin(handle_body(cx, chunk)))
@@ -121,6 +122,11 @@ fn handle_negotiate(
         ProtoOpts::empty()
     };
     cx.requested_opts |= no_reply;
+    // Recipients matter only to scopes that match on them: otherwise the MTA need not
+    // send RCPT at all (this connection keeps this configuration).
+    if !cfg.policy.scopes.reads_recipients() {
+        cx.requested_opts |= ProtoOpts::NO_RCPT & mta_opts;
+    }
     debug!(
         "negotiated: {}; header values {} (MTA at {}, connection {})",
         describe_no_reply(no_reply),
@@ -245,13 +251,25 @@ fn handle_connect(cx: &mut Context<Session>, info: SocketInfo) -> CallbackFuture
     next(cx.data.as_ref(), ProtoOpts::NOREPLY_CONNECT)
 }
 
-fn handle_mail(shared: Arc<Shared>, cx: &mut Context<Session>) -> CallbackFuture<'_> {
+fn handle_mail(
+    shared: Arc<Shared>,
+    cx: &mut Context<Session>,
+    args: Vec<CString>,
+) -> CallbackFuture<'_> {
     if shared.is_closing() {
         // Shutting down: new transactions go to another instance or come back later.
         return Box::pin(async { Status::Tempfail });
     }
     if let Some(s) = cx.data.as_mut() {
-        s.guarded(Session::mail);
+        let sender = args.first().map(|a| a.as_bytes());
+        s.guarded(|s| s.mail_from(sender));
+    }
+    Box::pin(Answer::<false>)
+}
+
+fn handle_rcpt(cx: &mut Context<Session>, args: Vec<CString>) -> CallbackFuture<'_> {
+    if let (Some(s), Some(a)) = (cx.data.as_mut(), args.first()) {
+        s.guarded(|s| s.rcpt(a.as_bytes()));
     }
     Box::pin(Answer::<false>)
 }

@@ -125,6 +125,12 @@ pub fn record(o: &Outcome) {
             .get_or_init(|| counter!("mimeref_oversize_total", "direction" => dir))
             .increment(1);
     }
+    // Which scope decided (only for mail some scope applies to; `default`: the
+    // direction's policy, beside a scope).
+    if let Some(scope) = &o.plan.scope {
+        counter!("mimeref_scope_messages_total", "scope" => scope.clone(), "direction" => dir, "verdict" => v.as_str())
+            .increment(1);
+    }
     for (rule, action) in &o.plan.decisions {
         counter!("mimeref_findings_total", "rule" => rule.id(), "action" => action.as_str(), "direction" => dir)
             .increment(1);

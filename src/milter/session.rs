@@ -29,6 +29,7 @@ use crate::config::Config;
 use crate::engine;
 use crate::policy::intake::{self, Intake};
 use crate::policy::plan::{self, Plan, Received};
+use crate::policy::scope::{self, Envelope, Recipients};
 
 /// Counts messages between MAIL and end of message, so that shutdown can wait for them.
 #[derive(Debug)]
@@ -132,6 +133,10 @@ struct Message {
     /// Header fields named like the report header, all that the MTA sent (also past
     /// a limit): how many forged copies there are to delete, in the MTA's own count.
     report_fields: usize,
+    /// MAIL FROM, for the scopes (None: no MAIL stage, e.g. a milter added late).
+    sender: Option<String>,
+    /// RCPT TO, as the scopes of the configuration snapshot they were matched against.
+    recipients: Recipients,
     started: Instant,
     _in_flight: InFlight,
 }
@@ -277,9 +282,27 @@ impl Session {
             octets: 0,
             body_at: None,
             report_fields: 0,
+            sender: None,
+            recipients: self.config.policy.scopes.recipients(),
             started: Instant::now(),
             _in_flight: InFlight::enter(&self.in_flight),
         });
+    }
+
+    /// MAIL FROM with its first argument (the address, `<>` for the null sender).
+    pub fn mail_from(&mut self, sender: Option<&[u8]>) {
+        self.mail();
+        if let Some(m) = self.message.as_mut() {
+            m.sender = sender.map(scope::normalize_address);
+        }
+    }
+
+    /// RCPT TO with its first argument, the recipient address.
+    pub fn rcpt(&mut self, recipient: &[u8]) {
+        let scopes = self.config.clone();
+        self.message()
+            .recipients
+            .add(&scopes.policy.scopes, recipient);
     }
 
     fn message(&mut self) -> &mut Message {
@@ -464,6 +487,17 @@ impl Session {
         };
         let report_fields = m.report_fields;
         let started = m.started;
+        let envelope = Envelope {
+            sender: m.sender.take(),
+            recipients: std::mem::take(&mut m.recipients),
+            client_addr: self.client_addr.or_else(|| {
+                lookup(c"{client_addr}").and_then(|a| crate::policy::direction::parse_ip(&a))
+            }),
+            sasl_login: lookup(c"{auth_authen}")
+                .filter(|a| !a.is_empty())
+                .map(Cow::into_owned),
+            extra_headers: Vec::new(),
+        };
         let dry_run = cfg.service.dry_run;
         let cfg2 = cfg.clone();
         // A large message waits for a read-back slot: that is what bounds memory. One
@@ -507,9 +541,14 @@ impl Session {
                 // the MTA trimmed or could not send: analyse that one.
                 raw.drain(..at);
             }
-            let opts = intake::options_for(options.get(dir), not_given);
+            let scopes = cfg2.policy.scopes.select(dir, &envelope, &raw);
+            let mut opts = intake::options_for(options.get(dir), not_given);
+            let fix_signed = scopes.fix_signed(cfg2.fixes.fix_signed);
+            if opts.fix_signed != fix_signed {
+                opts.to_mut().fix_signed = fix_signed;
+            }
             let analysis = engine::check(&raw, &opts);
-            let plan = cfg2.planner().plan_received(
+            let plan = cfg2.planner().plan_scoped(
                 dir,
                 &analysis,
                 &raw,
@@ -518,6 +557,7 @@ impl Session {
                     incomplete,
                     report_fields: Some(report_fields),
                 },
+                &scopes,
             );
             let findings = analysis.findings;
             pool.give(raw);
@@ -705,8 +745,15 @@ fn log_outcome(o: &Outcome) {
     let body = if p.body.is_some() { "yes" } else { "no" };
     let dry = if p.dry_run { " dry-run" } else { "" };
     let over = if p.oversize { " oversize" } else { "" };
+    // The scope that decided, and every scope of a message whose recipients fall into
+    // several.
+    let scope = match (&p.scope, p.scopes.len()) {
+        (None, _) => String::new(),
+        (Some(s), 0 | 1) => format!(" scope={s}"),
+        (Some(s), _) => format!(" scope={s} scopes={}", p.scopes.join(",")),
+    };
     info!(
-        "{}: direction={} verdict={}{dry}{over} rules={rules} edits={} body_replaced={body} size={} ms={}",
+        "{}: direction={} verdict={}{dry}{over}{scope} rules={rules} edits={} body_replaced={body} size={} ms={}",
         o.queue_id,
         p.direction,
         p.verdict,

@@ -97,7 +97,8 @@ impl Directions {
     }
 }
 
-fn parse_ip(s: &str) -> Option<IpAddr> {
+/// The client address as a `{client_addr}` macro gives it.
+pub fn parse_ip(s: &str) -> Option<IpAddr> {
     // Sendmail writes IPv6 client addresses as `IPv6:2001:db8::1`, sometimes in brackets.
     let s = s.trim().trim_start_matches('[').trim_end_matches(']');
     let s = s

@@ -5,7 +5,8 @@
 //! a message the strongest action decides the verdict. [`direction`] says which way a
 //! message goes, [`intake`] what the limits let through of it, [`plan`] everything the
 //! daemon does to it (the planner, the report header, the replies), [`redact`] how URLs
-//! may be shown in log lines and the header.
+//! may be shown in log lines and the header, [`scope`] which mail gets another policy
+//! than its direction's (recipient, sender, client network, SASL login, a header field).
 //!
 //! Layers: engine → policy → config → milter → daemon → cli. The policy uses only the
 //! engine. Its settings ([`Policies`], [`Directions`], [`plan::Report`], [`plan::Replies`])
@@ -15,6 +16,7 @@ pub mod direction;
 pub mod intake;
 pub mod plan;
 pub mod redact;
+pub mod scope;
 
 use std::fmt;
 
@@ -122,7 +124,7 @@ impl Pattern {
 }
 
 /// Iterative glob match with single backtrack point: linear in practice, no recursion.
-fn glob_match(p: &[u8], s: &[u8]) -> bool {
+pub(crate) fn glob_match(p: &[u8], s: &[u8]) -> bool {
     let (mut pi, mut si) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while si < s.len() {
@@ -173,6 +175,27 @@ impl Policy {
             .unwrap_or_else(|| builtin(rule))
     }
 
+    /// `base` with `entries` over it: a rule one of `entries` matches takes its action
+    /// from them (most specific key first), every other rule keeps `base`'s. A scope's
+    /// policy over its direction's.
+    pub fn layered(base: &Policy, entries: Vec<(Pattern, Action)>) -> Policy {
+        let table = Rule::ALL
+            .iter()
+            .enumerate()
+            .map(|(i, &r)| {
+                resolve(&entries, r.id())
+                    .or_else(|| base.table.get(i).copied())
+                    .unwrap_or(builtin(r))
+            })
+            .collect();
+        let mut all = base.entries.clone();
+        all.extend(entries);
+        Policy {
+            entries: all,
+            table,
+        }
+    }
+
     /// Whether a key names this rule exactly (not through a glob): the admin asked for
     /// its action in so many words, which `[report] min_severity` does not lower.
     pub fn names(&self, rule: Rule) -> bool {
@@ -193,13 +216,14 @@ impl Policy {
     }
 }
 
-/// `[policy.inbound]`, `[policy.outbound]` and `[limits] oversize_action`: the action
-/// of every finding, and of a message over the limits.
+/// `[policy.inbound]`, `[policy.outbound]`, `[limits] oversize_action` and the
+/// `[[scope]]` tables: the action of every finding, and of a message over the limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policies {
     pub inbound: Policy,
     pub outbound: Policy,
     pub oversize_action: Action,
+    pub scopes: scope::Scopes,
 }
 
 impl Policies {
@@ -212,6 +236,7 @@ impl Policies {
         self.oversize_action == action
             || self.inbound.actions_used().any(|a| a == action)
             || self.outbound.actions_used().any(|a| a == action)
+            || self.scopes.actions_used().any(|a| a == action)
     }
 }
 
@@ -334,6 +359,36 @@ mod tests {
         assert_eq!(p.action_for(Rule::LocationLineTooLong, true), Action::Fix);
         let p = pol(&[("related-cid-duplicate", Action::Reject)]);
         assert_eq!(p.action_for(Rule::RelatedTypeMissing, true), Action::Log);
+    }
+
+    #[test]
+    fn a_layered_policy_changes_only_the_rules_its_keys_match() {
+        let base = pol(&[
+            ("related-cid-duplicate", Action::Report),
+            ("extbody-*", Action::Reject),
+        ]);
+        let over = |e: &[(&str, Action)]| {
+            Policy::layered(
+                &base,
+                e.iter()
+                    .map(|(p, a)| (Pattern::parse(p).unwrap(), *a))
+                    .collect(),
+            )
+        };
+        let p = over(&[("related-*", Action::Ignore)]);
+        // A glob of the scope beats the direction's exact key: the scope decides.
+        assert_eq!(p.action(Rule::RelatedCidDuplicate), Action::Ignore);
+        assert_eq!(p.action(Rule::ExtbodyUrlInvalid), Action::Reject);
+        assert_eq!(p.action(Rule::ContentIdSyntax), Action::Fix);
+        assert_eq!(p.action(Rule::LocationLineTooLong), Action::Log);
+        assert!(p.names(Rule::RelatedCidDuplicate));
+        assert_eq!(
+            over(&[]),
+            Policy {
+                entries: base.entries.clone(),
+                table: base.table.clone()
+            }
+        );
     }
 
     #[test]

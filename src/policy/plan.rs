@@ -13,6 +13,7 @@
 use std::fmt;
 
 use crate::engine::{self, model::mime, Analysis, Edit, Limits, Rule, Severity, UrlChange};
+use crate::policy::scope::Selection;
 use crate::policy::{Action, Direction, Policies};
 
 /// One `change_header` call (a deletion when `value` is None).
@@ -75,6 +76,12 @@ pub struct Plan {
     /// The action each finding got, in finding order (`fix` already turned into `report`
     /// where nothing was on offer).
     pub decisions: Vec<(Rule, Action)>,
+    /// The `[[scope]]` that decided the verdict (`default`: the direction's policy, beside
+    /// a scope); None when no scope applies to the message.
+    pub scope: Option<String>,
+    /// Every scope the message falls into (its recipients' scopes), file order,
+    /// `default` last; empty when no scope applies.
+    pub scopes: Vec<String>,
 }
 
 impl Plan {
@@ -110,6 +117,8 @@ impl Plan {
             body_edits: 0,
             changes: Vec::new(),
             decisions: Vec::new(),
+            scope: None,
+            scopes: Vec::new(),
         }
     }
 }
@@ -228,7 +237,8 @@ impl Planner<'_> {
         }
     }
 
-    /// The plan for a message as the daemon received it.
+    /// The plan for a message as the daemon received it, under the direction's policy
+    /// alone.
     pub fn plan_received(
         &self,
         dir: Direction,
@@ -237,7 +247,20 @@ impl Planner<'_> {
         dry_run: bool,
         received: Received,
     ) -> Plan {
-        let policy = self.policies.get(dir);
+        self.plan_scoped(dir, analysis, raw, dry_run, received, &Selection::none())
+    }
+
+    /// The plan for a message as the daemon received it, in the scopes `scopes` (see
+    /// [`Scopes::select`](super::scope::Scopes::select)).
+    pub fn plan_scoped(
+        &self,
+        dir: Direction,
+        analysis: &Analysis,
+        raw: &[u8],
+        dry_run: bool,
+        received: Received,
+        scopes: &Selection,
+    ) -> Plan {
         let oversize = received.incomplete
             || analysis
                 .findings
@@ -245,32 +268,23 @@ impl Planner<'_> {
                 .any(|f| f.rule == Rule::MessageTooLarge);
         let mut plan = Plan::new(dir, dry_run, oversize);
 
+        // Below the header's threshold a report is only logged, unless a policy key names
+        // the rule; over several scopes the safe side wins (`scope::combine`).
+        let decide = |f: &engine::Finding| scopes.decide(dir, self.policies, self.report, f);
         let mut decided: Vec<(Rule, Action)> = analysis
             .findings
             .iter()
-            .map(|f| {
-                let a = policy.action_for(f.rule, f.fixable);
-                // Below the header's threshold a report is only logged, unless a policy key
-                // names the rule.
-                let a = if a == Action::Report
-                    && f.severity < self.report.min_severity
-                    && !policy.names(f.rule)
-                {
-                    Action::Log
-                } else {
-                    a
-                };
-                (f.rule, a)
-            })
+            .map(|f| (f.rule, decide(f)))
             .collect();
+        let oversize_action = scopes.oversize(self.policies);
         if oversize && !decided.iter().any(|(r, _)| *r == Rule::MessageTooLarge) {
-            decided.push((Rule::MessageTooLarge, self.policies.oversize_action));
+            decided.push((Rule::MessageTooLarge, oversize_action));
         } else if oversize {
             for d in decided
                 .iter_mut()
                 .filter(|(r, _)| *r == Rule::MessageTooLarge)
             {
-                d.1 = d.1.max(self.policies.oversize_action);
+                d.1 = d.1.max(oversize_action);
             }
         }
         plan.decisions = decided.clone();
@@ -297,6 +311,21 @@ impl Planner<'_> {
                 .filter(|(_, a)| *a == plan.verdict)
                 .map(|(r, _)| *r),
         );
+        if scopes.scoped() {
+            plan.scopes = scopes.names();
+            plan.scope = Some(
+                scopes
+                    .decided_by(
+                        dir,
+                        self.policies,
+                        self.report,
+                        &analysis.findings,
+                        oversize,
+                        plan.verdict,
+                    )
+                    .to_string(),
+            );
+        }
 
         match plan.verdict {
             Action::Reject => {
@@ -332,7 +361,7 @@ impl Planner<'_> {
             }
         }
 
-        let edits = analysis.edits_for(|f| policy.action_for(f.rule, f.fixable) == Action::Fix);
+        let edits = analysis.edits_for(|f| decide(f) == Action::Fix);
         let mut nested: Vec<&Edit> = Vec::new();
         let mut applied: Vec<&Edit> = Vec::new();
         for e in edits {
@@ -405,7 +434,7 @@ impl Planner<'_> {
             plan.quarantine = Some(expand(&self.replies.quarantine, &plan.decided_by));
         }
         if let Some(name) = &self.report.header {
-            if plan.verdict >= Action::Report || self.report.always {
+            if scopes.wants_header(self.report, plan.verdict) {
                 let value = fold_report(name.len(), &report_value(&plan));
                 plan.report = Some((name.clone(), value));
             }
@@ -712,6 +741,13 @@ impl fmt::Display for Plan {
             self.verdict,
             if self.oversize { " (oversize)" } else { "" }
         )?;
+        if let Some(s) = &self.scope {
+            if self.scopes.len() > 1 {
+                writeln!(f, "scope: {s} (recipients in {})", self.scopes.join(", "))?;
+            } else {
+                writeln!(f, "scope: {s}")?;
+            }
+        }
         if !self.rules.is_empty() {
             writeln!(f, "rules: {}", ids(&self.rules, " "))?;
         }

@@ -40,3 +40,133 @@ fn man_page_lists_every_rule() {
         );
     }
 }
+
+/// The three worked examples of scopes, as README.md, both man pages and the sample
+/// configuration give them: each copy is valid and does what its text says.
+mod scope_examples {
+    use super::read;
+    use mimeref_milter::config::Config;
+    use mimeref_milter::policy::scope::Envelope;
+    use mimeref_milter::policy::Direction;
+
+    const NAMES: [&str; 3] = ["announce-list", "strict-domain", "partner-relay"];
+
+    /// The lines of `text` from the first line containing `from` up to the next line
+    /// containing `to`.
+    fn between<'a>(text: &'a str, from: &str, to: &str) -> Vec<&'a str> {
+        text.lines()
+            .skip_while(|l| !l.contains(from))
+            .skip(1)
+            .take_while(|l| !l.contains(to))
+            .collect()
+    }
+
+    /// The TOML of the `.nf` ... `.fi` blocks among roff `lines`, escapes undone.
+    fn unroff(lines: &[&str]) -> String {
+        let mut out = String::new();
+        let mut inside = false;
+        for l in lines {
+            match *l {
+                ".nf" => inside = true,
+                ".fi" => inside = false,
+                _ if inside => {
+                    out.push_str(&l.replace("\\-", "-").replace("\\e", "\\"));
+                    out.push('\n');
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The sample's commented examples with their `# ` taken off.
+    fn uncommented(lines: &[&str]) -> String {
+        lines
+            .iter()
+            .filter_map(|l| l.strip_prefix("# "))
+            .filter(|l| {
+                l.starts_with('[')
+                    || l.starts_with('"')
+                    || l.split_once(" = ")
+                        .is_some_and(|(k, _)| k.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+            })
+            .map(|l| format!("{l}\n"))
+            .collect()
+    }
+
+    fn check(what: &str, toml: &str) {
+        let cfg = Config::parse(&format!("trusted_networks = []\n{toml}"), what)
+            .unwrap_or_else(|e| panic!("{what}:\n{e}\n---\n{toml}"));
+        let names: Vec<&str> = cfg.policy.scopes.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, NAMES, "{what}");
+        let scope =
+            |dir, env: &Envelope, raw: &[u8]| cfg.policy.scopes.select(dir, env, raw).names();
+        let list = b"List-Id: Announcements <announce.lists.example.org>\r\n\r\nx\r\n";
+        assert_eq!(
+            scope(Direction::Inbound, &Envelope::default(), list),
+            ["announce-list"],
+            "{what}"
+        );
+        let mut recipients = cfg.policy.scopes.recipients();
+        recipients.add(&cfg.policy.scopes, b"<user@mx.strict.example.org>");
+        let env = Envelope {
+            recipients,
+            ..Envelope::default()
+        };
+        assert_eq!(
+            scope(Direction::Inbound, &env, b""),
+            ["strict-domain"],
+            "{what}"
+        );
+        assert!(
+            scope(Direction::Outbound, &env, b"").is_empty(),
+            "{what}: inbound only"
+        );
+        let env = Envelope {
+            client_addr: Some("2001:db8:100::25".parse().unwrap()),
+            ..Envelope::default()
+        };
+        assert_eq!(
+            scope(Direction::Inbound, &env, b""),
+            ["partner-relay"],
+            "{what}"
+        );
+    }
+
+    #[test]
+    fn readme() {
+        let readme = read("README.md");
+        let block = between(&readme, "Three worked examples", "```\n");
+        let toml: String = block
+            .iter()
+            .skip_while(|l| !l.starts_with("```toml"))
+            .skip(1)
+            .take_while(|l| !l.starts_with("```"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        check("README.md", &toml);
+    }
+
+    #[test]
+    fn man_pages() {
+        let five = read("packaging/man/mimeref-milter.toml.5");
+        check(
+            "mimeref-milter.toml.5",
+            &unroff(&between(&five, ".SS Examples", ".SH EXAMPLE")),
+        );
+        let eight = read("packaging/man/mimeref-milter.8");
+        check(
+            "mimeref-milter.8",
+            &unroff(&between(&eight, "has every key. Three examples:", ".RE")),
+        );
+    }
+
+    #[test]
+    fn sample_config() {
+        let sample = read("config/mimeref-milter.toml");
+        check(
+            "config/mimeref-milter.toml",
+            &uncommented(&between(&sample, "three examples:", "\u{0}")),
+        );
+    }
+}

@@ -9,4 +9,6 @@ mod corpus;
 mod docs;
 mod golden;
 mod hostile;
+mod scopes;
 mod security;
+mod survey;

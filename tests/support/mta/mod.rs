@@ -1325,6 +1325,26 @@ impl Daemon {
         }
     }
 
+    /// Writes `config` over the daemon's file and sends SIGHUP, as `systemctl reload`
+    /// does; returns once the daemon logged that it loaded the file (panics with the log
+    /// when it does not within WAIT).
+    pub fn reload_with(&self, config: &str) {
+        const LOADED: &str = "reload: configuration";
+        let before = self.log().matches(LOADED).count();
+        fs::write(self.dir.path().join("mimeref-milter.toml"), config).expect("write config");
+        let pid = self.pid().expect("daemon not running");
+        let st = Command::new("kill")
+            .arg("-HUP")
+            .arg(pid.to_string())
+            .status()
+            .expect("run kill");
+        assert!(st.success(), "kill -HUP {pid}");
+        wait_for(WAIT, || {
+            (self.log().matches(LOADED).count() > before).then_some(())
+        })
+        .unwrap_or_else(|| panic!("no reload within {WAIT:?}:\n{}", self.log()));
+    }
+
     /// SIGKILL, as a crash would end it: messages in flight get no reply.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {

@@ -1,0 +1,723 @@
+//! `mimeref-milter survey PATH…`: what the daemon would have done to mail a site
+//! already has, before the filter goes live.
+//!
+//! Every message (see `mailbox` for what the paths may be) goes through exactly what
+//! `check --actions` does: the limits as the daemon applies them, the scopes, the engine
+//! and the planner of `--config` for `--direction`. The summary counts messages per
+//! verdict, per deciding scope and per rule (messages, share, severity, the actions the
+//! configuration took), with the five most common forms of each rule's findings and
+//! one example of each (path or mbox offset, Message-ID).
+//!
+//! One thread reads the inputs in order and hands messages over a bounded queue to one
+//! worker per CPU core (`--jobs`), so memory stays at a few messages per worker
+//! whatever the size of an mbox. Examples are chosen by input order, so the output is
+//! the same whatever the number of workers. A message that cannot be read, or whose
+//! analysis fails, is counted and named; the survey goes on.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+
+use super::mailbox::{self, Message};
+use super::{analyse, daemon_plan, fail, load_config, DirectionArg, EnvelopeArgs, Format};
+use crate::config::Config;
+use crate::engine::{Finding, Rule};
+use crate::policy::plan::Plan;
+use crate::policy::scope::{self, Envelope};
+use crate::policy::{Action, Direction};
+
+#[derive(Args, Debug)]
+pub(crate) struct SurveyArgs {
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// Configuration file (policy, scopes, limits, schemes)
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Survey as inbound or outbound mail [default: from --macro and --client-addr as
+    /// the daemon derives it, which is inbound without them]
+    #[arg(long, value_enum)]
+    pub direction: Option<DirectionArg>,
+    /// Worker threads [default: the number of CPU cores]
+    #[arg(long, short = 'j', value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Skip files whose name matches this glob (`*`, `?`) in the directories walked;
+    /// once per glob, e.g. --exclude '*.md'
+    #[arg(long, value_name = "GLOB")]
+    pub exclude: Vec<String>,
+    /// What every message's envelope would be, for the scopes
+    #[command(flatten)]
+    pub envelope: EnvelopeArgs,
+    /// Message files, directories of them, mbox files, Maildir folders
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+}
+
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
+/// Forms of findings kept per rule; more are counted together.
+const MAX_FORMS: usize = 10_000;
+/// Forms shown per rule.
+const SHOWN_FORMS: usize = 5;
+
+pub(crate) fn run(args: SurveyArgs) -> ExitCode {
+    let cfg = match load_config(args.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let (direction, envelope) = match args.envelope.resolve(&cfg, args.direction) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let started = Instant::now();
+    let terminal = std::io::stderr().is_terminal();
+    let inputs = mailbox::walk(&args.paths, &args.exclude, terminal);
+    let ctx = Context {
+        opts: cfg.engine_options(direction),
+        cfg,
+        direction,
+        envelope,
+    };
+    let progress = Progress::default();
+    let bar = terminal.then(|| progress.draw(inputs.bytes));
+    let (stats, unreadable) = survey(&ctx, &inputs.files, jobs, &progress);
+    progress.done.store(true, Ordering::SeqCst);
+    if let Some(b) = bar {
+        let _ = b.join();
+    }
+    let mut unreadable: Vec<(String, String)> = inputs
+        .unreadable
+        .iter()
+        .cloned()
+        .chain(unreadable)
+        .collect();
+    unreadable.extend(stats.failed.iter().map(|(_, s, e)| (s.clone(), e.clone())));
+    unreadable.sort();
+    let summary = Summary {
+        ctx: &ctx,
+        stats: &stats,
+        unreadable: &unreadable,
+        excluded: &inputs.excluded,
+        seconds: started.elapsed().as_secs_f64(),
+        jobs,
+    };
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    let res = match args.format {
+        Format::Text => summary.text(&mut out),
+        Format::Json => summary.json(&mut out),
+    };
+    if let Err(e) = res.and_then(|_| out.flush()) {
+        return fail(format!("writing output: {e}"));
+    }
+    if unreadable.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// What every message is surveyed under.
+struct Context {
+    cfg: Config,
+    direction: Direction,
+    envelope: Envelope,
+    /// The engine options of the direction, built once.
+    opts: crate::engine::Options,
+}
+
+impl Context {
+    /// The daemon's analysis and plan of one message.
+    fn one(&self, raw: &[u8]) -> (Vec<Finding>, Plan) {
+        let given = self.cfg.as_received(raw);
+        let (analysis, scopes) = analyse(
+            &self.cfg,
+            self.direction,
+            &self.envelope,
+            &self.opts,
+            &given,
+        );
+        let plan = daemon_plan(&self.cfg, self.direction, &analysis, &given, &scopes);
+        (analysis.findings, plan)
+    }
+}
+
+/// Counters the progress bar reads.
+#[derive(Default, Clone)]
+struct Progress {
+    bytes: Arc<AtomicU64>,
+    messages: Arc<AtomicU64>,
+    done: Arc<AtomicBool>,
+}
+
+impl Progress {
+    /// Draws the bar on standard error until `done`, then clears it.
+    fn draw(&self, total: u64) -> std::thread::JoinHandle<()> {
+        let p = self.clone();
+        std::thread::spawn(move || {
+            let mut err = std::io::stderr();
+            // Drawn at least once, however short the survey.
+            loop {
+                let finished = p.done.load(Ordering::SeqCst);
+                let read = p.bytes.load(Ordering::Relaxed);
+                let share = if total == 0 {
+                    1.0
+                } else {
+                    (read as f64 / total as f64).min(1.0)
+                };
+                let filled = (share * 30.0) as usize;
+                let _ = write!(
+                    err,
+                    "\r[{}{}] {:3.0}% {} messages",
+                    "#".repeat(filled),
+                    " ".repeat(30 - filled),
+                    share * 100.0,
+                    p.messages.load(Ordering::Relaxed)
+                );
+                let _ = err.flush();
+                if finished {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = write!(err, "\r\x1b[K");
+            let _ = err.flush();
+        })
+    }
+}
+
+/// Reads `files` on this thread and surveys their messages on `jobs` workers.
+fn survey(
+    ctx: &Context,
+    files: &[PathBuf],
+    jobs: usize,
+    progress: &Progress,
+) -> (Stats, Vec<(String, String)>) {
+    let (tx, rx) = mpsc::sync_channel::<Vec<(u64, Message)>>(jobs * 2);
+    let rx = Arc::new(Mutex::new(rx));
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..jobs)
+            .map(|_| {
+                let rx = rx.clone();
+                let progress = progress.clone();
+                s.spawn(move || {
+                    let mut stats = Stats::default();
+                    loop {
+                        let next = match rx.lock() {
+                            Ok(r) => r.recv(),
+                            Err(p) => p.into_inner().recv(),
+                        };
+                        let Ok(batch) = next else { break };
+                        for (seq, m) in &batch {
+                            stats.add(ctx, *seq, m);
+                        }
+                        progress
+                            .messages
+                            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                    }
+                    stats
+                })
+            })
+            .collect();
+        let mut unreadable = Vec::new();
+        let mut seq = 0u64;
+        let mut batch = Batch::default();
+        let mut open = true;
+        for f in files {
+            let sent = mailbox::read(
+                f,
+                |m| {
+                    seq += 1;
+                    if let Some(full) = batch.push(seq, m) {
+                        open = tx.send(full).is_ok();
+                    }
+                    open
+                },
+                |n| {
+                    progress.bytes.fetch_add(n, Ordering::Relaxed);
+                },
+            );
+            if let Err(e) = sent {
+                unreadable.push(e);
+            }
+        }
+        if !batch.messages.is_empty() {
+            let _ = tx.send(batch.messages);
+        }
+        drop(tx);
+        let mut total = Stats::default();
+        for w in workers {
+            match w.join() {
+                Ok(st) => total.merge(st),
+                // A worker's panic outside the caught analysis: say so rather than
+                // print counts that miss its messages.
+                Err(_) => unreadable.push((
+                    "(worker)".into(),
+                    "a worker thread failed; its messages are missing from the counts".into(),
+                )),
+            }
+        }
+        (total, unreadable)
+    })
+}
+
+/// Messages handed to a worker at once: one hand-over (a lock, a wake-up) costs about
+/// as much as analysing a small message, so they go in batches, small enough that
+/// every worker gets some of a short survey.
+#[derive(Default)]
+struct Batch {
+    messages: Vec<(u64, Message)>,
+    octets: usize,
+}
+
+impl Batch {
+    const MESSAGES: usize = 16;
+    const OCTETS: usize = 1 << 20;
+
+    /// Adds a message; the batch to send when it is full.
+    fn push(&mut self, seq: u64, m: Message) -> Option<Vec<(u64, Message)>> {
+        self.octets += m.bytes.len();
+        self.messages.push((seq, m));
+        if self.messages.len() >= Self::MESSAGES || self.octets >= Self::OCTETS {
+            self.octets = 0;
+            Some(std::mem::take(&mut self.messages))
+        } else {
+            None
+        }
+    }
+}
+
+/// Counts over the messages one worker surveyed.
+#[derive(Default)]
+struct Stats {
+    messages: u64,
+    with_findings: u64,
+    verdicts: [u64; Action::ALL.len()],
+    /// Messages per deciding scope and verdict.
+    scopes: BTreeMap<String, [u64; Action::ALL.len()]>,
+    /// Indexed like `Rule::ALL`.
+    rules: Vec<RuleStats>,
+    /// Messages whose analysis failed: (input order, source, why).
+    failed: Vec<(u64, String, String)>,
+}
+
+#[derive(Default, Clone)]
+struct RuleStats {
+    messages: u64,
+    /// Messages per action this rule got in them.
+    actions: [u64; Action::ALL.len()],
+    /// foldhash: one lookup per finding, on strings SipHash is slow for.
+    forms: HashMap<String, Form>,
+}
+
+#[derive(Clone)]
+struct Form {
+    messages: u64,
+    /// The first message (in input order) with this form: (order, source, Message-ID).
+    example: (u64, String, Option<String>),
+}
+
+fn rule_index(r: Rule) -> usize {
+    Rule::ALL.iter().position(|x| *x == r).unwrap_or(0)
+}
+
+impl Stats {
+    fn add(&mut self, ctx: &Context, seq: u64, m: &Message) {
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ctx.one(&m.bytes)));
+        let Ok((findings, plan)) = run else {
+            self.failed
+                .push((seq, m.source.clone(), "the analysis failed (panic)".into()));
+            return;
+        };
+        if self.rules.is_empty() {
+            self.rules = vec![RuleStats::default(); Rule::ALL.len()];
+        }
+        self.messages += 1;
+        self.with_findings += u64::from(!findings.is_empty());
+        self.verdicts[plan.verdict as usize] += 1;
+        if let Some(s) = &plan.scope {
+            self.scopes.entry(s.clone()).or_default()[plan.verdict as usize] += 1;
+        }
+        // Per rule: the strongest action it got in this message.
+        let mut strongest: BTreeMap<Rule, Action> = BTreeMap::new();
+        for (r, a) in &plan.decisions {
+            let e = strongest.entry(*r).or_insert(*a);
+            *e = (*e).max(*a);
+        }
+        let mut message_id = None;
+        for (r, a) in strongest {
+            let rs = &mut self.rules[rule_index(r)];
+            rs.messages += 1;
+            rs.actions[a as usize] += 1;
+            let mut forms: Vec<String> = findings
+                .iter()
+                .filter(|f| f.rule == r)
+                .map(|f| form(&f.message))
+                .collect();
+            if forms.is_empty() {
+                // The oversize decision has no finding of its own when the engine saw
+                // the whole message cut at the limit.
+                forms.push("the message is larger than the limits".into());
+            }
+            forms.sort();
+            forms.dedup();
+            for text in forms {
+                let key = if rs.forms.len() >= MAX_FORMS && !rs.forms.contains_key(&text) {
+                    "(other forms)".to_string()
+                } else {
+                    text
+                };
+                // A worker sees its messages in input order: the first example of a
+                // form stays; `merge` keeps the earliest over the workers.
+                match rs.forms.get_mut(&key) {
+                    Some(f) => f.messages += 1,
+                    None => {
+                        let id = message_id
+                            .get_or_insert_with(|| scope::first_value(&m.bytes, "Message-ID"))
+                            .clone();
+                        rs.forms.insert(
+                            key,
+                            Form {
+                                messages: 1,
+                                example: (seq, m.source.clone(), id),
+                            },
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn merge(&mut self, o: Stats) {
+        self.messages += o.messages;
+        self.with_findings += o.with_findings;
+        for (a, b) in self.verdicts.iter_mut().zip(o.verdicts) {
+            *a += b;
+        }
+        for (name, v) in o.scopes {
+            let e = self.scopes.entry(name).or_default();
+            for (a, b) in e.iter_mut().zip(v) {
+                *a += b;
+            }
+        }
+        if self.rules.is_empty() {
+            self.rules = vec![RuleStats::default(); Rule::ALL.len()];
+        }
+        for (mine, theirs) in self.rules.iter_mut().zip(o.rules) {
+            mine.messages += theirs.messages;
+            for (a, b) in mine.actions.iter_mut().zip(theirs.actions) {
+                *a += b;
+            }
+            for (text, f) in theirs.forms {
+                match mine.forms.get_mut(&text) {
+                    Some(m) => {
+                        m.messages += f.messages;
+                        if f.example.0 < m.example.0 {
+                            m.example = f.example;
+                        }
+                    }
+                    None => {
+                        mine.forms.insert(text, f);
+                    }
+                }
+            }
+        }
+        self.failed.extend(o.failed);
+        self.failed.sort();
+    }
+}
+
+/// A finding's message with what differs from message to message masked (quoted
+/// values, `<...>`, numbers, boundaries, URLs): findings of the same kind then share it.
+/// Two passes over slices: this runs for every finding of every message surveyed.
+fn form(message: &str) -> String {
+    let mut masked = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find(['"', '<']) {
+        let (open, close) = if rest.as_bytes()[at] == b'"' {
+            ('"', '"')
+        } else {
+            ('<', '>')
+        };
+        masked.push_str(&rest[..at]);
+        masked.push(open);
+        masked.push('…');
+        let after = &rest[at + 1..];
+        match after.find(close) {
+            Some(end) => {
+                masked.push(close);
+                rest = &after[end + 1..];
+            }
+            None => rest = "",
+        }
+    }
+    masked.push_str(rest);
+    let mut out = String::with_capacity(masked.len());
+    let mut after_rfc = false;
+    for (i, w) in masked.split(' ').enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        let b = w.as_bytes();
+        let digits = b.iter().position(u8::is_ascii_digit);
+        if b.starts_with(b"--") || w.contains("://") {
+            out.push('…');
+        } else if let (Some(first), false, false) = (
+            digits,
+            after_rfc || w.starts_with('§'),
+            // Letters, and any non-ASCII character to be safe, make it a word.
+            b.iter().any(|&c| c.is_ascii_alphabetic() || c >= 0x80),
+        ) {
+            // Part numbers and counts: "(part 2.1)" -> "(part N)".
+            let last = b.iter().rposition(u8::is_ascii_digit).unwrap_or(first);
+            out.push_str(&w[..first]);
+            out.push('N');
+            out.push_str(&w[last + 1..]);
+        } else {
+            out.push_str(w);
+        }
+        after_rfc = w.ends_with("RFC");
+    }
+    out
+}
+
+struct Summary<'a> {
+    ctx: &'a Context,
+    stats: &'a Stats,
+    unreadable: &'a [(String, String)],
+    excluded: &'a [PathBuf],
+    seconds: f64,
+    jobs: usize,
+}
+
+/// A rule's line of the summary.
+struct RuleLine<'a> {
+    rule: Rule,
+    stats: &'a RuleStats,
+    forms: Vec<(&'a String, &'a Form)>,
+}
+
+impl<'a> Summary<'a> {
+    fn share(&self, n: u64) -> f64 {
+        if self.stats.messages == 0 {
+            0.0
+        } else {
+            n as f64 / self.stats.messages as f64
+        }
+    }
+
+    /// Rules with findings, most messages first.
+    fn rules(&self) -> Vec<RuleLine<'a>> {
+        let mut v: Vec<RuleLine> = Rule::ALL
+            .iter()
+            .zip(&self.stats.rules)
+            .filter(|(_, s)| s.messages > 0)
+            .map(|(r, s)| {
+                let mut forms: Vec<(&String, &Form)> = s.forms.iter().collect();
+                forms.sort_by(|a, b| {
+                    b.1.messages
+                        .cmp(&a.1.messages)
+                        .then(a.1.example.0.cmp(&b.1.example.0))
+                });
+                forms.truncate(SHOWN_FORMS);
+                RuleLine {
+                    rule: *r,
+                    stats: s,
+                    forms,
+                }
+            })
+            .collect();
+        v.sort_by(|a, b| {
+            b.stats
+                .messages
+                .cmp(&a.stats.messages)
+                .then(a.rule.id().cmp(b.rule.id()))
+        });
+        v
+    }
+
+    fn actions(counts: &[u64]) -> Vec<(Action, u64)> {
+        Action::ALL
+            .iter()
+            .rev()
+            .zip(counts.iter().rev())
+            .filter(|(_, n)| **n > 0)
+            .map(|(a, n)| (*a, *n))
+            .collect()
+    }
+
+    fn text(&self, out: &mut impl Write) -> std::io::Result<()> {
+        let st = self.stats;
+        let rate = if self.seconds > 0.0 {
+            st.messages as f64 / self.seconds
+        } else {
+            0.0
+        };
+        writeln!(
+            out,
+            "messages: {} ({} with findings) in {:.2} s, {:.0} messages/s on {} worker(s)",
+            st.messages, st.with_findings, self.seconds, rate, self.jobs
+        )?;
+        writeln!(
+            out,
+            "as the daemon would see them: {} mail, configuration {}",
+            self.ctx.direction,
+            self.ctx
+                .cfg
+                .file
+                .as_ref()
+                .map_or("built-in".to_string(), |f| f.display().to_string())
+        )?;
+        if !self.unreadable.is_empty() {
+            writeln!(out, "not read: {}", self.unreadable.len())?;
+            for (src, e) in self.unreadable {
+                writeln!(out, "  {src}: {e}")?;
+            }
+        }
+        if !self.excluded.is_empty() {
+            writeln!(out, "excluded (--exclude): {}", self.excluded.len())?;
+        }
+        writeln!(out, "\nverdicts:")?;
+        for a in Action::ALL.iter().rev() {
+            let n = st.verdicts[*a as usize];
+            writeln!(
+                out,
+                "  {:<10} {:>8} {:>7.2}%",
+                a.as_str(),
+                n,
+                100.0 * self.share(n)
+            )?;
+        }
+        if !st.scopes.is_empty() {
+            writeln!(out, "\nscopes (messages decided, by verdict):")?;
+            for (name, counts) in &st.scopes {
+                let n: u64 = counts.iter().sum();
+                let by: Vec<String> = Self::actions(counts)
+                    .iter()
+                    .map(|(a, n)| format!("{a} {n}"))
+                    .collect();
+                writeln!(out, "  {name:<20} {n:>8}  {}", by.join(", "))?;
+            }
+        }
+        let rules = self.rules();
+        if rules.is_empty() {
+            writeln!(out, "\nrules: no findings")?;
+            return Ok(());
+        }
+        writeln!(
+            out,
+            "\nrules (messages, share of all messages, severity, actions taken):"
+        )?;
+        for r in &rules {
+            let by: Vec<String> = Self::actions(&r.stats.actions)
+                .iter()
+                .map(|(a, n)| format!("{a} {n}"))
+                .collect();
+            writeln!(
+                out,
+                "  {:<34} {:>8} {:>7.2}%  {:<7}  {}",
+                r.rule.id(),
+                r.stats.messages,
+                100.0 * self.share(r.stats.messages),
+                r.rule.severity().to_string(),
+                by.join(", ")
+            )?;
+            for (text, f) in &r.forms {
+                writeln!(out, "      {:>6}  {text}", f.messages)?;
+                writeln!(
+                    out,
+                    "              e.g. {} {}",
+                    f.example.1,
+                    f.example.2.as_deref().unwrap_or("(no Message-ID)")
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn json(&self, out: &mut impl Write) -> std::io::Result<()> {
+        use serde_json::{json, Map, Value};
+        let st = self.stats;
+        let by = |counts: &[u64]| -> Value {
+            let mut m = Map::new();
+            for (a, n) in Self::actions(counts) {
+                m.insert(a.as_str().into(), json!(n));
+            }
+            Value::Object(m)
+        };
+        let mut verdicts = Map::new();
+        for a in Action::ALL.iter().rev() {
+            verdicts.insert(a.as_str().into(), json!(st.verdicts[*a as usize]));
+        }
+        let scopes: Map<String, Value> =
+            st.scopes.iter().map(|(n, c)| (n.clone(), by(c))).collect();
+        let rules: Vec<Value> = self
+            .rules()
+            .iter()
+            .map(|r| {
+                json!({
+                    "rule": r.rule.id(),
+                    "severity": r.rule.severity().to_string(),
+                    "messages": r.stats.messages,
+                    "share": self.share(r.stats.messages),
+                    "actions": by(&r.stats.actions),
+                    "examples": r.forms.iter().map(|(text, f)| json!({
+                        "form": text,
+                        "messages": f.messages,
+                        "source": f.example.1,
+                        "message_id": f.example.2,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let v = json!({
+            "messages": st.messages,
+            "with_findings": st.with_findings,
+            "direction": self.ctx.direction.as_str(),
+            "config": self.ctx.cfg.file.as_ref().map(|f| f.display().to_string()),
+            "workers": self.jobs,
+            "seconds": self.seconds,
+            "unreadable": self.unreadable.iter().map(|(s, e)| json!({"source": s, "error": e})).collect::<Vec<_>>(),
+            "excluded": self.excluded.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+            "verdicts": verdicts,
+            "scopes": scopes,
+            "rules": rules,
+        });
+        serde_json::to_writer_pretty(&mut *out, &v).map_err(std::io::Error::other)?;
+        writeln!(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms_mask_what_differs_between_messages() {
+        assert_eq!(
+            form("multipart/related has no type parameter; its root (part 1.1) is text/html (RFC 2387 §3.1)"),
+            "multipart/related has no type parameter; its root (part N) is text/html (RFC 2387 §3.1)"
+        );
+        assert_eq!(
+            form("Content-ID \"<a b@c>\" is not a msg-id <left@right>: there is no @"),
+            "Content-ID \"…\" is not a msg-id <…>: there is no @"
+        );
+        assert_eq!(
+            form("no delimiter line --x occurs; URL http://a.example/x too long"),
+            "no delimiter line … occurs; URL … too long"
+        );
+        assert_eq!(
+            form("Content-Transfer-Encoding: base64 (RFC 2046 §5.2.3: only 7bit), 1200 octets"),
+            "Content-Transfer-Encoding: base64 (RFC 2046 §5.2.3: only 7bit), N octets"
+        );
+    }
+}
