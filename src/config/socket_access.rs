@@ -49,7 +49,13 @@ pub(super) fn check(path: &Path, group: &str, mode: Option<u32>) -> Vec<(Key, St
     };
     let me = Me::now();
     let mut problems = Vec::new();
-    if !me.may_chown_to(gid) {
+    // A set-group-ID directory of that group gives the socket its group: the daemon
+    // then has nothing to change.
+    let inherited = path
+        .parent()
+        .and_then(|d| std::fs::metadata(d).ok())
+        .is_some_and(|m| m.mode() & 0o2000 != 0 && m.gid() == gid);
+    if !inherited && !me.may_chown_to(gid) {
         problems.push((
             Key::SocketGroup,
             format!(

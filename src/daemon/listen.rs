@@ -5,7 +5,7 @@
 
 use std::future::Future;
 use std::io;
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -47,8 +47,15 @@ pub async fn bind(spec: &SocketSpec, cfg: &Config) -> Result<AnyListener, String
             if let Some(group) = &cfg.listen.socket_group {
                 let gid = crate::config::group_id(group)
                     .ok_or_else(|| format!("socket_group {group:?}: no such group"))?;
-                std::os::unix::fs::chown(path, None, Some(gid))
-                    .map_err(|e| format!("socket_group on {}: {e}", path.display()))?;
+                // In a set-group-ID directory of that group (as the Debian package
+                // makes /var/spool/postfix/mimeref-milter) the socket has it already;
+                // chown(2) is then not needed, and the unit's system call filter need
+                // not allow it.
+                let has = std::fs::metadata(path).is_ok_and(|m| m.gid() == gid);
+                if !has {
+                    std::os::unix::fs::chown(path, None, Some(gid))
+                        .map_err(|e| format!("socket_group on {}: {e}", path.display()))?;
+                }
             }
             Ok(AnyListener::Unix(l))
         }

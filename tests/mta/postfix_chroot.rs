@@ -133,8 +133,21 @@ fn config_check_catches_a_group_the_user_cannot_use_and_a_directory_it_cannot_en
     );
     assert!(err.starts_with(&want), "{err}");
 
-    // A mode that keeps the group from connecting.
+    // A set-group-ID directory of group postfix, as the package makes it: the socket
+    // gets the group from it, so the daemon needs no membership and changes nothing.
     chown(&sock_dir, "nobody:postfix");
+    chmod(&sock_dir, 0o2750);
+    let (ok, out, err) = config_check(&bin, &cfg, "");
+    assert!(ok, "{out}{err}");
+    let socket = sock_dir.join("mimeref-milter.sock");
+    let d = UnixDaemon::start(&socket_config(&sock_dir), &socket, "");
+    let m = std::fs::metadata(&socket).unwrap();
+    assert_eq!(Some(m.gid()), mimeref_milter::config::group_id("postfix"));
+    assert_eq!(m.permissions().mode() & 0o777, 0o660);
+    drop(d);
+    chmod(&sock_dir, 0o750);
+
+    // A mode that keeps the group from connecting.
     std::fs::write(
         &cfg,
         socket_config(&sock_dir).replace("\"0660\"", "\"0640\""),
@@ -158,16 +171,17 @@ struct UnixDaemon {
 }
 
 impl UnixDaemon {
-    fn start(config: &str, socket: &Path) -> UnixDaemon {
+    /// As `nobody` with the supplementary `groups`, after config-check as that user.
+    fn start(config: &str, socket: &Path, groups: &str) -> UnixDaemon {
         let dir = TempDir::new("chroot-daemon");
         let bin = binary(dir.path());
         let cfg = dir.path().join("mimeref-milter.toml");
         std::fs::write(&cfg, config).unwrap();
         chmod(&cfg, 0o644);
-        let (ok, out, err) = config_check(&bin, &cfg, "postfix");
+        let (ok, out, err) = config_check(&bin, &cfg, groups);
         assert!(ok, "config-check as the daemon's user: {out}{err}");
         let log = std::fs::File::create(dir.path().join("daemon.log")).unwrap();
-        let argv = as_daemon_user("postfix");
+        let argv = as_daemon_user(groups);
         let mut child = Command::new(&argv[0])
             .args(&argv[1..])
             .arg(&bin)
@@ -225,7 +239,7 @@ fn chrooted_smtpd_reaches_the_socket_in_its_queue_directory() {
     let sock_dir = pf.queue().join("mimeref-milter");
     socket_dir(&sock_dir);
     let socket = sock_dir.join("mimeref-milter.sock");
-    let d = UnixDaemon::start(&socket_config(&sock_dir), &socket);
+    let d = UnixDaemon::start(&socket_config(&sock_dir), &socket, "postfix");
 
     // The socket as the MTA needs it: group postfix, which may write to it.
     let m = std::fs::metadata(&socket).unwrap();
