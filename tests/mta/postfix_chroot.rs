@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use support::message::drop_fields;
 use support::mta::{
     self, as_milter, chmod, chown, daemon_bin, free_port, nested_fixture, run_bounded,
     terminate_child, Postfix, PostfixConfig, Smtp, TempDir, WAIT,
@@ -216,6 +217,22 @@ impl Drop for UnixDaemon {
     }
 }
 
+/// Whether `child` exited successfully within `limit` (killed otherwise).
+fn exit_within(child: &mut Child, limit: Duration) -> bool {
+    let end = Instant::now() + limit;
+    loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            return st.success();
+        }
+        if Instant::now() >= end {
+            let _ = child.kill();
+            let _ = child.wait();
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn read_log(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("daemon.log")).unwrap_or_default()
 }
@@ -230,6 +247,13 @@ fn chrooted_smtpd_reaches_the_socket_in_its_queue_directory() {
     let outside_port = free_port();
     let mut pc = PostfixConfig::with_milter(IN_CHROOT);
     pc.chroot = true;
+    // Local submission goes through cleanup, also chrooted, with the same path.
+    pc.extra_main
+        .push("non_smtpd_milters = $smtpd_milters".into());
+    // The fixture's 8-bit header would make sendmail(1) mail need SMTPUTF8, which
+    // smtp-sink does not offer.
+    pc.extra_main
+        .push("smtputf8_autodetect_classes = verify".into());
     pc.extra_master = vec![format!(
         "127.0.0.1:{outside_port} inet n - y - - smtpd\n  \
          -o syslog_name=postfix/outside\n  \
@@ -255,6 +279,35 @@ fn chrooted_smtpd_reaches_the_socket_in_its_queue_directory() {
     let got = pf.wait_delivered("chroot-1@").without_trace();
     assert_eq!(got, want, "{}\n{}", mta::show_diff(&want, &got), d.log());
     mta::assert_queue_id_in_verdict(&d.log(), "fix");
+
+    // sendmail(1): postdrop, pickup, then cleanup with non_smtpd_milters.
+    let (input, _) = nested_fixture("chroot-3@sender.example");
+    let want = as_milter("inbound", POLICY, &input);
+    let mut sendmail = Command::new(Path::new(mta::SBIN).join("sendmail"))
+        .arg("-C")
+        .arg(pf.etc())
+        .args(["-f", "alice@sender.example", "bob@receiver.example"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run Postfix's sendmail");
+    {
+        use std::io::Write;
+        let mut w = sendmail.stdin.take().unwrap();
+        w.write_all(&input).unwrap();
+    }
+    assert!(exit_within(&mut sendmail, WAIT), "sendmail(1) failed");
+    // Postfix adds its Received: (from userid 0) and, the fixture having none, a Date:.
+    let got = pf.wait_delivered("chroot-3@").message;
+    let got = drop_fields(&drop_fields(&got, "Received"), "Date");
+    assert_eq!(got, want, "{}\n{}", mta::show_diff(&want, &got), d.log());
+    assert_eq!(
+        d.log().matches(": direction=inbound verdict=fix").count(),
+        2,
+        "{}",
+        d.log()
+    );
 
     // The path outside the chroot does not exist inside it: the milter is unreachable
     // and milter_default_action answers.
