@@ -14,6 +14,7 @@
 mod raw;
 mod recover;
 mod socket;
+mod socket_access;
 mod spill;
 mod validate;
 
@@ -28,6 +29,7 @@ use crate::policy::plan::{Planner, Replies, Report};
 use crate::policy::{Action, Direction, Directions, Policies};
 use raw::RawConfig;
 pub use socket::SocketSpec;
+pub use socket_access::group_id;
 pub use spill::spill_file;
 use validate::{line_of, Validator};
 

@@ -435,11 +435,13 @@ impl Validator<'_> {
                 default_socket()
             }),
         };
+        let socket_span = raw.socket.as_ref().map(|s| s.span());
+        let group_span = raw.socket_group.as_ref().map(|s| s.span());
         let mode_span = raw
             .socket_mode
             .as_ref()
             .map(|s| s.span())
-            .or_else(|| raw.socket_group.as_ref().map(|s| s.span()));
+            .or(group_span.clone());
         let socket_mode = raw.socket_mode.take().and_then(|s| {
             let t = s.get_ref();
             match u32::from_str_radix(t, 8) {
@@ -464,9 +466,20 @@ impl Validator<'_> {
         if (socket_mode.is_some() || socket_group.is_some()) && !socket_unix {
             // Cross-field: harmless but a sign of a misunderstanding, so say it.
             self.err(
-                mode_span.unwrap_or(0..0),
+                mode_span.clone().unwrap_or(0..0),
                 "socket_mode/socket_group only apply to a unix: socket",
             );
+        }
+        if let (SocketSpec::Unix(path), Some(group)) = (&socket, &socket_group) {
+            use super::socket_access::{check, Key};
+            for (key, problem) in check(path, group, socket_mode) {
+                let span = match key {
+                    Key::Socket => socket_span.clone(),
+                    Key::SocketMode => mode_span.clone(),
+                    Key::SocketGroup => group_span.clone(),
+                };
+                self.err(span.unwrap_or(0..0), problem);
+            }
         }
         let metrics_listen = raw.metrics_listen.take().and_then(|s| {
             if s.get_ref().is_empty() {

@@ -5,7 +5,7 @@
 
 use std::future::Future;
 use std::io;
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -45,29 +45,21 @@ pub async fn bind(spec: &SocketSpec, cfg: &Config) -> Result<AnyListener, String
                     .map_err(|e| format!("socket_mode on {}: {e}", path.display()))?;
             }
             if let Some(group) = &cfg.listen.socket_group {
-                let gid = group_id(group)
+                let gid = crate::config::group_id(group)
                     .ok_or_else(|| format!("socket_group {group:?}: no such group"))?;
-                std::os::unix::fs::chown(path, None, Some(gid))
-                    .map_err(|e| format!("socket_group on {}: {e}", path.display()))?;
+                // In a set-group-ID directory of that group (as the Debian package
+                // makes /var/spool/postfix/mimeref-milter) the socket has it already;
+                // chown(2) is then not needed, and the unit's system call filter need
+                // not allow it.
+                let has = std::fs::metadata(path).is_ok_and(|m| m.gid() == gid);
+                if !has {
+                    std::os::unix::fs::chown(path, None, Some(gid))
+                        .map_err(|e| format!("socket_group on {}: {e}", path.display()))?;
+                }
             }
             Ok(AnyListener::Unix(l))
         }
     }
-}
-
-/// A numeric gid, or a name looked up in /etc/group.
-fn group_id(group: &str) -> Option<u32> {
-    if let Ok(n) = group.parse() {
-        return Some(n);
-    }
-    let text = std::fs::read_to_string("/etc/group").ok()?;
-    text.lines().find_map(|l| {
-        let mut f = l.split(':');
-        let name = f.next()?;
-        let _pw = f.next()?;
-        let gid = f.next()?;
-        (name == group).then(|| gid.parse().ok()).flatten()
-    })
 }
 
 /// Either kind of listening socket.

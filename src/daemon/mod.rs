@@ -10,6 +10,8 @@
 //!   at once.
 //! - [`nofile`]: the file descriptor limit, raised at start and checked against the
 //!   configuration.
+//! - `notify`: systemd's readiness, reload, stop and watchdog notifications
+//!   (`Type=notify`).
 //!
 //! Layers: engine → policy → config → milter → daemon → cli. The daemon uses the
 //! configuration and the milter; the command line converts its arguments into
@@ -18,6 +20,7 @@
 pub mod endpoint;
 mod listen;
 pub mod nofile;
+mod notify;
 
 use std::future::Future;
 use std::io;
@@ -122,19 +125,50 @@ async fn serve_async(cfg: Config, spec: SocketSpec) -> Result<(), String> {
         ));
         info!("metrics on http://{addr}/metrics, health on /healthz and /readyz");
     }
+    let notifier = notify::Notifier::from_env().map(Arc::new);
     let (reload_tx, reload_rx) = mpsc::channel(4);
     let mut hup = signal(tokio::signal::unix::SignalKind::hangup())?;
-    tokio::spawn(async move {
-        while hup.recv().await.is_some() {
-            let _ = reload_tx.try_send(());
-        }
-    });
+    let listening = match cfg.listen.metrics_listen {
+        Some(addr) => format!("listening on {spec}, metrics on {addr}"),
+        None => format!("listening on {spec}"),
+    };
+    {
+        let notifier = notifier.clone();
+        let status = status.clone();
+        let listening = listening.clone();
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                let before = status.reloads_done();
+                if let Some(n) = &notifier {
+                    n.reloading();
+                }
+                // Full: reloads are queued already, and the next one reads the file
+                // as it is now.
+                let _ = reload_tx.try_send(());
+                if let Some(n) = &notifier {
+                    status.reloaded_since(before).await;
+                    let outcome = if status.reload_failed() {
+                        "last reload failed, the previous configuration runs"
+                    } else {
+                        "configuration reloaded"
+                    };
+                    n.ready(&format!("{listening}; {outcome}"));
+                }
+            }
+        });
+    }
     let mut term = signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut int = signal(tokio::signal::unix::SignalKind::interrupt())?;
-    let shutdown = async move {
-        tokio::select! {
-            _ = term.recv() => info!("SIGTERM: shutting down"),
-            _ = int.recv() => info!("SIGINT: shutting down"),
+    let shutdown = {
+        let notifier = notifier.clone();
+        async move {
+            tokio::select! {
+                _ = term.recv() => info!("SIGTERM: shutting down"),
+                _ = int.recv() => info!("SIGINT: shutting down"),
+            }
+            if let Some(n) = &notifier {
+                n.stopping();
+            }
         }
     };
     info!(
@@ -144,6 +178,20 @@ async fn serve_async(cfg: Config, spec: SocketSpec) -> Result<(), String> {
             .as_ref()
             .map_or("built-in".to_string(), |f| f.display().to_string())
     );
+    if let Some(n) = notifier {
+        // Every socket is bound: the MTA may connect from now on.
+        n.ready(&listening);
+        if let Some(every) = n.watchdog() {
+            // On this runtime: when it stops answering, the pings stop too.
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                loop {
+                    tick.tick().await;
+                    n.watchdog_ping();
+                }
+            });
+        }
+    }
     run_with(listener, cfg, reload_rx, shutdown, status)
         .await
         .map_err(|e| format!("milter failed: {e}"))
@@ -198,6 +246,7 @@ pub async fn run_with(
                 let ok = reload_config(&shared);
                 crate::milter::metrics::reload(ok);
                 status.set_reload_failed(!ok);
+                status.reload_done();
             }
         })
     };

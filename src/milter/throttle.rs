@@ -140,6 +140,15 @@ pub static INTERNAL_ERROR: Throttled = Throttled::new(Level::ERROR, |n, d| {
     format!("internal error at end of {n} message(s): {d}")
 });
 
+/// Notifications to systemd that could not be sent (src/daemon/notify.rs); detail:
+/// what failed, the socket and the error.
+pub static NOTIFY_FAILED: Throttled = Throttled::new(Level::WARN, |n, d| {
+    format!(
+        "could not notify systemd {n} time(s): {d}; a Type=notify unit may time out \
+         starting or be restarted by its watchdog"
+    )
+});
+
 /// Every kind, for [`flush_all`].
 static ALL: &[&Throttled] = &[
     &CONNECTIONS_REFUSED,
@@ -150,6 +159,7 @@ static ALL: &[&Throttled] = &[
     &SPILL_FAILED,
     &SPILL_TEMPFAILED,
     &INTERNAL_ERROR,
+    &NOTIFY_FAILED,
 ];
 
 /// Writes every pending count: every second and at shutdown.

@@ -234,8 +234,42 @@ fn the_systemd_unit_runs_unprivileged_and_confined() {
         "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6",
         "MemoryDenyWriteExecute=yes",
         "UMask=0007",
+        "Type=notify",
     ] {
         assert!(has(line), "unit lacks {line}");
     }
     assert!(!has("User=root"));
+}
+
+/// socket_group is applied with chown(2), which systemd's @privileged set holds
+/// (`systemd-analyze syscall-filter @privileged` lists @chown). The filter starts as an
+/// allow list, so each later line adds (plain) or takes away (`~`) system calls, in
+/// order: the last line that names @chown or @privileged must allow @chown, or the
+/// daemon is killed with SIGSYS as it binds a socket with socket_group.
+#[test]
+fn the_systemd_unit_lets_the_daemon_give_its_socket_a_group() {
+    let unit = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/mimeref-milter.service"),
+    )
+    .unwrap();
+    let filters: Vec<&str> = unit
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("SystemCallFilter="))
+        .collect();
+    assert!(
+        filters.first().is_some_and(|f| !f.starts_with('~')),
+        "an allow list first: {filters:?}"
+    );
+    let last = filters
+        .iter()
+        .rev()
+        .find(|f| {
+            f.split_whitespace()
+                .any(|g| matches!(g.trim_start_matches('~'), "@chown" | "@privileged"))
+        })
+        .unwrap_or_else(|| panic!("nothing about @chown: {filters:?}"));
+    assert!(
+        !last.starts_with('~') && last.split_whitespace().any(|g| g == "@chown"),
+        "chown(2) is filtered out: {filters:?}"
+    );
 }

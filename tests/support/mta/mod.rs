@@ -547,6 +547,11 @@ pub struct PostfixConfig {
     pub submission: bool,
     /// Extra `main.cf` lines.
     pub extra_main: Vec<String>,
+    /// Run smtpd and cleanup chrooted in the queue directory, as Debian's master.cf
+    /// does (`chroot = y`), with the files Debian copies into the chroot.
+    pub chroot: bool,
+    /// Extra `master.cf` lines.
+    pub extra_master: Vec<String>,
 }
 
 impl PostfixConfig {
@@ -556,6 +561,8 @@ impl PostfixConfig {
             default_action: "tempfail".into(),
             submission: false,
             extra_main: Vec::new(),
+            chroot: false,
+            extra_master: Vec::new(),
         }
     }
 }
@@ -655,19 +662,29 @@ maximal_backoff_time = 10s
         );
         fs::write(etc.join("main.cf"), main_cf).expect("write main.cf");
 
-        // chroot n everywhere: a chrooted smtpd/cleanup would need copies of
-        // /etc files inside the private queue directory.
-        let mut master = format!("127.0.0.1:{port} inet n - n - - smtpd\n");
+        // chroot n unless asked: a chrooted smtpd/cleanup needs copies of /etc files
+        // inside the private queue directory.
+        let ch = if cfg.chroot {
+            copy_into_chroot(&queue);
+            "y"
+        } else {
+            "n"
+        };
+        let mut master = format!("127.0.0.1:{port} inet n - {ch} - - smtpd\n");
         if let Some(sp) = submission_port {
             master.push_str(&format!(
-                "127.0.0.1:{sp} inet n - n - - smtpd\n  \
+                "127.0.0.1:{sp} inet n - {ch} - - smtpd\n  \
                  -o syslog_name=postfix/submission\n  \
                  -o milter_macro_daemon_name={SUBMISSION_DAEMON_NAME}\n"
             ));
         }
+        for line in &cfg.extra_master {
+            master.push_str(line);
+            master.push('\n');
+        }
+        master.push_str(&format!("cleanup   unix  n - {ch} -  0 cleanup\n"));
         master.push_str(
             "pickup    unix  n - n 60 1 pickup
-cleanup   unix  n - n -  0 cleanup
 qmgr      unix  n - n 300 1 qmgr
 rewrite   unix  - - n -  - trivial-rewrite
 bounce    unix  - - n -  0 bounce
@@ -720,6 +737,11 @@ postlog   unix-dgram n - n - 1 postlogd
 
     pub fn base(&self) -> &Path {
         self.root.path()
+    }
+
+    /// The queue directory: the chroot of chrooted services.
+    pub fn queue(&self) -> PathBuf {
+        self.base().join("queue")
     }
 
     pub fn etc(&self) -> PathBuf {
@@ -856,6 +878,28 @@ impl Drop for Postfix {
             }
         }
         stop_child(&mut self.sink);
+    }
+}
+
+/// What Debian's Postfix copies into its chroot before it starts
+/// (/usr/lib/postfix/configure-instance.sh): the resolver and name service files and
+/// the time zone, for services with `chroot = y`.
+fn copy_into_chroot(queue: &Path) {
+    let etc = queue.join("etc");
+    fs::create_dir_all(&etc).expect("mkdir chroot etc");
+    for name in [
+        "localtime",
+        "services",
+        "resolv.conf",
+        "hosts",
+        "host.conf",
+        "nsswitch.conf",
+    ] {
+        let from = Path::new("/etc").join(name);
+        if from.is_file() {
+            fs::copy(&from, etc.join(name)).expect("copy into the chroot");
+            chmod(&etc.join(name), 0o644);
+        }
     }
 }
 
