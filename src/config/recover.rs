@@ -70,6 +70,19 @@ fn enclosing(table: &Table, err: &Range<usize>) -> Option<Range<usize>> {
                     return Some(whole);
                 }
             }
+            Item::ArrayOfTables(tables) => {
+                // `[[rewrite]]`, `[[scope]]`: within one of the tables, as above.
+                for t in tables.iter() {
+                    if let Some(r) = enclosing(t, err) {
+                        return Some(r);
+                    }
+                    let Some(span) = t.span() else { continue };
+                    let whole = span.start..extent(t).max(span.end);
+                    if contains(&whole, err) {
+                        return Some(whole);
+                    }
+                }
+            }
             _ => {
                 let (Some(k), Some(v)) = (key_span, item.span()) else {
                     continue;
@@ -149,6 +162,33 @@ mod tests {
         let v = value.expect("what is left deserializes");
         let inner = v.inner.as_ref().unwrap();
         assert!(v.a.is_none() && inner.n.is_none() && inner.list.is_none());
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Listed {
+        item: Option<Vec<Inner>>,
+    }
+
+    #[test]
+    fn errors_in_arrays_of_tables_are_each_collected() {
+        let text =
+            "[[item]]\nn = 1\nbogus = 2\n[[item]]\nlist = [\"a\"]\nalso = 3\n[[item]]\nn = \"x\"\n";
+        let (value, errors) = deserialize_all::<Listed>(text);
+        let lines: Vec<usize> = errors
+            .iter()
+            .map(|e| text[..e.offset.unwrap()].matches('\n').count() + 1)
+            .collect();
+        assert_eq!(
+            lines,
+            [3, 6, 8],
+            "{:?}",
+            errors.iter().map(|e| &e.message).collect::<Vec<_>>()
+        );
+        let items = value.expect("what is left deserializes").item.unwrap();
+        assert_eq!(items.len(), 3);
+        assert_eq!(items[0].n, Some(1));
+        assert_eq!(items[1].list.as_deref(), Some(&["a".to_string()][..]));
     }
 
     #[test]
