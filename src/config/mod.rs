@@ -611,6 +611,39 @@ mod tests {
         assert!(e[0].contains("max_mesage_size"), "{e:?}");
     }
 
+    /// An unknown key inside a `[[rewrite]]` table is one error at its own line: the
+    /// recovery used to miss the table and report a parse error at line 1 besides.
+    #[test]
+    fn unknown_key_in_a_rewrite_table_is_one_error() {
+        let e = errs("[[rewrite]]\ntemplate = \"https://{host}{path}\"\nbogus = 1\n");
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].starts_with("t.toml:3: ") && e[0].contains("bogus"),
+            "{e:?}"
+        );
+    }
+
+    /// The valid actions listed in the message are every action there is, `log` included.
+    #[test]
+    fn an_unknown_action_lists_every_valid_one() {
+        for text in [
+            "[policy.inbound]\n\"related-*\" = \"logg\"\n",
+            "[limits]\noversize_action = \"logg\"\n",
+        ] {
+            let e = errs(text);
+            assert_eq!(e.len(), 1, "{e:?}");
+            let listed: Vec<&str> = e[0]
+                .rsplit_once('(')
+                .map_or("", |(_, l)| l.trim_end_matches(')'))
+                .split(", ")
+                .collect();
+            let all: Vec<&str> = Action::ALL.iter().map(|a| a.as_str()).collect();
+            assert_eq!(listed, all, "{e:?}");
+        }
+        let c = Config::parse("[limits]\noversize_action = \"log\"\n", "t").unwrap();
+        assert_eq!(c.policy.oversize_action, Action::Log);
+    }
+
     #[test]
     fn wrong_type_names_the_line() {
         let e = errs("dry_run = false\nmax_connections = \"many\"\n");

@@ -120,11 +120,14 @@ impl Validator<'_> {
     fn action(&mut self, v: &Spanned<String>, what: &str) -> Option<Action> {
         let a = Action::parse(v.get_ref());
         if a.is_none() {
+            // From the list itself, so that no action can be left out of the message.
+            let valid: Vec<&str> = Action::ALL.iter().map(|a| a.as_str()).collect();
             self.err(
                 v.span(),
                 format!(
-                    "{what}: unknown action {:?} (ignore, report, fix, quarantine, tempfail, reject)",
-                    v.get_ref()
+                    "{what}: unknown action {:?} ({})",
+                    v.get_ref(),
+                    valid.join(", ")
                 ),
             );
         }
