@@ -171,6 +171,10 @@ pub fn config_check(path: Option<&Path>) -> ExitCode {
                 Some(f) => println!("{}: OK", f.display()),
                 None => println!("no configuration file; built-in defaults: OK"),
             }
+            // Valid, so not errors; but each exposes the daemon more than it needs.
+            for w in daemon::warnings(&cfg, None) {
+                eprintln!("warning: {w}");
+            }
             // `serve` raises its soft limit to the hard one: judge by that. A warning,
             // not an error: the service may well run under another limit.
             let hard = daemon::nofile::current().hard.unwrap_or(u64::MAX);

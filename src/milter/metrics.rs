@@ -59,6 +59,8 @@ pub fn install() -> Result<PrometheusHandle, String> {
     // Series that alerts and dashboards rate() over exist from the start, at 0: a
     // series that appears with its first increment hides that increment from rate().
     counter!("mimeref_connections_refused_total").increment(0);
+    counter!("mimeref_forged_headers_removed_total").increment(0);
+    counter!("mimeref_syslog_errors_total").increment(0);
     counter!("mimeref_http_connections_refused_total").increment(0);
     counter!("mimeref_events_total", "event" => "non_milter_peer").increment(0);
     for stage in ["create", "write"] {
@@ -120,6 +122,11 @@ pub fn record(o: &Outcome) {
     h.eom[d]
         .get_or_init(|| histogram!("mimeref_eom_seconds", "direction" => dir))
         .record(o.eom_seconds);
+    // Only what was sent: in a dry run the forged copies stay.
+    let removed = o.plan.removed();
+    if removed > 0 && !o.plan.dry_run {
+        counter!("mimeref_forged_headers_removed_total").increment(removed as u64);
+    }
     if o.plan.oversize {
         h.oversize[d]
             .get_or_init(|| counter!("mimeref_oversize_total", "direction" => dir))
@@ -157,6 +164,11 @@ pub fn spill_held(delta: f64) {
 pub fn internal_error(cause: Cause, action: &'static str) {
     counter!("mimeref_internal_errors_total", "cause" => cause.as_str(), "action" => action)
         .increment(1);
+}
+
+/// A log line the syslog socket did not take (written to standard error instead).
+pub fn syslog_error() {
+    counter!("mimeref_syslog_errors_total").increment(1);
 }
 
 /// One SIGHUP reload: `ok` when the new configuration was loaded.
