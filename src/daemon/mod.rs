@@ -96,6 +96,14 @@ pub fn serve(args: ServeOptions) -> ExitCode {
             }
         },
     };
+    // The recorder first, so that a log line syslog refuses from the first one on is
+    // counted (mimeref_syslog_errors_total).
+    if cfg.listen.metrics_listen.is_some() {
+        if let Err(e) = crate::milter::metrics::install() {
+            eprintln!("mimeref-milter: metrics recorder: {e}");
+            return ExitCode::from(1);
+        }
+    }
     if let Err(e) = logging::init(&cfg) {
         eprintln!("mimeref-milter: logging: {e}");
     }

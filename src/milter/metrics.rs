@@ -59,6 +59,21 @@ pub fn install() -> Result<PrometheusHandle, String> {
     // Series that alerts and dashboards rate() over exist from the start, at 0: a
     // series that appears with its first increment hides that increment from rate().
     counter!("mimeref_connections_refused_total").increment(0);
+    // The share of mail refused is read over every verdict and every kind of refusal:
+    // a term without a series would leave the whole sum, and the alert, empty.
+    for dir in ["inbound", "outbound"] {
+        for v in Action::ALL {
+            counter!("mimeref_messages_total", "direction" => dir, "verdict" => v.as_str())
+                .increment(0);
+        }
+    }
+    counter!("mimeref_events_total", "event" => "negotiation_refused").increment(0);
+    for listener in ["milter", "http"] {
+        for error in ACCEPT_ERRORS {
+            counter!("mimeref_accept_errors_total", "listener" => listener, "error" => error)
+                .increment(0);
+        }
+    }
     counter!("mimeref_forged_headers_removed_total").increment(0);
     counter!("mimeref_syslog_errors_total").increment(0);
     counter!("mimeref_http_connections_refused_total").increment(0);
@@ -196,8 +211,17 @@ pub fn http_connection_refused() {
     counter!("mimeref_http_connections_refused_total").increment(1);
 }
 
-/// A failed accept. `listener`: "milter" or "http"; `error`: "emfile", "enfile",
-/// "enobufs", "enomem", "econnaborted" or "other".
+/// The `error` label values of `mimeref_accept_errors_total`.
+pub const ACCEPT_ERRORS: [&str; 6] = [
+    "emfile",
+    "enfile",
+    "enobufs",
+    "enomem",
+    "econnaborted",
+    "other",
+];
+
+/// A failed accept. `listener`: "milter" or "http"; `error`: one of [`ACCEPT_ERRORS`].
 pub fn accept_error(listener: &'static str, error: &'static str) {
     counter!("mimeref_accept_errors_total", "listener" => listener, "error" => error).increment(1);
 }

@@ -416,7 +416,9 @@ fn inbound_signed_content_type_is_left_alone_and_verifies() {
         "{log}"
     );
     assert!(
-        log.contains("verdict=reported") && log.contains("signed-content") && log.contains("edits=0"),
+        log.contains("verdict=reported")
+            && log.contains("signed-content")
+            && log.contains("edits=0"),
         "{log}"
     );
     assert_eq!(
