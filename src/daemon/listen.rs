@@ -336,7 +336,7 @@ impl<L> Gate<L> {
         let max = self.max_connections;
         crate::milter::throttle::CONNECTIONS_REFUSED.hit(|| {
             format!(
-                "the last, connection {id} from {}: {open} open, max_connections = {max}",
+                "among them connection {id} from {}: {open} open, max_connections = {max}",
                 peer()
             )
         });
@@ -536,7 +536,7 @@ impl<T> Counted<T> {
         crate::milter::throttle::NON_MILTER_PEERS.hit(|| {
             let hex: Vec<String> = head.iter().take(8).map(|b| format!("{b:02x}")).collect();
             format!(
-                "the last, connection {} from {}: {} (first octets {})",
+                "among them connection {} from {}: {} (first octets {})",
                 self.id,
                 self.peer(),
                 looks_like(head),

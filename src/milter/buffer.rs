@@ -463,7 +463,7 @@ impl Buffer {
 fn spill_failed(stage: &'static str, e: &io::Error, to: &SpillTo) {
     super::throttle::SPILL_FAILED.hit(|| {
         format!(
-            "the last, {}: {stage} in {}: {e}",
+            "among them {}: {stage} in {}: {e}",
             to.queue_id,
             to.dir.display()
         )

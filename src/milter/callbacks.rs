@@ -97,7 +97,7 @@ fn handle_negotiate(
         let (peer, id) = (&session.peer, session.connection);
         throttle::NEGOTIATION_REFUSED.hit(|| {
             format!(
-                "the last, connection {id} from the MTA at {peer}, does not offer the milter actions {} that the configuration needs; \
+                "among them connection {id} from the MTA at {peer}, which does not offer the milter actions {} that the configuration needs; \
                  let it offer them (e.g. set milter_protocol = 6 in Postfix main.cf; Stalwart: \
                  session.milter.<id>.options.flags.actions; go-milter: ClientOptions.ActionMask) \
                  or change the policy",

@@ -339,7 +339,7 @@ async fn message_lines_say_what_happened() {
         .find(|l| l.contains("milter negotiation(s)"))
         .unwrap();
     assert!(
-        refusal.contains("the last, connection 5 from the MTA at 127.0.0.1:"),
+        refusal.contains("among them connection 5 from the MTA at 127.0.0.1:"),
         "{refusal}"
     );
     d.stop();
