@@ -195,6 +195,7 @@ impl EnvelopeArgs {
 
 #[derive(Args, Debug)]
 pub(crate) struct CheckArgs {
+    /// One line per finding (text) or one JSON object per file (json)
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
     /// Configuration file (policy, limits, schemes)
@@ -215,6 +216,7 @@ pub(crate) struct CheckArgs {
 
 #[derive(Args, Debug)]
 pub(crate) struct FixArgs {
+    /// Configuration file (policy, limits, schemes)
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Write the message as the MTA would deliver it through the daemon: only what the
@@ -240,9 +242,15 @@ pub(crate) struct FixArgs {
 #[derive(Subcommand, Debug)]
 pub(crate) enum CturiCommand {
     /// Content-Type to ContentType: URI, e.g. 'text/plain; charset=us-ascii'
-    ToUri { content_type: String },
+    ToUri {
+        /// The Content-Type value, e.g. 'text/plain; charset=us-ascii'
+        content_type: String,
+    },
     /// URI to application/uri.* Content-Type
-    ToContentType { uri: String },
+    ToContentType {
+        /// The ContentType: URI, e.g. 'ContentType:text/plain;charset=us-ascii'
+        uri: String,
+    },
 }
 
 pub fn main() -> ExitCode {
@@ -265,6 +273,10 @@ pub fn config_check(path: Option<&Path>) -> ExitCode {
             match &cfg.file {
                 Some(f) => println!("{}: OK", f.display()),
                 None => println!("no configuration file; built-in defaults: OK"),
+            }
+            // Valid, so not errors; but each exposes the daemon more than it needs.
+            for w in daemon::warnings(&cfg, None) {
+                eprintln!("warning: {w}");
             }
             // `serve` raises its soft limit to the hard one: judge by that. A warning,
             // not an error: the service may well run under another limit.
@@ -514,5 +526,34 @@ fn cturi(c: CturiCommand) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => fail(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every option and argument of every command says what it is in `--help`: an
+    /// empty help line (as `fix -c` had) leaves the admin guessing.
+    #[test]
+    fn every_argument_has_a_help_line() {
+        fn walk(cmd: &clap::Command, path: &str, empty: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                let id = a.get_id().as_str();
+                if matches!(id, "help" | "version") {
+                    continue;
+                }
+                if a.get_help().is_none_or(|h| h.to_string().trim().is_empty()) {
+                    empty.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), empty);
+            }
+        }
+        let mut empty = Vec::new();
+        walk(&Cli::command(), "mimeref-milter", &mut empty);
+        assert!(empty.is_empty(), "no help line: {empty:?}");
     }
 }

@@ -54,6 +54,39 @@ pub enum LogFormat {
     Json,
 }
 
+/// Where log lines go (`log_target`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogTarget {
+    /// Standard error: the journal under systemd.
+    Stderr,
+    /// Datagrams to a syslog socket, so that the lines land where the MTA's do
+    /// (mail.log with the `mail` facility).
+    Syslog {
+        socket: PathBuf,
+        /// The facility code (RFC 5424 §6.2.1): mail is 2.
+        facility: u8,
+    },
+}
+
+/// Where `syslog_socket` points when not given: where syslog(3) writes.
+pub const DEFAULT_SYSLOG_SOCKET: &str = "/dev/log";
+
+/// `syslog_facility` names and their codes (RFC 5424 §6.2.1): the ones a daemon
+/// logs with; `mail` puts the lines beside the MTA's.
+pub const SYSLOG_FACILITIES: [(&str, u8); 11] = [
+    ("mail", 2),
+    ("daemon", 3),
+    ("user", 1),
+    ("local0", 16),
+    ("local1", 17),
+    ("local2", 18),
+    ("local3", 19),
+    ("local4", 20),
+    ("local5", 21),
+    ("local6", 22),
+    ("local7", 23),
+];
+
 /// The validated configuration. Cheap to share: the daemon holds it in an `Arc` and swaps
 /// it on reload.
 #[derive(Debug, Clone)]
@@ -77,6 +110,10 @@ pub struct Config {
     pub report: Report,
     /// `[reply]`.
     pub replies: Replies,
+    /// Settings that work but expose the daemon (a socket or the metrics on an address
+    /// other hosts reach, a socket every local user can open): `config-check` and
+    /// `serve` print them, with file and line. Each with the key it is about.
+    pub warnings: Vec<(&'static str, ConfigError)>,
 }
 
 /// Restart-only: the sockets the daemon listens on and how it takes connections. A
@@ -99,6 +136,7 @@ pub struct Listen {
 pub struct Process {
     pub log_level: String,
     pub log_format: LogFormat,
+    pub log_target: LogTarget,
 }
 
 /// How connections and messages are served; a reload changes it.
@@ -291,8 +329,10 @@ impl Config {
             text,
             name,
             errors: Vec::new(),
+            warnings: Vec::new(),
         };
-        let cfg = v.config(raw);
+        let mut cfg = v.config(raw);
+        cfg.warnings = std::mem::take(&mut v.warnings);
         errors.append(&mut v.errors);
         errors.sort_by_key(|e| e.line);
         v.errors = errors;
@@ -366,6 +406,40 @@ impl Config {
     }
 }
 
+impl SocketSpec {
+    /// Why this socket is open to more than the MTA on this host, if it is: an inet
+    /// socket on an address other than loopback. Any peer that reaches it can hold
+    /// milter connections (up to `max_connections`) and feed the daemon messages.
+    pub fn exposure(&self) -> Option<String> {
+        let SocketSpec::Inet { host, .. } = self else {
+            return None;
+        };
+        let what = match host.parse::<std::net::IpAddr>() {
+            Ok(ip) if ip.is_loopback() => return None,
+            Ok(ip) if ip.is_unspecified() => "every address of this host".to_string(),
+            Ok(ip) => format!("{ip}, not a loopback address"),
+            Err(_) if host.eq_ignore_ascii_case("localhost") => return None,
+            Err(_) => format!("{host:?}, a name that may not be a loopback address"),
+        };
+        Some(format!(
+            "socket {self}: listens on {what}: every host that reaches it can open \
+             milter connections; use 127.0.0.1, ::1 or a unix socket, or firewall the port"
+        ))
+    }
+}
+
+/// Why `metrics_listen` is open to other hosts, if it is.
+pub fn metrics_exposure(addr: &SocketAddr) -> Option<String> {
+    if addr.ip().is_loopback() {
+        return None;
+    }
+    Some(format!(
+        "metrics_listen {addr}: not a loopback address: every host that reaches it reads \
+         the metrics and can take up metrics_max_connections connections; keep it on \
+         127.0.0.1 (a load balancer's health check excepted), or firewall the port"
+    ))
+}
+
 impl Listen {
     /// The keys that differ in `new`.
     fn changed(&self, new: &Listen) -> Vec<&'static str> {
@@ -394,11 +468,17 @@ impl Listen {
 impl Process {
     /// The keys that differ in `new`.
     fn changed(&self, new: &Process) -> Vec<&'static str> {
-        if self != new {
-            vec!["log_level/log_format"]
-        } else {
-            Vec::new()
-        }
+        let keys = [
+            (
+                "log_level/log_format",
+                self.log_level != new.log_level || self.log_format != new.log_format,
+            ),
+            (
+                "log_target/syslog_socket/syslog_facility",
+                self.log_target != new.log_target,
+            ),
+        ];
+        keys.into_iter().filter(|k| k.1).map(|k| k.0).collect()
     }
 }
 
@@ -613,6 +693,82 @@ mod tests {
         assert_eq!(e.len(), 1);
         assert!(e[0].starts_with("t.toml:4: "), "{e:?}");
         assert!(e[0].contains("max_mesage_size"), "{e:?}");
+    }
+
+    /// An unknown key inside a `[[rewrite]]` table is one error at its own line: the
+    /// recovery used to miss the table and report a parse error at line 1 besides.
+    #[test]
+    fn unknown_key_in_a_rewrite_table_is_one_error() {
+        let e = errs("[[rewrite]]\ntemplate = \"https://{host}{path}\"\nbogus = 1\n");
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].starts_with("t.toml:3: ") && e[0].contains("bogus"),
+            "{e:?}"
+        );
+    }
+
+    /// The valid actions listed in the message are every action there is, `log` included.
+    #[test]
+    fn an_unknown_action_lists_every_valid_one() {
+        for text in [
+            "[policy.inbound]\n\"related-*\" = \"logg\"\n",
+            "[limits]\noversize_action = \"logg\"\n",
+        ] {
+            let e = errs(text);
+            assert_eq!(e.len(), 1, "{e:?}");
+            let listed: Vec<&str> = e[0]
+                .rsplit_once('(')
+                .map_or("", |(_, l)| l.trim_end_matches(')'))
+                .split(", ")
+                .collect();
+            let all: Vec<&str> = Action::ALL.iter().map(|a| a.as_str()).collect();
+            assert_eq!(listed, all, "{e:?}");
+        }
+        let c = Config::parse("[limits]\noversize_action = \"log\"\n", "t").unwrap();
+        assert_eq!(c.policy.oversize_action, Action::Log);
+    }
+
+    /// Settings that expose the daemon are valid but named, with the line: a socket
+    /// and metrics off loopback, a socket every local user may open.
+    #[test]
+    fn exposed_settings_are_warnings_with_their_lines() {
+        let warned = |text: &str| -> Vec<String> {
+            let c = Config::parse(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+            c.warnings.iter().map(|(k, w)| format!("{k} {w}")).collect()
+        };
+        assert!(warned("").is_empty());
+        for quiet in [
+            "socket = \"inet:127.0.0.1:7357\"\nmetrics_listen = \"127.0.0.1:9357\"\n",
+            "socket = \"inet6:[::1]:7357\"\nmetrics_listen = \"[::1]:9357\"\n",
+            "socket = \"inet:localhost:7357\"\n",
+            "socket = \"unix:/run/m.sock\"\nsocket_mode = \"0660\"\n",
+        ] {
+            assert!(warned(quiet).is_empty(), "{quiet}: {:?}", warned(quiet));
+        }
+        let w = warned(
+            "dry_run = false\nsocket = \"inet:7357\"\n\nmetrics_listen = \"0.0.0.0:9357\"\n",
+        );
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[0].starts_with("socket t.toml:2: socket inet:0.0.0.0:7357: listens on every address"),
+            "{w:?}"
+        );
+        assert!(
+            w[1].starts_with(
+                "metrics_listen t.toml:4: metrics_listen 0.0.0.0:9357: not a loopback"
+            ),
+            "{w:?}"
+        );
+        let w = warned("socket = \"unix:/run/m.sock\"\nsocket_mode = \"0777\"\n");
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("socket_mode t.toml:2: socket_mode \"0777\": every local user"),
+            "{w:?}"
+        );
+        let w = warned("socket = \"inet:192.0.2.1:7357\"\n");
+        assert!(w[0].contains("192.0.2.1, not a loopback address"), "{w:?}");
+        let w = warned("socket = \"inet6:7357@::\"\n");
+        assert!(w[0].contains("every address"), "{w:?}");
     }
 
     #[test]

@@ -50,6 +50,7 @@ pub(super) struct Validator<'t> {
     pub(super) text: &'t str,
     pub(super) name: &'t str,
     pub(super) errors: Vec<ConfigError>,
+    pub(super) warnings: Vec<(&'static str, ConfigError)>,
 }
 
 impl Validator<'_> {
@@ -59,6 +60,15 @@ impl Validator<'_> {
             line: line_of(self.text, span.start),
             message: message.into(),
         });
+    }
+
+    fn warn(&mut self, key: &'static str, span: Range<usize>, message: impl Into<String>) {
+        let at = ConfigError {
+            file: self.name.into(),
+            line: line_of(self.text, span.start),
+            message: message.into(),
+        };
+        self.warnings.push((key, at));
     }
 
     fn int(&mut self, v: Option<Spanned<i64>>, key: &str, min: i64, max: i64, default: i64) -> i64 {
@@ -121,11 +131,14 @@ impl Validator<'_> {
     fn action(&mut self, v: &Spanned<String>, what: &str) -> Option<Action> {
         let a = Action::parse(v.get_ref());
         if a.is_none() {
+            // From the list itself, so that no action can be left out of the message.
+            let valid: Vec<&str> = Action::ALL.iter().map(|a| a.as_str()).collect();
             self.err(
                 v.span(),
                 format!(
-                    "{what}: unknown action {:?} (ignore, report, fix, quarantine, tempfail, reject)",
-                    v.get_ref()
+                    "{what}: unknown action {:?} ({})",
+                    v.get_ref(),
+                    valid.join(", ")
                 ),
             );
         }
@@ -411,6 +424,7 @@ impl Validator<'_> {
             urls,
             report,
             replies,
+            warnings: Vec::new(),
         }
     }
 
@@ -430,10 +444,18 @@ impl Validator<'_> {
             .is_some_and(|s| s.get_ref().starts_with("unix:") || s.get_ref().starts_with("local:"));
         let socket = match raw.socket.take() {
             None => default_socket(),
-            Some(s) => SocketSpec::parse(s.get_ref()).unwrap_or_else(|e| {
-                self.err(s.span(), format!("socket: {e}"));
-                default_socket()
-            }),
+            Some(s) => match SocketSpec::parse(s.get_ref()) {
+                Ok(spec) => {
+                    if let Some(w) = spec.exposure() {
+                        self.warn("socket", s.span(), w);
+                    }
+                    spec
+                }
+                Err(e) => {
+                    self.err(s.span(), format!("socket: {e}"));
+                    default_socket()
+                }
+            },
         };
         let socket_span = raw.socket.as_ref().map(|s| s.span());
         let group_span = raw.socket_group.as_ref().map(|s| s.span());
@@ -445,7 +467,20 @@ impl Validator<'_> {
         let socket_mode = raw.socket_mode.take().and_then(|s| {
             let t = s.get_ref();
             match u32::from_str_radix(t, 8) {
-                Ok(m) if m <= 0o777 && !t.is_empty() => Some(m),
+                Ok(m) if m <= 0o777 && !t.is_empty() => {
+                    if m & 0o002 != 0 {
+                        self.warn(
+                            "socket_mode",
+                            s.span(),
+                            format!(
+                                "socket_mode {t:?}: every local user can connect to the milter \
+                                 socket and hold its connections; use \"0660\" with \
+                                 socket_group = \"postfix\""
+                            ),
+                        );
+                    }
+                    Some(m)
+                }
                 _ => {
                     self.err(
                         s.span(),
@@ -486,7 +521,12 @@ impl Validator<'_> {
                 return None;
             }
             match s.get_ref().parse::<SocketAddr>() {
-                Ok(a) => Some(a),
+                Ok(a) => {
+                    if let Some(w) = metrics_exposure(&a) {
+                        self.warn("metrics_listen", s.span(), w);
+                    }
+                    Some(a)
+                }
                 Err(_) => {
                     self.err(
                         s.span(),
@@ -531,7 +571,8 @@ impl Validator<'_> {
         }
     }
 
-    /// Restart-only: `log_level`, `log_format`.
+    /// Restart-only: `log_level`, `log_format`, `log_target`, `syslog_socket`,
+    /// `syslog_facility`.
     fn process(&mut self, raw: &mut RawConfig) -> Process {
         let log_level = match raw.log_level.take() {
             None => "info".to_string(),
@@ -563,9 +604,54 @@ impl Validator<'_> {
                 }
             },
         };
+        let target = raw.log_target.take();
+        let socket = raw.syslog_socket.take();
+        let facility = raw.syslog_facility.take();
+        let facility = match &facility {
+            None => 2,
+            Some(f) => match SYSLOG_FACILITIES.iter().find(|(n, _)| *n == f.get_ref()) {
+                Some((_, code)) => *code,
+                None => {
+                    let names: Vec<&str> = SYSLOG_FACILITIES.iter().map(|(n, _)| *n).collect();
+                    self.err(
+                        f.span(),
+                        format!(
+                            "syslog_facility {:?}: expected one of {}",
+                            f.get_ref(),
+                            names.join(", ")
+                        ),
+                    );
+                    2
+                }
+            },
+        };
+        let socket = match socket {
+            None => PathBuf::from(DEFAULT_SYSLOG_SOCKET),
+            Some(s) => {
+                if !Path::new(s.get_ref()).is_absolute() {
+                    self.err(
+                        s.span(),
+                        format!("syslog_socket {:?}: not an absolute path", s.get_ref()),
+                    );
+                }
+                PathBuf::from(s.into_inner())
+            }
+        };
+        let log_target = match target.as_ref().map(|t| t.get_ref().as_str()) {
+            None | Some("stderr") => LogTarget::Stderr,
+            Some("syslog") => LogTarget::Syslog { socket, facility },
+            Some(other) => {
+                self.err(
+                    target.as_ref().map_or(0..0, |t| t.span()),
+                    format!("log_target {other:?}: expected \"stderr\" or \"syslog\""),
+                );
+                LogTarget::Stderr
+            }
+        };
         Process {
             log_level,
             log_format,
+            log_target,
         }
     }
 

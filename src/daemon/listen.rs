@@ -7,7 +7,7 @@ use std::future::Future;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -322,12 +322,24 @@ impl<L> Gate<L> {
         (gate, state)
     }
 
-    fn refuse(&mut self, open: usize) {
+    fn refuse(&mut self, open: usize, peer: impl FnOnce() -> String) {
+        let id = next_connection();
         crate::milter::metrics::connection_refused();
         let max = self.max_connections;
-        crate::milter::throttle::CONNECTIONS_REFUSED
-            .hit(|| format!("{open} open, max_connections = {max}"));
+        crate::milter::throttle::CONNECTIONS_REFUSED.hit(|| {
+            format!(
+                "among them connection {id} from {}: {open} open, max_connections = {max}",
+                peer()
+            )
+        });
     }
+}
+
+/// The number of the next milter connection accepted since the daemon started (from
+/// 1, refused ones included), which every log line about a connection names.
+fn next_connection() -> u64 {
+    static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
+    CONNECTIONS.fetch_add(1, Ordering::Relaxed) + 1
 }
 
 impl<L: Listener> Listener for Gate<L>
@@ -372,9 +384,10 @@ where
             };
             let open = self.status.open_connections().load(Ordering::SeqCst);
             if open >= self.max_connections {
+                let peer = io.peer_name();
                 // Dropping it closes it: the MTA reads end of file (or a reset).
                 drop(io);
-                self.refuse(open);
+                self.refuse(open, || peer);
                 continue;
             }
             return Poll::Ready(Ok(Counted::new(io, self.status.clone())));
@@ -394,6 +407,8 @@ pub struct Counted<T> {
     io: T,
     status: Arc<Status>,
     peer: String,
+    /// See [`next_connection`].
+    id: u64,
     /// The first octets read, up to [`HEAD`].
     head: [u8; HEAD],
     /// How many of `head` were read, and how many of those passed on.
@@ -484,6 +499,7 @@ impl<T: PeerName> Counted<T> {
         crate::milter::metrics::connections_open(1.0);
         Counted {
             peer: io.peer_name(),
+            id: next_connection(),
             io,
             status,
             head: [0; HEAD],
@@ -500,6 +516,11 @@ impl<T> Counted<T> {
         &self.peer
     }
 
+    /// This connection's number, for log lines.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     fn refuse(&mut self) {
         self.phase = Phase::Refused;
         let head = &self.head[..self.head_len];
@@ -507,7 +528,8 @@ impl<T> Counted<T> {
         crate::milter::throttle::NON_MILTER_PEERS.hit(|| {
             let hex: Vec<String> = head.iter().take(8).map(|b| format!("{b:02x}")).collect();
             format!(
-                "{}: {} (first octets {})",
+                "among them connection {} from {}: {} (first octets {})",
+                self.id,
                 self.peer(),
                 looks_like(head),
                 hex.join(" ")

@@ -19,6 +19,7 @@
 
 pub mod endpoint;
 mod listen;
+mod logging;
 pub mod nofile;
 mod notify;
 
@@ -34,7 +35,7 @@ use indymilter::Listener;
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
-use crate::config::{Config, LogFormat, SocketSpec};
+use crate::config::{Config, SocketSpec};
 use crate::milter::{callbacks, Shared};
 use endpoint::Status;
 use listen::Gate;
@@ -49,6 +50,29 @@ pub struct ServeOptions {
     pub socket: Option<String>,
     /// Analyse, log and report; change nothing, reject nothing (survives reloads).
     pub dry_run: bool,
+}
+
+/// Settings that work but expose the daemon, and running as root: what `config-check`
+/// and `serve` warn about, one line each. `socket`: the socket given on the command
+/// line, which replaces the file's.
+pub fn warnings(cfg: &Config, socket: Option<&SocketSpec>) -> Vec<String> {
+    let mut out: Vec<String> = cfg
+        .warnings
+        .iter()
+        .filter(|(key, _)| socket.is_none() || *key != "socket")
+        .map(|(_, w)| w.to_string())
+        .collect();
+    if let Some(w) = socket.and_then(SocketSpec::exposure) {
+        out.push(format!("--socket: {w}"));
+    }
+    if rustix::process::geteuid().is_root() {
+        out.push(
+            "running as root: the daemon needs no privilege (ports above 1023, its own \
+             socket); run it as its own user, as the packaged unit does (User=mimeref-milter)"
+                .into(),
+        );
+    }
+    out
 }
 
 /// `mimeref-milter serve`: the daemon's main.
@@ -75,7 +99,21 @@ pub fn serve(args: ServeOptions) -> ExitCode {
             }
         },
     };
-    init_logging(&cfg);
+    // The recorder first, so that a log line syslog refuses from the first one on is
+    // counted (mimeref_syslog_errors_total).
+    if cfg.listen.metrics_listen.is_some() {
+        if let Err(e) = crate::milter::metrics::install() {
+            eprintln!("mimeref-milter: metrics recorder: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    if let Err(e) = logging::init(&cfg) {
+        eprintln!("mimeref-milter: logging: {e}");
+    }
+    let override_socket = args.socket.is_some().then_some(&spec);
+    for w in warnings(&cfg, override_socket) {
+        warn!("{w}");
+    }
     nofile::at_start(&cfg.listen);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -288,7 +326,7 @@ pub async fn run_with(
     };
     // Each connection's session knows its MTA from the start, for its log lines.
     let initial =
-        move |io: &listen::Counted<_>| Some(callbacks::initial(&shared, io.peer().into()));
+        move |io: &listen::Counted<_>| Some(callbacks::initial(&shared, io.peer().into(), io.id()));
     let result = indymilter::run_with_data(gate, callbacks, milter_config, drained, initial).await;
     reloader.abort();
     flusher.abort();
@@ -328,24 +366,5 @@ fn reload_config(shared: &Shared) -> bool {
             }
             false
         }
-    }
-}
-
-/// Plain text (journald adds time stamps) or JSON; RUST_LOG overrides the config level.
-fn init_logging(cfg: &Config) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        EnvFilter::new(format!("warn,mimeref_milter={}", cfg.process.log_level))
-    });
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(io::stderr)
-        .with_target(false);
-    let res = match cfg.process.log_format {
-        LogFormat::Text => builder.without_time().with_ansi(false).try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    };
-    if let Err(e) = res {
-        eprintln!("mimeref-milter: logging: {e}");
     }
 }

@@ -48,6 +48,9 @@ pub struct SpillTo<'a> {
     pub threshold: usize,
     pub dir: &'a Path,
     pub budget: usize,
+    /// The MTA's queue id once it has sent one (at end of header), for the log line
+    /// of a failed spill.
+    pub queue_id: &'a str,
 }
 
 /// The octets held in memory by messages whose spill failed, over all the connections
@@ -326,7 +329,7 @@ impl Buffer {
         let f = match spill_file(to.dir) {
             Ok(f) => f,
             Err(e) => {
-                spill_failed("create", &e, to.dir);
+                spill_failed("create", &e, &to);
                 self.start_holding(to);
                 return;
             }
@@ -346,7 +349,7 @@ impl Buffer {
             }
             // Memory still holds every octet: the file is simply dropped.
             Err(e) => {
-                spill_failed("write", &e, to.dir);
+                spill_failed("write", &e, &to);
                 self.start_holding(to);
             }
         }
@@ -364,7 +367,7 @@ impl Buffer {
                 true
             }
             Err(e) => {
-                spill_failed("write", &e, to.dir);
+                spill_failed("write", &e, &to);
                 self.unspill(to);
                 false
             }
@@ -457,8 +460,14 @@ impl Buffer {
 /// One spill that failed at `stage` ("create": no file; "write": the file took the
 /// octets only in part): a WARN, at most one a second with the exact count, and the
 /// metric beside it.
-fn spill_failed(stage: &'static str, e: &io::Error, dir: &Path) {
-    super::throttle::SPILL_FAILED.hit(|| format!("{stage} in {}: {e}", dir.display()));
+fn spill_failed(stage: &'static str, e: &io::Error, to: &SpillTo) {
+    super::throttle::SPILL_FAILED.hit(|| {
+        format!(
+            "among them {}: {stage} in {}: {e}",
+            to.queue_id,
+            to.dir.display()
+        )
+    });
     super::metrics::spill_failure(stage);
 }
 
@@ -522,6 +531,7 @@ mod tests {
             threshold: 1000,
             dir: Path::new("/nonexistent/mimeref-milter-test"),
             budget,
+            queue_id: "NOQUEUE",
         }
     }
 

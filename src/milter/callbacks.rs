@@ -10,7 +10,6 @@ use std::ffi::CString;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
@@ -70,13 +69,12 @@ pub fn needed_actions(cfg: &Config) -> Actions {
 /// The data a connection's callbacks start with (indymilter's `run_with_data`): the
 /// configuration at accept time and who the MTA is, so that even a refused
 /// negotiation can name it.
-pub fn initial(shared: &Shared, peer: String) -> Session {
-    static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
+pub fn initial(shared: &Shared, peer: String, connection: u64) -> Session {
     let (cfg, options) = shared.snapshot();
     let mut session = Session::new(cfg, shared.in_flight.clone());
     session.options = Some(options);
     session.peer = peer;
-    session.connection = CONNECTIONS.fetch_add(1, Ordering::Relaxed) + 1;
+    session.connection = connection;
     session
 }
 
@@ -97,10 +95,10 @@ fn handle_negotiate(
     let missing = needed - mta_actions;
     if !missing.is_empty() {
         super::metrics::event("negotiation_refused");
-        let peer = &session.peer;
+        let (peer, id) = (&session.peer, session.connection);
         throttle::NEGOTIATION_REFUSED.hit(|| {
             format!(
-                "the MTA at {peer} does not offer the milter actions {} that the configuration needs; \
+                "among them connection {id} from the MTA at {peer}, which does not offer the milter actions {} that the configuration needs; \
                  let it offer them (e.g. set milter_protocol = 6 in Postfix main.cf; Stalwart: \
                  session.milter.<id>.options.flags.actions; go-milter: ClientOptions.ActionMask) \
                  or change the policy",
@@ -128,15 +126,15 @@ fn handle_negotiate(
         cx.requested_opts |= ProtoOpts::NO_RCPT & mta_opts;
     }
     debug!(
-        "negotiated: {}; header values {} (MTA at {}, connection {})",
+        "negotiated: {}; header values {} (connection {} from the MTA at {})",
         describe_no_reply(no_reply),
         if leading_space {
             "with their leading space"
         } else {
             "without their leading space"
         },
-        session.peer,
         session.connection,
+        session.peer,
     );
     // Macro lists only where the MTA lets the milter choose (SMFIF_SETSYMLIST, Postfix
     // and Sendmail at protocol 6); otherwise it sends the macros set on its side.
@@ -284,6 +282,9 @@ fn handle_header(cx: &mut Context<Session>, name: CString, value: CString) -> Ca
 
 fn handle_eoh(cx: &mut Context<Session>) -> CallbackFuture<'_> {
     if let Some(s) = cx.data.as_mut() {
+        // Asked for at end of header: from here on the lines about this message
+        // (a failed spill) can name it.
+        s.queue_id = queue_id(&cx.macros);
         s.guarded(Session::eoh);
     }
     next(cx.data.as_ref(), ProtoOpts::NOREPLY_EOH)

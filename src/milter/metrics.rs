@@ -59,6 +59,23 @@ pub fn install() -> Result<PrometheusHandle, String> {
     // Series that alerts and dashboards rate() over exist from the start, at 0: a
     // series that appears with its first increment hides that increment from rate().
     counter!("mimeref_connections_refused_total").increment(0);
+    // The share of mail refused is read over every verdict and every kind of refusal:
+    // a term without a series would leave the whole sum, and the alert, empty.
+    for dir in ["inbound", "outbound"] {
+        for v in Action::ALL {
+            counter!("mimeref_messages_total", "direction" => dir, "verdict" => v.as_str())
+                .increment(0);
+        }
+    }
+    counter!("mimeref_events_total", "event" => "negotiation_refused").increment(0);
+    for listener in ["milter", "http"] {
+        for error in ACCEPT_ERRORS {
+            counter!("mimeref_accept_errors_total", "listener" => listener, "error" => error)
+                .increment(0);
+        }
+    }
+    counter!("mimeref_forged_headers_removed_total").increment(0);
+    counter!("mimeref_syslog_errors_total").increment(0);
     counter!("mimeref_http_connections_refused_total").increment(0);
     counter!("mimeref_events_total", "event" => "non_milter_peer").increment(0);
     for stage in ["create", "write"] {
@@ -120,6 +137,11 @@ pub fn record(o: &Outcome) {
     h.eom[d]
         .get_or_init(|| histogram!("mimeref_eom_seconds", "direction" => dir))
         .record(o.eom_seconds);
+    // Only what was sent: in a dry run the forged copies stay.
+    let removed = o.plan.removed();
+    if removed > 0 && !o.plan.dry_run {
+        counter!("mimeref_forged_headers_removed_total").increment(removed as u64);
+    }
     if o.plan.oversize {
         h.oversize[d]
             .get_or_init(|| counter!("mimeref_oversize_total", "direction" => dir))
@@ -165,6 +187,11 @@ pub fn internal_error(cause: Cause, action: &'static str) {
         .increment(1);
 }
 
+/// A log line the syslog socket did not take (written to standard error instead).
+pub fn syslog_error() {
+    counter!("mimeref_syslog_errors_total").increment(1);
+}
+
 /// One SIGHUP reload: `ok` when the new configuration was loaded.
 pub fn reload(ok: bool) {
     let result = if ok { "ok" } else { "failed" };
@@ -190,8 +217,17 @@ pub fn http_connection_refused() {
     counter!("mimeref_http_connections_refused_total").increment(1);
 }
 
-/// A failed accept. `listener`: "milter" or "http"; `error`: "emfile", "enfile",
-/// "enobufs", "enomem", "econnaborted" or "other".
+/// The `error` label values of `mimeref_accept_errors_total`.
+pub const ACCEPT_ERRORS: [&str; 6] = [
+    "emfile",
+    "enfile",
+    "enobufs",
+    "enomem",
+    "econnaborted",
+    "other",
+];
+
+/// A failed accept. `listener`: "milter" or "http"; `error`: one of [`ACCEPT_ERRORS`].
 pub fn accept_error(listener: &'static str, error: &'static str) {
     counter!("mimeref_accept_errors_total", "listener" => listener, "error" => error).increment(1);
 }

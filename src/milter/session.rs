@@ -173,6 +173,9 @@ pub struct Session {
     /// The MTA folds header values with CRLF (it sent such a value, or the body began
     /// with a copy of the heading, as Stalwart sends it): folds go back the same way.
     crlf_folds: bool,
+    /// The queue id of the message being received, from end of header on (NOQUEUE
+    /// before), for the log lines written before end of message.
+    pub queue_id: String,
 }
 
 /// How header values travel to and from this MTA; see [`Session::leading_space`].
@@ -251,6 +254,7 @@ impl Session {
             connection: 0,
             leading_space: true,
             crlf_folds: false,
+            queue_id: NOQUEUE.into(),
         }
     }
 
@@ -276,6 +280,7 @@ impl Session {
     /// MAIL FROM: a new transaction begins (a previous one without end is dropped).
     pub fn mail(&mut self) {
         self.broken = None;
+        self.queue_id = NOQUEUE.into();
         self.message = Some(Message {
             buf: Buffer::new(self.pool.clone(), self.budget.clone()),
             intake: self.config.intake(),
@@ -390,6 +395,7 @@ impl Session {
             threshold: limits.spill_threshold,
             dir: &limits.spill_directory,
             budget: limits.memory_budget,
+            queue_id: &self.queue_id,
         };
         match self.message.as_mut() {
             Some(m) => (m, to),
@@ -721,13 +727,16 @@ fn same_field(a: &[u8], b: &[u8]) -> bool {
     }
 }
 
-/// The MTA's queue id, or NOQUEUE (Postfix's word) when it sent none.
+/// What stands for the queue id when the MTA sent none (Postfix's word).
+const NOQUEUE: &str = "NOQUEUE";
+
+/// The MTA's queue id, or NOQUEUE when it sent none.
 pub(super) fn queue_id(macros: &Macros) -> String {
     macros
         .get(c"i")
         .map(CStr::to_string_lossy)
         .filter(|q| !q.is_empty())
-        .map_or_else(|| "NOQUEUE".into(), Cow::into_owned)
+        .map_or_else(|| NOQUEUE.into(), Cow::into_owned)
 }
 
 /// The one info line per message, starting with the queue id so that it greps beside the
@@ -753,14 +762,35 @@ fn log_outcome(o: &Outcome) {
         (Some(s), _) => format!(" scope={s} scopes={}", p.scopes.join(",")),
     };
     info!(
-        "{}: direction={} verdict={}{dry}{over}{scope} rules={rules} edits={} body_replaced={body} size={} ms={}",
+        "{}: direction={} verdict={}{dry}{over}{scope} rules={rules} edits={} removed={} body_replaced={body} size={} ms={}",
         o.queue_id,
         p.direction,
-        p.verdict,
+        verdict_word(p),
         p.edits(),
+        p.removed(),
         o.octets,
         o.millis
     );
+}
+
+/// What happened to the message, in the log line. The policy's action names stay the
+/// `verdict` label of the metrics, but `verdict=ignore` on clean mail read as if the
+/// milter had not looked at it.
+fn verdict_word(p: &Plan) -> &'static str {
+    use crate::policy::Action;
+    match p.verdict {
+        Action::Ignore if p.decisions.is_empty() => "clean",
+        // Findings, every one of them ignored by the policy.
+        Action::Ignore => "pass",
+        Action::Log => "logged",
+        Action::Report => "reported",
+        Action::Fix if p.edits() > 0 => "fixed",
+        // A fix was due but none could be sent; a WARN line before says why.
+        Action::Fix => "not-fixed",
+        Action::Quarantine => "quarantined",
+        Action::Tempfail => "tempfailed",
+        Action::Reject => "rejected",
+    }
 }
 
 #[cfg(test)]

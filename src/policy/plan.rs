@@ -94,6 +94,15 @@ impl Plan {
             .count()
             + self.body_edits
     }
+
+    /// Number of header fields deleted: copies of the report header that the client
+    /// sent (forged), in inbound mail.
+    pub fn removed(&self) -> usize {
+        self.header_changes
+            .iter()
+            .filter(|c| c.value.is_none())
+            .count()
+    }
 }
 
 // Kept out of the public struct literal so that `edits()` stays the single definition.

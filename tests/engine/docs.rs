@@ -41,6 +41,46 @@ fn man_page_lists_every_rule() {
     }
 }
 
+/// The README sends admins to mimeref-milter(8) for the catalogue "with conditions and
+/// standards": that page has it, each rule with its severity, when it fires and the
+/// standard (or the setting) it checks.
+#[test]
+fn daemon_page_catalogue_gives_each_rule_its_condition_and_standard() {
+    let man = read("packaging/man/mimeref-milter.8");
+    let section = man
+        .split(".SH RULES\n")
+        .nth(1)
+        .expect("mimeref-milter(8) has no RULES section")
+        .split("\n.SH ")
+        .next()
+        .unwrap();
+    for &rule in Rule::ALL {
+        let head = format!(
+            ".BR {} \" ({})\"\n",
+            rule.id().replace('-', "\\-"),
+            rule.severity()
+        );
+        let at = section
+            .find(&head)
+            .unwrap_or_else(|| panic!("mimeref-milter(8) RULES lacks {head:?}"));
+        let body = section[at + head.len()..]
+            .split(".TP")
+            .next()
+            .unwrap()
+            .trim();
+        let cited = ["RFC ", "draft\\-", "the limits", "the site's"]
+            .iter()
+            .any(|s| body.rsplit(" (").next().unwrap_or("").contains(s));
+        assert!(
+            body.len() > 30 && body.ends_with(')') && cited,
+            "{}: no condition and standard in {body:?}",
+            rule.id()
+        );
+    }
+    let readme = read("README.md");
+    assert!(readme.contains("The catalogue with conditions and standards is\n`mimeref-milter(8)`"));
+}
+
 /// The three worked examples of scopes, as README.md, both man pages and the sample
 /// configuration give them: each copy is valid and does what its text says.
 mod scope_examples {

@@ -39,6 +39,17 @@ fn queries(v: &serde_json::Value, out: &mut Vec<String>) {
 
 /// The series names in a scrape (histograms as their _bucket, _sum and _count).
 async fn exported() -> BTreeSet<String> {
+    scrape()
+        .await
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| l.split(['{', ' ']).next().unwrap().to_string())
+        .collect()
+}
+
+/// A scrape of the in-process daemon after a message, a refused negotiation and a
+/// reload.
+async fn scrape() -> String {
     let m = Milter::start_http("dashboards", "").await;
     // One message with findings: messages, findings, bytes and both histograms.
     let mut c = m.conn().await;
@@ -56,10 +67,7 @@ async fn exported() -> BTreeSet<String> {
     assert_eq!(code, 200);
     c.close().await.unwrap();
     m.stop().await;
-    body.lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .map(|l| l.split(['{', ' ']).next().unwrap().to_string())
-        .collect()
+    body
 }
 
 #[tokio::test]
@@ -77,6 +85,13 @@ async fn dashboard_and_alerts_use_only_exported_metrics() {
     );
     let mut qs = Vec::new();
     queries(&dash, &mut qs);
+    // A range of one scrape interval holds one sample at most: increase() and rate()
+    // over it are empty (the reload panel was).
+    let one_scrape: Vec<&String> = qs.iter().filter(|q| q.contains("[$__interval]")).collect();
+    assert!(
+        one_scrape.is_empty(),
+        "ranges of $__interval, empty below two scrapes; use $__rate_interval: {one_scrape:?}"
+    );
     let used = metric_names(&qs.join("\n"));
     for want in [
         "mimeref_messages_total",
@@ -109,4 +124,88 @@ async fn dashboard_and_alerts_use_only_exported_metrics() {
         missing.is_empty(),
         "the alerting rules use {missing:?}, which the daemon does not export; it exports {exported:?}"
     );
+}
+
+/// Every metric the daemon exports is documented in mimeref-milter(8) under METRICS,
+/// with the very labels it has (a histogram's `le` aside), and each `event` value of
+/// `mimeref_events_total`.
+#[tokio::test]
+async fn every_exported_metric_is_documented_with_its_labels() {
+    let body = scrape().await;
+    let mut families: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
+    let mut events = BTreeSet::new();
+    let label = regex::Regex::new(r#"([a-z_]+)="([^"]*)""#).unwrap();
+    for l in body
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let name = l.split(['{', ' ']).next().unwrap();
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .filter(|f| body.contains(&format!("# TYPE {f} histogram")))
+            .unwrap_or(name);
+        let keys = families.entry(family.to_string()).or_default();
+        let labels = l
+            .split_once('{')
+            .map_or("", |(_, r)| r.split('}').next().unwrap());
+        for c in label.captures_iter(labels) {
+            if &c[1] != "le" {
+                keys.insert(c[1].to_string());
+            }
+            if family == "mimeref_events_total" && &c[1] == "event" {
+                events.insert(c[2].to_string());
+            }
+        }
+    }
+    assert!(families.len() >= 15, "{families:?}");
+    let man = read("packaging/man/mimeref-milter.8");
+    let section = man
+        .split(".SH METRICS\n")
+        .nth(1)
+        .expect("mimeref-milter(8) has no METRICS section")
+        .split("\n.SH ")
+        .next()
+        .unwrap();
+    let mut undocumented = Vec::new();
+    for (family, keys) in &families {
+        let head = if keys.is_empty() {
+            format!(".B {family}\n")
+        } else {
+            format!(
+                ".B {family}{{{}}}\n",
+                keys.iter().cloned().collect::<Vec<_>>().join(",")
+            )
+        };
+        // The label keys in the page's order are the exported ones in any order.
+        let documented = section.lines().any(|l| {
+            let l = format!("{l}\n");
+            let Some(rest) = l.strip_prefix(&format!(".B {family}")) else {
+                return false;
+            };
+            let listed: BTreeSet<String> = rest
+                .trim()
+                .trim_start_matches('{')
+                .trim_end_matches('}')
+                .split(',')
+                .filter(|k| !k.is_empty())
+                .map(String::from)
+                .collect();
+            &listed == keys
+        });
+        if !documented {
+            undocumented.push(head.trim().to_string());
+        }
+    }
+    assert!(
+        undocumented.is_empty(),
+        "mimeref-milter(8) METRICS lacks (or labels otherwise): {undocumented:?}"
+    );
+    assert!(events.len() >= 2, "{events:?}");
+    for e in &events {
+        assert!(
+            section.contains(&format!(".B {e}\n")),
+            "event {e} undocumented"
+        );
+    }
 }

@@ -442,9 +442,9 @@ async fn strangers_at_the_milter_port_are_logged_counted_and_closed() {
     assert_eq!(sum, 3, "{log}");
     for what in ["HTTP request", "TLS handshake", "not a milter negotiation"] {
         assert!(
-            lines
-                .iter()
-                .any(|l| l.contains(": 127.0.0.1:") && l.contains(what)),
+            lines.iter().any(|l| l.contains("among them connection ")
+                && l.contains(" from 127.0.0.1:")
+                && l.contains(what)),
             "no line names the peer and {what:?}:\n{log}"
         );
     }

@@ -552,6 +552,10 @@ pub struct PostfixConfig {
     pub chroot: bool,
     /// Extra `master.cf` lines.
     pub extra_master: Vec<String>,
+    /// A shell command run in a private mount namespace before Postfix starts there,
+    /// so that its processes see the mounts it makes (a /dev/log of the test's own);
+    /// None: started as it is.
+    pub namespace_setup: Option<String>,
 }
 
 impl PostfixConfig {
@@ -563,6 +567,7 @@ impl PostfixConfig {
             extra_main: Vec::new(),
             chroot: false,
             extra_master: Vec::new(),
+            namespace_setup: None,
         }
     }
 }
@@ -718,13 +723,18 @@ postlog   unix-dgram n - n - 1 postlogd
             "smtp-sink did not start: {}",
             fs::read_to_string(log.join("sink.err")).unwrap_or_default()
         );
-        let (ok, out, err) = run_bounded(
-            Command::new(Path::new(SBIN).join("postfix"))
-                .arg("-c")
-                .arg(&etc)
-                .arg("start"),
-            WAIT,
-        );
+        let postfix = Path::new(SBIN).join("postfix");
+        let mut start = match &cfg.namespace_setup {
+            None => Command::new(&postfix),
+            Some(setup) => {
+                let mut c = Command::new("unshare");
+                c.args(["--mount", "--propagation", "private", "sh", "-ec"])
+                    .arg(format!("{setup}\nexec \"$0\" \"$@\""))
+                    .arg(&postfix);
+                c
+            }
+        };
+        let (ok, out, err) = run_bounded(start.arg("-c").arg(&etc).arg("start"), WAIT);
         pf.started = ok;
         assert!(ok, "postfix start failed: {out}{err}\nlog:\n{}", pf.log());
         assert!(

@@ -1,0 +1,426 @@
+//! Logs where admins look, on the real binary: syslog datagrams with the mail facility
+//! (a socket the test binds stands in for /dev/log), RFC 3339 time stamps on standard
+//! error unless the journal stamps the lines itself, the queue id on message lines and
+//! the connection number on connection lines, verdict words that say what happened,
+//! forged report headers counted, and the warnings about settings that expose the
+//! daemon, from `config-check` and at start.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::net::UnixDatagram;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use indymilter_test::{Actions, Status, TestConnection};
+use support::milter::*;
+use support::mta::{self, free_port, Daemon, TempDir};
+
+async fn open(port: u16) -> TestConnection {
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        TestConnection::configure()
+            .exact_leading_space(true)
+            .open_tcp(("127.0.0.1", port)),
+    )
+    .await
+    .expect("negotiation answered within 10 s")
+    .expect("negotiation")
+}
+
+/// One message on a new connection from a remote client (inbound).
+async fn message(port: u16, queue_id: &'static str, m: &Eml) -> Status {
+    let mut c = open(port).await;
+    connect(&mut c, REMOTE, None).await;
+    let env = Envelope {
+        queue_id: Some(queue_id),
+        auth: None,
+    };
+    let (_, st) = send(&mut c, &env, m).await;
+    c.close().await.unwrap();
+    st
+}
+
+/// The clean fixture with a copy of the report header at the top, as a sender
+/// forging it would add.
+fn clean_with_forged_header() -> Eml {
+    let mut m = eml(&fixture("milter/clean.eml"));
+    m.headers
+        .insert(0, (b"X-MIMERef".to_vec(), b" ok".to_vec()));
+    m
+}
+
+/// The value of an unlabelled counter in a scrape.
+async fn metric(http: u16, name: &str) -> u64 {
+    let (_, body) = http_get(([127, 0, 0, 1], http).into(), "/metrics").await;
+    body.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in:\n{body}"))
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// The datagrams that come within `wait` of each other, as text.
+fn datagrams(rx: &UnixDatagram, wait: Duration) -> Vec<String> {
+    rx.set_read_timeout(Some(wait)).unwrap();
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    while let Ok(n) = rx.recv(&mut buf) {
+        out.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    out
+}
+
+/// With `log_target = "syslog"` every line is one datagram to `syslog_socket`, with
+/// the mail facility, the program name and pid, and Postfix's `warning:` word: what
+/// rsyslog files in mail.log next to Postfix's own lines. Nothing goes to standard
+/// error. When the socket is gone, the lines go to standard error instead, each
+/// counted in `mimeref_syslog_errors_total`.
+#[tokio::test]
+async fn syslog_lines_carry_the_mail_facility_and_the_queue_id() {
+    let dir = TempDir::new("syslog");
+    let sock = dir.path().join("log.sock");
+    let rx = UnixDatagram::bind(&sock).unwrap();
+    let http = free_port();
+    let cfg = format!(
+        "log_target = \"syslog\"\nsyslog_socket = \"{}\"\nmetrics_listen = \"127.0.0.1:{http}\"\n",
+        sock.display()
+    );
+    let mut d = Daemon::start(&cfg, &[]);
+    let pid = d.pid().unwrap();
+    assert_eq!(
+        message(d.port, "4FvB1Q2x7Zz", &eml(&fixture("milter/clean.eml"))).await,
+        Status::Accept
+    );
+    let got = datagrams(&rx, Duration::from_millis(500));
+    let head = |pri: u8| format!("<{pri}>mimeref-milter[{pid}]: ");
+    // mail (2) × 8 + info (6)
+    let line = got
+        .iter()
+        .find(|l| l.contains("verdict="))
+        .unwrap_or_else(|| panic!("{got:#?}"));
+    assert!(
+        line.starts_with(&format!(
+            "{}4FvB1Q2x7Zz: direction=inbound verdict=clean ",
+            head(22)
+        )),
+        "{line}"
+    );
+    // The connection line names the connection and the MTA (debug: mail × 8 + 7).
+    assert!(
+        got.iter().any(|l| l.starts_with(&head(23))
+            && l.contains("debug: negotiated: ")
+            && l.contains("(connection 2 from the MTA at 127.0.0.1:")),
+        "{got:#?}"
+    );
+    if is_root() {
+        // mail × 8 + warning (4), with the word Postfix uses.
+        assert!(
+            got.iter()
+                .any(|l| l.starts_with(&format!("{}warning: running as root", head(20)))),
+            "{got:#?}"
+        );
+    }
+    assert!(
+        !got.iter().any(|l| l.contains('\n')),
+        "one line a datagram: {got:#?}"
+    );
+    assert_eq!(metric(http, "mimeref_syslog_errors_total").await, 0);
+    assert!(d.log().trim().is_empty(), "stderr: {}", d.log());
+
+    // syslog goes away: the lines come to standard error, and are counted.
+    drop(rx);
+    std::fs::remove_file(&sock).unwrap();
+    assert_eq!(
+        message(d.port, "4FvB1Q2x8Aa", &eml(&fixture("milter/clean.eml"))).await,
+        Status::Accept
+    );
+    let log = d.log();
+    assert!(
+        log.lines().any(
+            |l| l.starts_with("4FvB1Q2x8Aa: direction=inbound verdict=clean ")
+                && l.contains(&format!("(not sent to syslog {}: ", sock.display()))
+        ),
+        "{log}"
+    );
+    let lost = log.matches("(not sent to syslog").count() as u64;
+    assert!(lost >= 2, "{log}");
+    support::wait_until(
+        "every line not sent to syslog counted",
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || async {
+            let n = metric(http, "mimeref_syslog_errors_total").await;
+            let lost = d.log().matches("(not sent to syslog").count() as u64;
+            if n == lost {
+                Ok(())
+            } else {
+                Err(format!("{n} counted, {lost} lines"))
+            }
+        },
+    )
+    .await;
+    d.stop();
+}
+
+/// `serve` with its standard error in `log`, `env` added, until it listens on `port`.
+fn spawn(cfg: &Path, port: u16, log: &Path, env: &[(&str, &str)]) -> std::process::Child {
+    let file = std::fs::File::create(log).unwrap();
+    let mut child = Command::new(mta::daemon_bin())
+        .arg("serve")
+        .arg("--config")
+        .arg(cfg)
+        .arg("--socket")
+        .arg(format!("inet:127.0.0.1:{port}"))
+        .env("RUST_LOG", "info")
+        .env_remove("JOURNAL_STREAM")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(file)
+        .spawn()
+        .unwrap();
+    let read = || std::fs::read_to_string(log).unwrap_or_default();
+    mta::wait_listening("daemon", &mut child, port, mta::WAIT, read);
+    child
+}
+
+/// Text lines on standard error start with an RFC 3339 time stamp (UTC), as a log file
+/// outside systemd needs; under systemd, where JOURNAL_STREAM names the very stream
+/// standard error is, the journal stamps them and the daemon does not. A
+/// JOURNAL_STREAM inherited by a process whose standard error goes elsewhere does not
+/// count.
+#[tokio::test]
+async fn text_lines_are_time_stamped_unless_the_journal_does_it() {
+    let dir = TempDir::new("stamps");
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(&cfg, "").unwrap();
+    let stamp = regex::Regex::new(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z +INFO ").unwrap();
+    let bare = regex::Regex::new(r"^ *INFO ").unwrap();
+    for (case, journal) in [
+        ("plain", None),
+        ("journal", Some(true)),
+        ("other", Some(false)),
+    ] {
+        let log = dir.path().join(format!("{case}.log"));
+        // The file the daemon's standard error will be: its device and inode, or
+        // those of another file.
+        std::fs::write(&log, "").unwrap();
+        let other = dir.path().join("other");
+        std::fs::write(&other, "").unwrap();
+        let m = std::fs::metadata(if journal == Some(true) { &log } else { &other }).unwrap();
+        let stream = format!("{}:{}", m.dev(), m.ino());
+        let env: Vec<(&str, &str)> = match journal {
+            None => vec![],
+            Some(_) => vec![("JOURNAL_STREAM", stream.as_str())],
+        };
+        // spawn() recreates the file: truncate rather than replace, to keep the inode.
+        let port = free_port();
+        let file = std::fs::OpenOptions::new().write(true).open(&log).unwrap();
+        let mut child = Command::new(mta::daemon_bin())
+            .arg("serve")
+            .arg("--config")
+            .arg(&cfg)
+            .arg("--socket")
+            .arg(format!("inet:127.0.0.1:{port}"))
+            .env("RUST_LOG", "info")
+            .env_remove("JOURNAL_STREAM")
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .unwrap();
+        let read = || std::fs::read_to_string(&log).unwrap_or_default();
+        mta::wait_listening("daemon", &mut child, port, mta::WAIT, read);
+        assert_eq!(
+            message(port, "5AbC9", &eml(&fixture("milter/clean.eml"))).await,
+            Status::Accept
+        );
+        mta::terminate_child(&mut child, Duration::from_secs(15));
+        let text = read();
+        let info: Vec<&str> = text.lines().filter(|l| l.contains("INFO")).collect();
+        assert!(info.len() >= 3, "{case}: {text}");
+        let want = if journal == Some(true) { &bare } else { &stamp };
+        for l in &info {
+            assert!(want.is_match(l), "{case}: {l}");
+        }
+        assert!(
+            info.iter()
+                .any(|l| l.contains("5AbC9: direction=inbound verdict=clean")),
+            "{case}: {text}"
+        );
+    }
+}
+
+/// The per-message line says what happened (`verdict=clean` on clean mail, not
+/// `ignore`) and counts the forged report headers it deleted (`removed=`), which
+/// `mimeref_forged_headers_removed_total` counts too; refused negotiations name the
+/// connection.
+#[tokio::test]
+async fn message_lines_say_what_happened() {
+    let http = free_port();
+    let mut d = Daemon::start(&format!("metrics_listen = \"127.0.0.1:{http}\"\n"), &[]);
+    assert_eq!(
+        metric(http, "mimeref_forged_headers_removed_total").await,
+        0
+    );
+    let clean = eml(&fixture("milter/clean.eml"));
+    assert_eq!(message(d.port, "6C1EA1", &clean).await, Status::Accept);
+    assert_eq!(
+        message(d.port, "6C1EA2", &clean_with_forged_header()).await,
+        Status::Accept
+    );
+    assert_eq!(
+        message(d.port, "6C1EA3", &eml(&fixture("milter/top-extbody.eml"))).await,
+        Status::Accept
+    );
+    // An MTA without the actions the configuration needs.
+    let refused = TestConnection::configure()
+        .exact_leading_space(true)
+        .available_actions(Actions::ADD_HEADER)
+        .open_tcp(("127.0.0.1", d.port))
+        .await;
+    assert!(refused.is_err());
+    let log = support::wait_until(
+        "the refused negotiation logged",
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || async {
+            let log = d.log();
+            if log.contains("milter negotiation(s)") {
+                Ok(log)
+            } else {
+                Err(log)
+            }
+        },
+    )
+    .await;
+    let line = |qid: &str| {
+        log.lines()
+            .find(|l| l.contains(&format!("{qid}: direction=")))
+            .unwrap_or_else(|| panic!("no line for {qid}:\n{log}"))
+            .to_string()
+    };
+    let l = line("6C1EA1");
+    assert!(
+        l.contains(" verdict=clean ") && l.contains(" edits=0 removed=0 "),
+        "{l}"
+    );
+    let l = line("6C1EA2");
+    assert!(
+        l.contains(" verdict=clean ") && l.contains(" edits=0 removed=1 "),
+        "{l}"
+    );
+    let l = line("6C1EA3");
+    assert!(
+        l.contains(" verdict=fixed ") && l.contains(" edits=1 removed=0 "),
+        "{l}"
+    );
+    assert_eq!(
+        metric(http, "mimeref_forged_headers_removed_total").await,
+        1
+    );
+    // Connection 1 was the test harness's probe, 2 to 4 the messages.
+    let refusal = log
+        .lines()
+        .find(|l| l.contains("milter negotiation(s)"))
+        .unwrap();
+    assert!(
+        refusal.contains("among them connection 5 from the MTA at 127.0.0.1:"),
+        "{refusal}"
+    );
+    d.stop();
+}
+
+/// `config-check` names each setting that exposes the daemon, with file and line, and
+/// still says OK; `serve` logs the same at start, for the socket it actually listens on
+/// (a `--socket` replaces the file's), and says when it runs as root.
+#[tokio::test]
+async fn exposed_settings_are_warned_about() {
+    let dir = TempDir::new("exposed");
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        "socket = \"inet:0.0.0.0:7357\"\nmetrics_listen = \"0.0.0.0:9357\"\n",
+    )
+    .unwrap();
+    let out = Command::new(mta::daemon_bin())
+        .args(["config-check", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let file = cfg.display();
+    assert!(
+        err.contains(&format!(
+            "warning: {file}:1: socket inet:0.0.0.0:7357: listens on every address of this host"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "warning: {file}:2: metrics_listen 0.0.0.0:9357: not a loopback address"
+        )),
+        "{err}"
+    );
+    assert_eq!(is_root(), err.contains("warning: running as root"), "{err}");
+
+    // A unix socket every local user may open, and a socket in the file that the
+    // command line replaces by one on loopback.
+    let sock = dir.path().join("m.sock");
+    std::fs::write(&cfg, "socket = \"inet:0.0.0.0:7357\"\n\n").unwrap();
+    let unix_cfg = dir.path().join("unix.toml");
+    std::fs::write(
+        &unix_cfg,
+        format!(
+            "socket = \"unix:{}\"\nsocket_mode = \"0666\"\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let log = dir.path().join("serve.log");
+    let port = free_port();
+    let mut child = spawn(&cfg, port, &log, &[]);
+    mta::terminate_child(&mut child, Duration::from_secs(15));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("listens on every address"), "{text}");
+    assert_eq!(is_root(), text.contains("WARN running as root"), "{text}");
+
+    let log = dir.path().join("unix.log");
+    let file = std::fs::File::create(&log).unwrap();
+    let mut child = Command::new(mta::daemon_bin())
+        .arg("serve")
+        .arg("--config")
+        .arg(&unix_cfg)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(file)
+        .spawn()
+        .unwrap();
+    let up = mta::wait_for(mta::WAIT, || sock.exists().then_some(()));
+    mta::terminate_child(&mut child, Duration::from_secs(15));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(up.is_some(), "{text}");
+    assert!(
+        text.contains(&format!(
+            "WARN {}:2: socket_mode \"0666\": every local user can connect",
+            unix_cfg.display()
+        )),
+        "{text}"
+    );
+}
