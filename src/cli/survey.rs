@@ -34,6 +34,7 @@ use crate::policy::{Action, Direction};
 
 #[derive(Args, Debug)]
 pub(crate) struct SurveyArgs {
+    /// A summary for people (text) or one JSON object for scripts (json)
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
     /// Configuration file (policy, scopes, limits, schemes)
