@@ -153,7 +153,9 @@ fn the_same_message_to_an_exempt_recipient_and_to_a_normal_one() {
     let v = verdicts(&d);
     assert_eq!(v.len(), 2, "{v:?}");
     assert!(
-        v[0].contains(&format!("verdict=logged scope=archive rules={RULES} edits=0")),
+        v[0].contains(&format!(
+            "verdict=logged scope=archive rules={RULES} edits=0"
+        )),
         "{v:?}"
     );
     assert!(
@@ -201,7 +203,10 @@ fn a_reject_domain_and_a_report_domain() {
     let v = verdicts(&d);
     assert_eq!(v.len(), 2, "{v:?}");
     assert!(v[0].contains("verdict=rejected scope=strict "), "{v:?}");
-    assert!(v[1].contains("verdict=reported scope=report-only "), "{v:?}");
+    assert!(
+        v[1].contains("verdict=reported scope=report-only "),
+        "{v:?}"
+    );
 }
 
 /// One message for two recipients in different scopes: Postfix delivers it once (or
