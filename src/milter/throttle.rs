@@ -20,7 +20,9 @@ const EVERY: Duration = Duration::from_secs(1);
 /// One kind of repeated event: how its line reads and what is still to be written.
 pub struct Throttled {
     level: Level,
-    /// The line for `n` events, the last one described by `detail`.
+    /// The line for `n` events, described by `detail`: the first of them, the one that
+    /// opened the batch (building a detail for every event of a flood would cost more
+    /// than the event).
     line: fn(n: u64, detail: &str) -> String,
     state: Mutex<Pending>,
 }
@@ -75,15 +77,6 @@ impl Throttled {
             warn!("{text}");
         }
         p.written_at = Some(now);
-    }
-}
-
-/// "n times" for the counted lines; nothing for one.
-pub fn times(n: u64) -> String {
-    if n == 1 {
-        String::new()
-    } else {
-        format!(" ({n} times since the last line)")
     }
 }
 
