@@ -144,15 +144,20 @@ mod tests {
         inner: Option<Inner>,
     }
 
+    /// The line of each error, in `text`.
+    fn lines_of(text: &str, errors: &[Located]) -> Vec<usize> {
+        errors
+            .iter()
+            .map(|e| text[..e.offset.unwrap()].matches('\n').count() + 1)
+            .collect()
+    }
+
     #[test]
     fn every_error_is_collected_with_its_place() {
         let text =
             "a = 1\nbogus = [\n 1,\n 2]\n[inner]\nn = \"x\"\nlist = [\"ok\",\n 3]\n[nope]\nz = 1\n";
         let (value, errors) = deserialize_all::<Outer>(text);
-        let lines: Vec<usize> = errors
-            .iter()
-            .map(|e| text[..e.offset.unwrap()].matches('\n').count() + 1)
-            .collect();
+        let lines = lines_of(text, &errors);
         assert_eq!(
             lines,
             [1, 2, 6, 8, 9],
@@ -175,10 +180,7 @@ mod tests {
         let text =
             "[[item]]\nn = 1\nbogus = 2\n[[item]]\nlist = [\"a\"]\nalso = 3\n[[item]]\nn = \"x\"\n";
         let (value, errors) = deserialize_all::<Listed>(text);
-        let lines: Vec<usize> = errors
-            .iter()
-            .map(|e| text[..e.offset.unwrap()].matches('\n').count() + 1)
-            .collect();
+        let lines = lines_of(text, &errors);
         assert_eq!(
             lines,
             [3, 6, 8],

@@ -297,6 +297,10 @@ impl Session {
     /// MAIL FROM with its first argument (the address, `<>` for the null sender).
     pub fn mail_from(&mut self, sender: Option<&[u8]>) {
         self.mail();
+        // Only scopes read the sender: without any, most mail pays nothing for it.
+        if self.config.policy.scopes.is_empty() {
+            return;
+        }
         if let Some(m) = self.message.as_mut() {
             m.sender = sender.map(scope::normalize_address);
         }
@@ -493,16 +497,21 @@ impl Session {
         };
         let report_fields = m.report_fields;
         let started = m.started;
-        let envelope = Envelope {
-            sender: m.sender.take(),
-            recipients: std::mem::take(&mut m.recipients),
-            client_addr: self.client_addr.or_else(|| {
-                lookup(c"{client_addr}").and_then(|a| crate::policy::direction::parse_ip(&a))
-            }),
-            sasl_login: lookup(c"{auth_authen}")
-                .filter(|a| !a.is_empty())
-                .map(Cow::into_owned),
-            extra_headers: Vec::new(),
+        // What the scopes match on; nothing to look up when there are none.
+        let envelope = if cfg.policy.scopes.is_empty() {
+            Envelope::default()
+        } else {
+            Envelope {
+                sender: m.sender.take(),
+                recipients: std::mem::take(&mut m.recipients),
+                client_addr: self.client_addr.or_else(|| {
+                    lookup(c"{client_addr}").and_then(|a| crate::policy::direction::parse_ip(&a))
+                }),
+                sasl_login: lookup(c"{auth_authen}")
+                    .filter(|a| !a.is_empty())
+                    .map(Cow::into_owned),
+                extra_headers: Vec::new(),
+            }
         };
         let dry_run = cfg.service.dry_run;
         let cfg2 = cfg.clone();
