@@ -159,12 +159,7 @@ pub fn as_received<'a>(
     report_header: Option<&str>,
 ) -> Given<'a> {
     // Only the top-level heading matters here.
-    let heading_only = Limits {
-        max_depth: 0,
-        max_parts: 1,
-        ..limits.clone()
-    };
-    let msg = mime::Message::parse(raw, &heading_only);
+    let msg = mime::Message::parse(raw, &limits.heading_only());
     let mut intake = Intake::new(max_header_size, limits.max_message_size);
     let report = report_header.map(str::as_bytes);
     let mut given = Given {

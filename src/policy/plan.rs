@@ -270,112 +270,162 @@ impl Planner<'_> {
         received: Received,
         scopes: &Selection,
     ) -> Plan {
+        let (mut plan, actions) = self.decide(dir, analysis, dry_run, received, scopes);
+        if let Some(reply) = self.refusal(&plan) {
+            plan.reply = Some(reply);
+            return plan;
+        }
+        let heading = LazyHeading::new(raw, &self.limits);
+        self.remove_forged(&mut plan, received, &heading);
+        let applied = self.send_fixes(&mut plan, analysis, &actions, raw, received, &heading);
+        self.record_fixes(&mut plan, &applied);
+        if plan.verdict == Action::Quarantine {
+            plan.quarantine = Some(expand(&self.replies.quarantine, &plan.decided_by));
+        }
+        if let Some(name) = &self.report.header {
+            if scopes.wants_header(self.report, plan.verdict) {
+                let value = fold_report(name.len(), &report_value(&plan));
+                plan.report = Some((name.clone(), value));
+            }
+        }
+        plan
+    }
+
+    /// The decisions of [`plan_scoped`](Self::plan_scoped) without the actions that
+    /// carry them out: each finding's action, the verdict, the rules behind it and the
+    /// scope that decided. What `survey` counts; it never builds a fixed message.
+    pub fn verdict_scoped(
+        &self,
+        dir: Direction,
+        analysis: &Analysis,
+        received: Received,
+        scopes: &Selection,
+    ) -> Plan {
+        self.decide(dir, analysis, false, received, scopes).0
+    }
+
+    /// The plan's decisions, and each finding's action in finding order.
+    fn decide(
+        &self,
+        dir: Direction,
+        analysis: &Analysis,
+        dry_run: bool,
+        received: Received,
+        scopes: &Selection,
+    ) -> (Plan, Vec<Action>) {
         let oversize = received.incomplete
             || analysis
                 .findings
                 .iter()
                 .any(|f| f.rule == Rule::MessageTooLarge);
         let mut plan = Plan::new(dir, dry_run, oversize);
+        // Each finding's action, once: below the header's threshold a report is only
+        // logged unless a policy key names the rule; over several scopes the safe side
+        // wins (`scope::combine`).
+        let actions: Vec<Action> = analysis
+            .findings
+            .iter()
+            .map(|f| scopes.decide(dir, self.policies, self.report, f))
+            .collect();
+        plan.decisions = self.decisions(analysis, &actions, oversize, scopes);
+        summarise(&mut plan);
+        if scopes.scoped() {
+            plan.scopes = scopes.names();
+            let by = scopes.decided_by(
+                dir,
+                self.policies,
+                self.report,
+                &analysis.findings,
+                oversize,
+                plan.verdict,
+            );
+            plan.scope = Some(by.to_string());
+        }
+        (plan, actions)
+    }
 
-        // Below the header's threshold a report is only logged, unless a policy key names
-        // the rule; over several scopes the safe side wins (`scope::combine`).
-        let decide = |f: &engine::Finding| scopes.decide(dir, self.policies, self.report, f);
+    /// The action of each finding in finding order, and of the oversize limit: it is
+    /// added when the engine made no finding of it, and raises the action of the one
+    /// it made.
+    fn decisions(
+        &self,
+        analysis: &Analysis,
+        actions: &[Action],
+        oversize: bool,
+        scopes: &Selection,
+    ) -> Vec<(Rule, Action)> {
         let mut decided: Vec<(Rule, Action)> = analysis
             .findings
             .iter()
-            .map(|f| (f.rule, decide(f)))
+            .zip(actions)
+            .map(|(f, a)| (f.rule, *a))
             .collect();
-        let oversize_action = scopes.oversize(self.policies);
-        if oversize && !decided.iter().any(|(r, _)| *r == Rule::MessageTooLarge) {
-            decided.push((Rule::MessageTooLarge, oversize_action));
-        } else if oversize {
+        if oversize {
+            let oversize_action = scopes.oversize(self.policies);
+            let mut found = false;
             for d in decided
                 .iter_mut()
                 .filter(|(r, _)| *r == Rule::MessageTooLarge)
             {
                 d.1 = d.1.max(oversize_action);
+                found = true;
+            }
+            if !found {
+                decided.push((Rule::MessageTooLarge, oversize_action));
             }
         }
-        plan.decisions = decided.clone();
-        plan.verdict = decided
-            .iter()
-            .map(|(_, a)| *a)
-            .max()
-            .unwrap_or(Action::Ignore);
-        plan.rules = sorted_unique(
-            decided
-                .iter()
-                .filter(|(_, a)| *a != Action::Ignore)
-                .map(|(r, _)| *r),
-        );
-        plan.reported = sorted_unique(
-            decided
-                .iter()
-                .filter(|(_, a)| *a >= Action::Report)
-                .map(|(r, _)| *r),
-        );
-        plan.decided_by = sorted_unique(
-            decided
-                .iter()
-                .filter(|(_, a)| *a == plan.verdict)
-                .map(|(r, _)| *r),
-        );
-        if scopes.scoped() {
-            plan.scopes = scopes.names();
-            plan.scope = Some(
-                scopes
-                    .decided_by(
-                        dir,
-                        self.policies,
-                        self.report,
-                        &analysis.findings,
-                        oversize,
-                        plan.verdict,
-                    )
-                    .to_string(),
-            );
-        }
+        decided
+    }
 
+    /// The reply of a rejected or tempfailed message: nothing else is sent then.
+    fn refusal(&self, plan: &Plan) -> Option<Reply> {
         match plan.verdict {
-            Action::Reject => {
-                plan.reply = Some(reply(&self.replies.reject, &plan.decided_by));
-                return plan;
-            }
-            Action::Tempfail => {
-                plan.reply = Some(reply(&self.replies.tempfail, &plan.decided_by));
-                return plan;
-            }
-            _ => {}
+            Action::Reject => Some(reply(&self.replies.reject, &plan.decided_by)),
+            Action::Tempfail => Some(reply(&self.replies.tempfail, &plan.decided_by)),
+            _ => None,
         }
+    }
 
-        // The heading is read only for what needs it: a message with nothing to fix (most
-        // mail) is not parsed a second time.
-        let heading = std::cell::OnceCell::new();
-        let heading = || heading.get_or_init(|| Heading::read(raw, &self.limits));
-
-        // Forged report headers go first: deletions shift the indices of later fields of the
-        // same name, so the highest occurrence is deleted first.
-        if let Some(name) = &self.report.header {
-            if dir == Direction::Inbound && self.report.remove_forged {
-                let n = received
-                    .report_fields
-                    .unwrap_or_else(|| heading().count(name.as_bytes()));
-                for index in (1..=n).rev() {
-                    plan.header_changes.push(HeaderChange {
-                        name: name.as_bytes().to_vec(),
-                        index,
-                        value: None,
-                    });
-                }
-            }
+    /// Deletes the copies of the report header an inbound message arrived with. They go
+    /// first: deletions shift the indices of later fields of the same name, so the
+    /// highest occurrence is deleted first.
+    fn remove_forged(&self, plan: &mut Plan, received: Received, heading: &LazyHeading) {
+        let Some(name) = &self.report.header else {
+            return;
+        };
+        if plan.direction != Direction::Inbound || !self.report.remove_forged {
+            return;
         }
+        let n = received
+            .report_fields
+            .unwrap_or_else(|| heading.get().count(name.as_bytes()));
+        for index in (1..=n).rev() {
+            plan.header_changes.push(HeaderChange {
+                name: name.as_bytes().to_vec(),
+                index,
+                value: None,
+            });
+        }
+    }
 
-        let edits = analysis.edits_for(|f| decide(f) == Action::Fix);
+    /// Turns the edits of the findings whose action is `fix` into header changes and a
+    /// body replacement; an edit that cannot be sent becomes a note. The edits sent, in
+    /// message order.
+    fn send_fixes<'a>(
+        &self,
+        plan: &mut Plan,
+        analysis: &'a Analysis,
+        actions: &[Action],
+        raw: &[u8],
+        received: Received,
+        heading: &LazyHeading,
+    ) -> Vec<&'a Edit> {
+        let edits = analysis.edits_where(|i| actions.get(i) == Some(&Action::Fix));
         let mut nested: Vec<&Edit> = Vec::new();
         let mut applied: Vec<&Edit> = Vec::new();
         for e in edits {
             if e.field.top_level {
-                match header_value(&e.replacement, heading().fold_eol) {
+                match header_value(&e.replacement, heading.get().fold_eol) {
                     Ok(value) if e.field.name.len() + value.len() + 6 > MAX_PACKET => {
                         // The whole message would tempfail on the write error, again at each
                         // retry: leave the field as it is and say so instead.
@@ -402,7 +452,7 @@ impl Planner<'_> {
                     "{} (part {}): not sent: the message was not read whole",
                     e.field.name, e.field.part
                 ));
-            } else if e.range.start < heading().body_start {
+            } else if e.range.start < heading.get().body_start {
                 plan.notes.push(format!(
                     "{} (part {}): not sent: edit outside the body",
                     e.field.name, e.field.part
@@ -414,8 +464,8 @@ impl Planner<'_> {
         if !nested.is_empty() {
             match engine::apply(raw, nested.iter().copied()) {
                 Ok(new) => {
-                    let body = new.get(heading().body_start..).unwrap_or_default().to_vec();
-                    plan.body = Some(body);
+                    let start = heading.get().body_start;
+                    plan.body = Some(new.get(start..).unwrap_or_default().to_vec());
                     plan.body_edits = nested.len();
                     applied.extend(nested.iter().copied());
                 }
@@ -423,6 +473,11 @@ impl Planner<'_> {
             }
         }
         applied.sort_by_key(|e| e.range.start);
+        applied
+    }
+
+    /// The change records and the rules repaired by the edits sent.
+    fn record_fixes(&self, plan: &mut Plan, applied: &[&Edit]) {
         plan.changes = applied
             .iter()
             .filter_map(|e| e.change.clone().map(|c| (e.field.part.clone(), c)))
@@ -433,22 +488,51 @@ impl Planner<'_> {
             .flat_map(|e| e.rules.iter().copied())
             .collect();
         plan.fixed = sorted_unique(
-            decided
+            plan.decisions
                 .iter()
                 .filter(|(r, a)| *a == Action::Fix && applied_rules.contains(r))
                 .map(|(r, _)| *r),
         );
+    }
+}
 
-        if plan.verdict == Action::Quarantine {
-            plan.quarantine = Some(expand(&self.replies.quarantine, &plan.decided_by));
+/// The verdict (the strongest action) and the rules behind each part of it.
+fn summarise(plan: &mut Plan) {
+    let decided = &plan.decisions;
+    plan.verdict = decided
+        .iter()
+        .map(|(_, a)| *a)
+        .max()
+        .unwrap_or(Action::Ignore);
+    let verdict = plan.verdict;
+    let rules_where = |keep: &dyn Fn(Action) -> bool| {
+        sorted_unique(decided.iter().filter(|(_, a)| keep(*a)).map(|(r, _)| *r))
+    };
+    plan.rules = rules_where(&|a| a != Action::Ignore);
+    plan.reported = rules_where(&|a| a >= Action::Report);
+    plan.decided_by = rules_where(&|a| a == verdict);
+}
+
+/// The top-level heading, read only for what needs it: a message with nothing to fix
+/// (most mail) is not parsed a second time.
+struct LazyHeading<'r> {
+    raw: &'r [u8],
+    limits: &'r Limits,
+    read: std::cell::OnceCell<Heading>,
+}
+
+impl<'r> LazyHeading<'r> {
+    fn new(raw: &'r [u8], limits: &'r Limits) -> Self {
+        LazyHeading {
+            raw,
+            limits,
+            read: std::cell::OnceCell::new(),
         }
-        if let Some(name) = &self.report.header {
-            if scopes.wants_header(self.report, plan.verdict) {
-                let value = fold_report(name.len(), &report_value(&plan));
-                plan.report = Some((name.clone(), value));
-            }
-        }
-        plan
+    }
+
+    fn get(&self) -> &Heading {
+        self.read
+            .get_or_init(|| Heading::read(self.raw, self.limits))
     }
 }
 
@@ -687,7 +771,7 @@ struct Heading {
 
 impl Heading {
     fn read(raw: &[u8], limits: &Limits) -> Heading {
-        let msg = mime::Message::parse(raw, limits);
+        let msg = mime::Message::parse(raw, &limits.heading_only());
         let mut h = Heading {
             names: Vec::new(),
             body_start: raw.len(),

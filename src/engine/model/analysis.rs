@@ -56,11 +56,17 @@ impl Analysis {
     /// rule; an edit inside a chosen part replacement is dropped (the part is gone).
     /// Returned in message order, never overlapping.
     pub fn edits_for(&self, mut wanted: impl FnMut(&Finding) -> bool) -> Vec<&Edit> {
+        self.edits_where(|i| wanted(&self.findings[i]))
+    }
+
+    /// [`edits_for`](Self::edits_for) with the findings named by their index in
+    /// `findings`: for a caller that already decided each finding.
+    pub fn edits_where(&self, mut wanted: impl FnMut(usize) -> bool) -> Vec<&Edit> {
         let mut chosen = vec![false; self.edits.len()];
         let mut gate = vec![false; self.edits.len()];
-        for f in &self.findings {
+        for (n, f) in self.findings.iter().enumerate() {
             if let Some(i) = f.edit.filter(|&i| i < self.edits.len()) {
-                if wanted(f) {
+                if wanted(n) {
                     chosen[i] = true;
                     if self.edits[i].requires == Some(f.rule) {
                         gate[i] = true;

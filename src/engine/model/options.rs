@@ -13,6 +13,17 @@ pub struct Limits {
     pub max_message_size: usize,
 }
 
+impl Limits {
+    /// These limits for reading the top-level heading alone: no part is descended into.
+    pub fn heading_only(&self) -> Limits {
+        Limits {
+            max_depth: 0,
+            max_parts: 1,
+            ..self.clone()
+        }
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
