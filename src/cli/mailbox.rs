@@ -14,7 +14,7 @@
 //! A path or message that cannot be read is reported and the rest goes on.
 
 use std::fs::{self, File};
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 /// What a walk of the paths found.
@@ -206,12 +206,11 @@ pub fn read(
     if size <= WHOLE {
         // Most files: one read into a buffer of the right size, as fs::read does; an
         // mbox this small is split in memory.
-        let mut bytes = Vec::with_capacity(size as usize + 1);
-        f.read_to_end(&mut bytes)
-            .map_err(|e| (name.clone(), e.to_string()))?;
+        let bytes = read_sized(&mut f, size).map_err(|e| (name.clone(), e.to_string()))?;
         let bom = mbox_start(&bytes);
         if let Some(bom) = bom {
-            return mbox(&name, io::Cursor::new(bytes), bom, &mut sink, &mut read);
+            read(bytes.len() as u64);
+            return mbox(&name, bytes, None::<File>, bom, &mut sink, &mut read);
         }
         read(bytes.len() as u64);
         sink(Message {
@@ -227,8 +226,8 @@ pub fn read(
         .read_to_end(&mut head)
         .map_err(|e| (name.clone(), e.to_string()))?;
     if let Some(bom) = mbox_start(&head) {
-        let r = BufReader::with_capacity(1 << 16, io::Cursor::new(head).chain(f));
-        return mbox(&name, r, bom, &mut sink, &mut read);
+        read(head.len() as u64);
+        return mbox(&name, head, Some(f), bom, &mut sink, &mut read);
     }
     let mut bytes = head;
     f.read_to_end(&mut bytes)
@@ -239,6 +238,16 @@ pub fn read(
         bytes,
     });
     Ok(())
+}
+
+/// A file of `size` octets, whole, read into a buffer of that size (no zeroing) in as
+/// few reads as the generic loop makes. `File::read_to_end` would ask the file for its
+/// size and position again (a statx and an lseek per message). A file that grew since
+/// its size was taken is read on to its end.
+fn read_sized(f: &mut File, size: u64) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(size as usize + 1);
+    f.take(u64::MAX).read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Files up to this size are read whole; larger ones are streamed if they are mboxes.
@@ -255,90 +264,188 @@ fn mbox_start(head: &[u8]) -> Option<usize> {
     head[bom..].starts_with(b"From ").then_some(bom)
 }
 
-/// Splits an mbox into its messages.
-fn mbox(
+/// Octets read at a time from an mbox too large to be read whole.
+const CHUNK: usize = 1 << 20;
+
+/// Splits an mbox into its messages: `buf` holds its start, `more` the rest when it was
+/// too large to read whole (`read` is told the octets of each chunk taken from it).
+///
+/// A message starts at a `From ` line at the start of the file or after an empty line
+/// (`\n` or `\r\n`); that empty line separates and is not the message's. mboxrd quoting:
+/// a line of one or more `>` before `From ` loses one `>`. The separators are found
+/// with one substring search over the bytes, not line by line: splitting then costs
+/// about one copy of each message.
+fn mbox<R: Read>(
     name: &str,
-    mut r: impl BufRead,
+    buf: Vec<u8>,
+    more: Option<R>,
     bom: usize,
     sink: &mut impl FnMut(Message) -> bool,
     read: &mut impl FnMut(u64),
 ) -> Result<(), (String, String)> {
-    let mut offset = 0u64;
-    let mut line = Vec::new();
-    let mut current: Option<(u64, Vec<u8>)> = None;
-    let mut after_empty = true;
-    let mut first = true;
-    loop {
-        line.clear();
-        let n = r
-            .read_until(b'\n', &mut line)
-            .map_err(|e| (format!("{name}:{offset}"), e.to_string()))?;
-        if n == 0 {
-            break;
-        }
-        read(n as u64);
-        let at = offset;
-        offset += n as u64;
-        let text: &[u8] = if first { &line[bom..] } else { &line };
-        first = false;
-        if after_empty && text.starts_with(b"From ") {
-            if let Some((start, mut bytes)) = current.take() {
-                // The empty line before a From line separates; it is not the message's.
-                strip_line_end(&mut bytes);
-                if !sink(Message {
-                    source: format!("{name}:{start}"),
-                    bytes,
-                }) {
-                    return Ok(());
-                }
-            }
-            current = Some((at, Vec::new()));
-            after_empty = false;
-            continue;
-        }
-        let content = text
-            .strip_suffix(b"\n")
-            .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
-            .unwrap_or(text);
-        after_empty = content.is_empty();
-        if let Some((_, bytes)) = current.as_mut() {
-            // mboxrd: ">From ", ">>From " ... stand for one '>' less.
-            let quoted = content.iter().take_while(|&&b| b == b'>').count();
-            if quoted > 0 && content[quoted..].starts_with(b"From ") {
-                bytes.extend_from_slice(&text[1..]);
-            } else {
-                bytes.extend_from_slice(text);
-            }
-        }
-    }
-    if let Some((start, bytes)) = current {
-        sink(Message {
-            source: format!("{name}:{start}"),
-            bytes,
-        });
-    }
-    Ok(())
+    let mut input = Input {
+        buf,
+        base: 0,
+        eof: more.is_none(),
+        more,
+        chunk: CHUNK,
+    };
+    split_mbox(name, &mut input, bom, sink, read)
 }
 
-fn strip_line_end(b: &mut Vec<u8>) {
-    if b.ends_with(b"\r\n") {
-        b.truncate(b.len() - 2);
-    } else if b.ends_with(b"\n") {
-        b.truncate(b.len() - 1);
+/// The part of an mbox in memory: `buf` starts at offset `base` of the file.
+struct Input<R> {
+    buf: Vec<u8>,
+    base: u64,
+    more: Option<R>,
+    eof: bool,
+    chunk: usize,
+}
+
+impl<R: Read> Input<R> {
+    /// Appends the next chunk; `eof` once nothing more comes.
+    fn fill(&mut self, read: &mut impl FnMut(u64)) -> io::Result<()> {
+        let Some(r) = self.more.as_mut() else {
+            self.eof = true;
+            return Ok(());
+        };
+        let n = r.take(self.chunk as u64).read_to_end(&mut self.buf)?;
+        read(n as u64);
+        self.eof = n == 0;
+        Ok(())
     }
+
+    /// Forgets the octets before `at` once they are a chunk or more; returns how many.
+    fn compact(&mut self, at: usize) -> usize {
+        if at < self.chunk {
+            return 0;
+        }
+        self.buf.drain(..at);
+        self.base += at as u64;
+        at
+    }
+}
+
+fn split_mbox<R: Read>(
+    name: &str,
+    input: &mut Input<R>,
+    bom: usize,
+    sink: &mut impl FnMut(Message) -> bool,
+    read: &mut impl FnMut(u64),
+) -> Result<(), (String, String)> {
+    let separator = memchr::memmem::Finder::new(b"\nFrom ");
+    // The current message's From line, and how far the search for its end has got.
+    let mut from = bom;
+    let mut searched = bom;
+    let mut first = true;
+    loop {
+        let err = |input: &Input<R>, e: io::Error| {
+            (
+                format!("{name}:{}", input.base + from as u64),
+                e.to_string(),
+            )
+        };
+        let Some(nl) = memchr::memchr(b'\n', &input.buf[from..]) else {
+            if !input.eof {
+                input.fill(read).map_err(|e| err(input, e))?;
+                continue;
+            }
+            // A From line with nothing after it: an empty message.
+            let at = if first { 0 } else { input.base + from as u64 };
+            sink(Message {
+                source: format!("{name}:{at}"),
+                bytes: Vec::new(),
+            });
+            return Ok(());
+        };
+        let content = from + nl + 1;
+        let buf = &input.buf;
+        // `\nFrom ` whose line break ends an empty line: the line before the From line
+        // is `\n` or `\r\n` (never the From line itself: content - 1 is its `\n`).
+        let found = separator
+            .find_iter(&buf[searched.max(content)..])
+            .map(|i| searched.max(content) + i)
+            .find(|&p| buf[p - 1] == b'\n' || (buf[p - 1] == b'\r' && buf[p - 2] == b'\n'));
+        let end = match found {
+            Some(p) if buf[p - 1] == b'\r' => p - 1,
+            Some(p) => p,
+            None if !input.eof => {
+                // The separator may straddle the end: search again from just before it.
+                searched = buf.len().saturating_sub(7).max(content);
+                input.fill(read).map_err(|e| err(input, e))?;
+                continue;
+            }
+            None => buf.len(),
+        };
+        let at = if first { 0 } else { input.base + from as u64 };
+        first = false;
+        let message = Message {
+            source: format!("{name}:{at}"),
+            bytes: unquote(&buf[content..end]),
+        };
+        if !sink(message) {
+            return Ok(());
+        }
+        let Some(p) = found else {
+            return Ok(());
+        };
+        from = p + 1;
+        let dropped = input.compact(from);
+        from -= dropped;
+        searched = from;
+    }
+}
+
+/// A message's lines of one or more `>` before `From ` lose one `>` (mboxrd).
+fn unquote(content: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(content.len());
+    let mut copied = 0;
+    for q in memchr::memmem::find_iter(content, b">From ") {
+        let line = content[..q]
+            .iter()
+            .rposition(|&b| b != b'>')
+            .map_or(0, |i| i + 1);
+        if line == 0 || content[line - 1] == b'\n' {
+            out.extend_from_slice(&content[copied..line]);
+            copied = line + 1;
+        }
+    }
+    out.extend_from_slice(&content[copied..]);
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The messages of an mbox held whole.
     fn split(text: &[u8]) -> Vec<(String, Vec<u8>)> {
+        streamed(text, 0, usize::MAX)
+    }
+
+    /// The messages of an mbox of which `whole` octets are read at first and the rest
+    /// streamed in chunks of `chunk`.
+    fn streamed(text: &[u8], whole: usize, chunk: usize) -> Vec<(String, Vec<u8>)> {
+        let whole = whole.min(text.len());
         let mut out = Vec::new();
-        let mut total = 0;
-        mbox(
+        let mut total = whole as u64;
+        let bom = mbox_start(text).unwrap_or(0);
+        let rest = io::Cursor::new(text[whole..].to_vec());
+        let mut input = Input {
+            buf: text[..whole].to_vec(),
+            base: 0,
+            eof: chunk == usize::MAX,
+            more: (chunk != usize::MAX).then_some(rest),
+            chunk: chunk.clamp(1, 1 << 20),
+        };
+        if chunk == usize::MAX {
+            input.buf = text.to_vec();
+            total = text.len() as u64;
+        }
+        split_mbox(
             "m",
-            io::Cursor::new(text.to_vec()),
-            0,
+            &mut input,
+            bom,
             &mut |m: Message| {
                 out.push((m.source, m.bytes));
                 true
@@ -348,6 +455,74 @@ mod tests {
         .unwrap();
         assert_eq!(total, text.len() as u64);
         out
+    }
+
+    /// The line-by-line splitter the substring search replaced, kept as the reference
+    /// for what an mbox holds.
+    fn line_by_line(text: &[u8]) -> Vec<(String, Vec<u8>)> {
+        let bom = mbox_start(text).unwrap_or(0);
+        let mut out = Vec::new();
+        let mut offset = 0usize;
+        let mut current: Option<(usize, Vec<u8>)> = None;
+        let mut after_empty = true;
+        for (i, line) in text.split_inclusive(|&b| b == b'\n').enumerate() {
+            let at = offset;
+            offset += line.len();
+            let text = if i == 0 { &line[bom..] } else { line };
+            if after_empty && text.starts_with(b"From ") {
+                if let Some((start, mut bytes)) = current.take() {
+                    if bytes.ends_with(b"\r\n") {
+                        bytes.truncate(bytes.len() - 2);
+                    } else if bytes.ends_with(b"\n") {
+                        bytes.truncate(bytes.len() - 1);
+                    }
+                    out.push((format!("m:{start}"), bytes));
+                }
+                current = Some((at, Vec::new()));
+                after_empty = false;
+                continue;
+            }
+            let content = text
+                .strip_suffix(b"\n")
+                .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+                .unwrap_or(text);
+            after_empty = content.is_empty();
+            if let Some((_, bytes)) = current.as_mut() {
+                let quoted = content.iter().take_while(|&&b| b == b'>').count();
+                if quoted > 0 && content[quoted..].starts_with(b"From ") {
+                    bytes.extend_from_slice(&text[1..]);
+                } else {
+                    bytes.extend_from_slice(text);
+                }
+            }
+        }
+        if let Some((start, bytes)) = current {
+            out.push((format!("m:{start}"), bytes));
+        }
+        out
+    }
+
+    proptest::proptest! {
+        /// Any mbox made of the lines that matter, held whole or streamed in chunks
+        /// of any size: the messages the line-by-line reading finds.
+        #[test]
+        fn the_search_splits_as_line_by_line_reading_does(
+            lines in proptest::collection::vec(0usize..12, 0..40),
+            whole in 0usize..200,
+            chunk in 1usize..64,
+        ) {
+            const LINES: [&str; 12] = [
+                "From a\n", "\n", "\r\n", ">From b\n", ">>From c\r\n", "text\n",
+                "From", ">", "\r", "x>From d\n", "From  e\r\n", ">From",
+            ];
+            let mut text = b"From first\n".to_vec();
+            for l in lines {
+                text.extend_from_slice(LINES[l].as_bytes());
+            }
+            let want = line_by_line(&text);
+            proptest::prop_assert_eq!(&split(&text), &want);
+            proptest::prop_assert_eq!(&streamed(&text, whole, chunk), &want);
+        }
     }
 
     #[test]
