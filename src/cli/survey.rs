@@ -20,7 +20,7 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -222,7 +222,6 @@ fn survey(
         files,
         jobs,
         progress,
-        next_file: AtomicUsize::new(0),
         queue: Mutex::new(Queue::default()),
         ready: Condvar::new(),
     };
@@ -257,19 +256,19 @@ struct Pool<'a> {
     files: &'a [PathBuf],
     jobs: usize,
     progress: &'a Progress,
-    /// The index of the next file no worker has taken.
-    next_file: AtomicUsize,
     queue: Mutex<Queue>,
-    /// Signalled when a batch is queued or the last mbox is split.
+    /// Signalled when a batch is queued or a file is done.
     ready: Condvar,
 }
 
-/// Batches of mbox messages offered to idle workers.
+/// The files not yet taken, and batches of mbox messages offered to idle workers.
 #[derive(Default)]
 struct Queue {
+    /// The index of the next file no worker has taken.
+    next_file: usize,
+    /// Files being read: while any is, it may be an mbox and more batches may come.
+    reading: usize,
     batches: VecDeque<Vec<(Seq, Message)>>,
-    /// Workers splitting an mbox: while any is, more batches may come.
-    splitting: usize,
 }
 
 impl Pool<'_> {
@@ -282,16 +281,18 @@ impl Pool<'_> {
                 self.survey_batch(&mut stats, batch);
                 continue;
             }
-            let i = self.next_file.fetch_add(1, Ordering::Relaxed);
-            if let Some(path) = self.files.get(i) {
-                if let Err(e) = self.survey_file(&mut stats, i as u64, path) {
+            if let Some(i) = self.take_file() {
+                let res = self.survey_file(&mut stats, i as u64, &self.files[i]);
+                self.lock().reading -= 1;
+                self.ready.notify_all();
+                if let Err(e) = res {
                     unreadable.push(e);
                 }
                 continue;
             }
             // No file left: wait for the batches of an mbox still being split.
-            let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-            while q.batches.is_empty() && q.splitting > 0 {
+            let mut q = self.lock();
+            while q.batches.is_empty() && q.reading > 0 {
                 q = self.ready.wait(q).unwrap_or_else(|p| p.into_inner());
             }
             if q.batches.is_empty() {
@@ -304,8 +305,20 @@ impl Pool<'_> {
         if self.jobs == 1 {
             return None;
         }
-        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        q.batches.pop_front()
+        self.lock().batches.pop_front()
+    }
+
+    /// The next file no worker has taken, counted as being read from then on (in
+    /// the same lock: a worker that finds no file left must not miss it).
+    fn take_file(&self) -> Option<usize> {
+        let mut q = self.lock();
+        let i = q.next_file;
+        if i >= self.files.len() {
+            return None;
+        }
+        q.next_file += 1;
+        q.reading += 1;
+        Some(i)
     }
 
     fn survey_batch(&self, stats: &mut Stats, batch: Vec<(Seq, Message)>) {
@@ -326,16 +339,11 @@ impl Pool<'_> {
     ) -> Result<(), (String, String)> {
         let mut n = 0u64;
         let mut batch = Batch::default();
-        let mut splitting = false;
         let res = mailbox::read(
             path,
             |m| {
                 n += 1;
                 if let Some(full) = batch.push((file, n), m) {
-                    if !splitting {
-                        splitting = true;
-                        self.lock().splitting += 1;
-                    }
                     self.offer(stats, full);
                 }
                 true
@@ -344,10 +352,6 @@ impl Pool<'_> {
                 self.progress.bytes.fetch_add(octets, Ordering::Relaxed);
             },
         );
-        if splitting {
-            self.lock().splitting -= 1;
-            self.ready.notify_all();
-        }
         if !batch.messages.is_empty() {
             self.survey_batch(stats, batch.messages);
         }
