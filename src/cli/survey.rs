@@ -8,10 +8,11 @@
 //! configuration took), with the five most common forms of each rule's findings and
 //! one example of each (path or mbox offset, Message-ID).
 //!
-//! One thread reads the inputs in order and hands messages over a bounded queue to one
-//! worker per CPU core (`--jobs`), so memory stays at a few messages per worker
-//! whatever the size of an mbox. Examples are chosen by input order, so the output is
-//! the same whatever the number of workers. A message that cannot be read, or whose
+//! One worker per CPU core (`--jobs`, the first is the calling thread) takes the
+//! inputs in turn and reads and analyses each itself; an mbox's messages are offered
+//! to idle workers in batches over a queue of at most one batch per worker, so memory
+//! stays at a few messages per worker whatever the size of an mbox. Examples are chosen
+//! by input order, so the output is the same whatever the number of workers. A message that cannot be read, or whose
 //! analysis fails, is counted and named; the survey goes on.
 
 use std::collections::BTreeMap;
