@@ -517,8 +517,8 @@ fn fix(args: FixArgs) -> ExitCode {
 
 fn cturi(c: CturiCommand) -> ExitCode {
     let res = match c {
-        CturiCommand::ToUri { content_type } => engine::syntax::cturi::to_uri(&content_type),
-        CturiCommand::ToContentType { uri } => engine::syntax::cturi::to_content_type(&uri),
+        CturiCommand::ToUri { content_type } => engine::syntax::cturi_map::to_uri(&content_type),
+        CturiCommand::ToContentType { uri } => engine::syntax::cturi_map::to_content_type(&uri),
     };
     match res {
         Ok(s) => {

@@ -15,20 +15,22 @@
 //!   - `decode`: transfer encodings, charsets, RFC 2047 encoded-words
 //!   - `fold`: **RFC 2017 §3.1 %-encoding and folding** of the URL parameter, the fold of
 //!     Content-Location (RFC 2557 §4.4.2) and of parameter lists, and `unfold`
-//!   - `cid`: `cid:` and `mid:` URLs (RFC 2392)
+//!   - `cid_url`: `cid:` and `mid:` URL syntax (RFC 2392)
 //!   - `msgid`: Message-ID and Content-ID syntax and their addr-spec (RFC 5322 §3.6.4)
 //!   - `uri`: the URI scheme (RFC 3986 §3.1) and the schemes that retrieve nothing
-//!   - `resolve`: Content-Location values and RFC 3986 §5.2 resolution
-//!   - `cturi`: the draft-eastlake-cturi mapping between Content-Types and URIs
-//!   - `html`: the URL references of an HTML document (attributes and CSS)
+//!   - `content_location`: Content-Location values and RFC 3986 §5.2 resolution
+//!   - `cturi_map`: the draft-eastlake-cturi mapping between Content-Types and URIs
+//!   - `html_refs`: the URL references of an HTML document (attributes and CSS)
 //! - `model/`: the message and what an analysis builds.
 //!   - `mime`: the structure scan, every entity with byte offsets
-//!   - `base`: the base URI of an entity and its resolved Content-Location (RFC 2557 §5)
+//!   - `base_uri`: the base URI of an entity and its resolved Content-Location (RFC 2557
+//!     §5)
 //!   - `edit`: edits, the edit set of an analysis, and `apply`
 //!   - `rules`: the rule catalogue; `options`: limits, scheme policy, options;
 //!     `url_rules`: the admin's URL rewrite rules the options carry (match, template);
 //!     `analysis`: findings, the analysis and the context the checks share
-//! - `repair/`: repairs beyond one field, offered by the checks.
+//! - `rewriting/`: the external-body rewriting repairs, beyond one field, offered by the
+//!   checks.
 //!   - `rewrite`: a rewrite rule's result as a repair (may it be written, the change
 //!     record); `strip`: the notice part that replaces a part with a denied reference
 //! - `checks/`: the rules, each reading the model and reporting findings with edits.
@@ -38,17 +40,18 @@
 //!     FTP/ANON-FTP/TFTP and their conversion, `value` the rewrite of the Content-Type
 //!     value both repairs make
 //!   - `related`: multipart/related and Content-Location (RFC 2387, RFC 2557)
-//!   - `html`: references inside text/html (RFC 2557 §8, RFC 2392)
+//!   - `html`: references inside text/html (RFC 2557 §8, RFC 2392); `cid_scope`: which
+//!     Content-IDs a `cid:` reference may name (RFC 2557 §8.3)
 //!   - `ids`: Content-ID rules; `cturi`: Content-Types that stand for a URI
 //!   - `signed`: fixes withheld from DKIM-signed, multipart/signed and S/MIME messages
 //!
-//! Public beyond the root: the library functions of `syntax` (`cid`, `cturi`, `fold`,
-//! `resolve`) and the structure scan `model::mime`. `fuzzing` (hidden) is for the fuzz
+//! Public beyond the root: the library functions of `syntax` (`cid_url`, `cturi_map`,
+//! `fold`, `content_location`) and the structure scan `model::mime`. `fuzzing` (hidden) is for the fuzz
 //! targets.
 
 pub(crate) mod checks;
 pub mod model;
-pub(crate) mod repair;
+pub(crate) mod rewriting;
 pub mod syntax;
 
 use checks::{cturi, extbody, headers, html, ids, related, signed};
@@ -134,18 +137,18 @@ pub mod fuzzing {
     }
     /// The HTML reference scanner.
     pub mod html {
-        pub use crate::engine::syntax::html::scan;
+        pub use crate::engine::syntax::html_refs::scan;
     }
     /// RFC 3986 resolution and Content-Location reading.
     pub mod resolve {
-        pub use crate::engine::syntax::resolve::{
+        pub use crate::engine::syntax::content_location::{
             as_base, encode_for_comparison, is_absolute, location_value, parse_location, resolve,
             resolve_lenient,
         };
     }
     /// The draft-eastlake-cturi mapping and URI schemes.
     pub mod cturi {
-        pub use crate::engine::syntax::cturi::{to_content_type, to_uri};
+        pub use crate::engine::syntax::cturi_map::{to_content_type, to_uri};
         pub use crate::engine::syntax::uri::scheme as uri_scheme;
     }
 }

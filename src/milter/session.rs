@@ -634,7 +634,7 @@ impl Session {
         for (part, c) in &plan.changes {
             info!(
                 "{queue_id}: changed {}{dry}",
-                plan::change_text(part, c, engine::repair::rewrite::DISPLAY_MAX)
+                plan::change_text(part, c, engine::rewriting::rewrite::DISPLAY_MAX)
             );
         }
         for f in &findings {

@@ -684,7 +684,7 @@ const REPORT_URL: usize = 60;
 /// `2.1 extbody-url-rewritten <old> -> <new>` (or `-> stripped`), URLs cut at `max`.
 /// The URLs are already display-safe; cutting them again keeps them so.
 pub fn change_text(part: &str, c: &UrlChange, max: usize) -> String {
-    let cut = |u: &str| engine::repair::rewrite::display_url(u.as_bytes(), max);
+    let cut = |u: &str| engine::rewriting::rewrite::display_url(u.as_bytes(), max);
     match &c.new {
         Some(n) => format!("{part} {} <{}> -> <{}>", c.rule, cut(&c.old), cut(n)),
         None => format!("{part} {} <{}> -> stripped", c.rule, cut(&c.old)),
@@ -871,7 +871,7 @@ impl fmt::Display for Plan {
             writeln!(
                 f,
                 "{what}: {}",
-                change_text(part, c, engine::repair::rewrite::DISPLAY_MAX)
+                change_text(part, c, engine::rewriting::rewrite::DISPLAY_MAX)
             )?;
         }
         if let Some(q) = &self.quarantine {

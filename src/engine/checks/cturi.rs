@@ -1,11 +1,11 @@
 //! `cturi-uri-type` and `cturi-uri-denied`: Content-Types that are draft-eastlake-cturi
-//! mappings of a URI (the mapping itself is in `syntax::cturi`).
+//! mappings of a URI (the mapping itself is in `syntax::cturi_map`).
 
 use crate::engine::model::analysis::{Context, Finding};
 use crate::engine::model::rules::Rule;
-use crate::engine::repair::strip;
+use crate::engine::rewriting::strip;
 use crate::engine::syntax::ascii::clip;
-use crate::engine::syntax::cturi::to_uri;
+use crate::engine::syntax::cturi_map::to_uri;
 use crate::engine::syntax::fold::unfold;
 use crate::engine::syntax::uri;
 

@@ -1,5 +1,7 @@
 //! The checks: each reads the model and reports findings, offering edits. Uses
-//! `syntax`, `model` and `repair`; no check uses another.
+//! `syntax`, `model` and `rewriting`; no check uses another (`cid_scope` is the
+//! `html` check's own part: which Content-IDs a `cid:` reference may name).
+pub(crate) mod cid_scope;
 pub mod cturi;
 pub mod extbody;
 pub mod headers;

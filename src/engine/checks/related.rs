@@ -9,7 +9,7 @@
 //! (fixable: RFC 2017 fold without quotes, RFC 2557 §4.4.2), `location-base-not-absolute`.
 //!
 //! The `cid:` references of text/html are checked in `checks::html`; Content-Location
-//! resolution is in `syntax::resolve` and `model::base`.
+//! resolution is in `syntax::content_location` and `model::base_uri`.
 //!
 //! Both RFC 2387 examples omit a `;` between parameters (§5.1 before `start=`, §5.2
 //! before `type=`) and Opera writes `start=<…>` unquoted: the parameters after such a
@@ -19,15 +19,15 @@
 use std::collections::HashMap;
 
 use crate::engine::model::analysis::{Context, Finding};
-use crate::engine::model::base;
+use crate::engine::model::base_uri;
 use crate::engine::model::mime::{Entity, Kind, Message};
 use crate::engine::model::rules::{Rule, Severity};
 use crate::engine::syntax::ascii::eq_lower;
 use crate::engine::syntax::ascii::excerpt;
+use crate::engine::syntax::content_location::{self, parse_location};
 use crate::engine::syntax::fold;
 use crate::engine::syntax::msgid::addr_spec;
 use crate::engine::syntax::params::ContentType;
-use crate::engine::syntax::resolve::{self, parse_location};
 
 /// RFC 5322 §2.1.1 soft line limit, which RFC 2557 §4.4.2 asks Content-Location to keep.
 const SOFT_LINE: usize = 78;
@@ -266,10 +266,10 @@ fn same_content(msg: &Message, a: usize, b: usize) -> bool {
 
 fn check_location_duplicates(cx: &mut Context, idx: usize) {
     let msg = cx.msg;
-    let base = base::base_for(msg, idx);
+    let base = base_uri::base_for(msg, idx);
     let mut first: HashMap<String, usize> = HashMap::new();
     for &c in &msg.entities[idx].children {
-        let Some(loc) = base::resolved_location_with(msg, c, &base) else {
+        let Some(loc) = base_uri::resolved_location_with(msg, c, &base) else {
             continue;
         };
         match first.get(&loc) {
@@ -330,8 +330,8 @@ fn check_locations(cx: &mut Context, idx: usize) {
     for fi in bases {
         let v = msg.value(e, &msg.fields(e)[fi]);
         let loc = parse_location(v);
-        let enc = resolve::encode_for_comparison(&loc.value);
-        if !resolve::is_absolute(&enc) {
+        let enc = content_location::encode_for_comparison(&loc.value);
+        if !content_location::is_absolute(&enc) {
             cx.report(Finding::new(
                 Rule::LocationBaseNotAbsolute,
                 &e.path,
@@ -723,7 +723,7 @@ mod tests {
         assert!(out.ends_with("\n\nx\n"));
         let m = Message::parse(out.as_bytes(), &Limits::default());
         assert_eq!(
-            base::resolved_location_with(&m, 0, resolve::THIS_MESSAGE).as_deref(),
+            base_uri::resolved_location_with(&m, 0, content_location::THIS_MESSAGE).as_deref(),
             Some(url.as_str())
         );
         assert!(found(&out).is_empty(), "{out}");

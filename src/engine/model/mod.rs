@@ -2,7 +2,7 @@
 //! the rule catalogue, the options (with the URL rewrite rules) and the findings of an
 //! analysis. Uses `syntax`.
 pub(crate) mod analysis;
-pub(crate) mod base;
+pub(crate) mod base_uri;
 pub(crate) mod edit;
 pub mod mime;
 pub(crate) mod options;

@@ -1,6 +1,6 @@
 //! The admin's URL rewrite rules as the options carry them: a match on scheme, host and
 //! path, and a template to rewrite through. Applying one as a repair (the policy checks
-//! on its result, the change record) is `repair::rewrite`.
+//! on its result, the change record) is `rewriting::rewrite`.
 //!
 //! Everything here works on URLs already in RFC 2017 §3.1 encoded form (`fold::
 //! pct_encode_unsafe`): ASCII without SP, CTLs, `"` or `\`. The rules come in through

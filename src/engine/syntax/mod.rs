@@ -1,12 +1,12 @@
 //! Syntax: octets and text of the standards, with no knowledge of a message's
 //! structure. Uses nothing else of the engine.
 pub(crate) mod ascii;
-pub mod cid;
-pub mod cturi;
+pub mod cid_url;
+pub mod content_location;
+pub mod cturi_map;
 pub(crate) mod decode;
 pub mod fold;
-pub(crate) mod html;
+pub(crate) mod html_refs;
 pub(crate) mod msgid;
 pub(crate) mod params;
-pub mod resolve;
 pub(crate) mod uri;

@@ -11,7 +11,7 @@ use super::ExtField;
 use crate::engine::model::analysis::{Context, Finding};
 use crate::engine::model::rules::Rule;
 use crate::engine::model::url_rules;
-use crate::engine::repair::{rewrite, strip};
+use crate::engine::rewriting::{rewrite, strip};
 use crate::engine::syntax::ascii::excerpt;
 use crate::engine::syntax::fold;
 use crate::engine::syntax::params::{is_token_byte, ContentType, Param};

@@ -11,7 +11,7 @@
 //! labelled with the same broken name still compare equal and an HTML reference written
 //! the same way still finds its part.
 //!
-//! The base of an entity, which needs the message structure, is in `model::base`.
+//! The base of an entity, which needs the message structure, is in `model::base_uri`.
 
 use std::borrow::Cow;
 

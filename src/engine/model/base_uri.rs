@@ -1,5 +1,5 @@
 //! The base URI of an entity and the resolution of its Content-Location (RFC 2557 §5,
-//! §8.2), which need the message structure; the URI syntax is in `syntax::resolve`.
+//! §8.2), which need the message structure; the URI syntax is in `syntax::content_location`.
 //!
 //! The base of an entity ([`base_for`]) is, innermost heading first: an absolute
 //! Content-Location (or a relative one made absolute by a Content-Base in the same
@@ -9,7 +9,7 @@
 //! heading is not a base.
 
 use crate::engine::model::mime::{Entity, Message};
-use crate::engine::syntax::resolve::{
+use crate::engine::syntax::content_location::{
     as_base, encode_for_comparison, is_absolute, parse_location, resolve_bytes, strip_fragment,
     Location, THIS_MESSAGE,
 };

@@ -238,7 +238,7 @@ fn uri_tree_body(subtype: &str) -> Option<&str> {
 /// Content-Type → URI (draft §2.1, with the special cases of §2.3 and §3).
 ///
 /// ```
-/// use mimeref_milter::engine::cturi::to_uri;
+/// use mimeref_milter::engine::syntax::cturi_map::to_uri;
 /// assert_eq!(to_uri("image/JPEG").unwrap(), "ContentType:image/jpeg");
 /// assert_eq!(to_uri("application/uri.mailto%3Auser%40host.example").unwrap(),
 ///            "mailto:user@host.example");
@@ -365,7 +365,7 @@ fn media_type(s: &str) -> Option<String> {
 /// brackets around the URI (the draft's presentation) are accepted.
 ///
 /// ```
-/// use mimeref_milter::engine::cturi::to_content_type;
+/// use mimeref_milter::engine::syntax::cturi_map::to_content_type;
 /// assert_eq!(to_content_type("http://example.com/tag42").unwrap(),
 ///            "application/uri.http%3A%2F%2Fexample.com%2Ftag42");
 /// ```

@@ -4,7 +4,7 @@
 use crate::engine::model::analysis::Context;
 use crate::engine::model::mime::Kind;
 use crate::engine::model::rules::Rule;
-use crate::engine::repair::rewrite::{change, display_url};
+use crate::engine::rewriting::rewrite::{change, display_url};
 
 /// Characters of the removed URL quoted in a notice part.
 const NOTICE_URL_MAX: usize = 300;
