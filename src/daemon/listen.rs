@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use indymilter::Listener;
 
-use super::endpoint::Status;
+use super::http::Health;
 use crate::config::{Config, SocketSpec};
 
 /// Binds the listening socket; for unix: sockets removes a stale socket file first (only
@@ -280,7 +280,7 @@ impl tokio::io::AsyncWrite for QuickAck {
 pub(super) struct Gate<L> {
     inner: Option<L>,
     state: Arc<GateState>,
-    status: Arc<Status>,
+    health: Arc<Health>,
     max_connections: usize,
     pause: Option<Pin<Box<tokio::time::Sleep>>>,
 }
@@ -308,14 +308,14 @@ impl<L> Gate<L> {
     /// A gate around `inner`, and the state that closes it.
     pub(super) fn new(
         inner: L,
-        status: Arc<Status>,
+        health: Arc<Health>,
         max_connections: usize,
     ) -> (Gate<L>, Arc<GateState>) {
         let state = Arc::new(GateState::default());
         let gate = Gate {
             inner: Some(inner),
             state: state.clone(),
-            status,
+            health,
             max_connections,
             pause: None,
         };
@@ -369,7 +369,7 @@ where
             let io = match l.poll_accept(cx) {
                 Poll::Ready(Ok(io)) => io,
                 Poll::Ready(Err(e)) => {
-                    let open = self.status.open_connections().load(Ordering::SeqCst);
+                    let open = self.health.open_connections().load(Ordering::SeqCst);
                     if accept_failed(Socket::Milter, &e, open) {
                         let mut p = Box::pin(tokio::time::sleep(ACCEPT_PAUSE));
                         // Polled once so that it wakes this task when it ends.
@@ -382,7 +382,7 @@ where
                 }
                 Poll::Pending => return Poll::Pending,
             };
-            let open = self.status.open_connections().load(Ordering::SeqCst);
+            let open = self.health.open_connections().load(Ordering::SeqCst);
             if open >= self.max_connections {
                 let peer = io.peer_name();
                 // Dropping it closes it: the MTA reads end of file (or a reset).
@@ -390,14 +390,14 @@ where
                 self.refuse(open, || peer);
                 continue;
             }
-            return Poll::Ready(Ok(Counted::new(io, self.status.clone())));
+            return Poll::Ready(Ok(Counted::new(io, self.health.clone())));
         }
         cx.waker().wake_by_ref();
         Poll::Pending
     }
 }
 
-/// A milter connection, counted as open in [`Status`] until dropped.
+/// A milter connection, counted as open in [`Health`] until dropped.
 ///
 /// Its first octets are checked before the milter library reads them: every milter
 /// client starts with the option negotiation, and a peer that starts otherwise (a
@@ -405,7 +405,7 @@ where
 /// than held until `connection_timeout`.
 pub struct Counted<T> {
     io: T,
-    status: Arc<Status>,
+    health: Arc<Health>,
     peer: String,
     /// See [`next_connection`].
     id: u64,
@@ -494,14 +494,14 @@ fn looks_like(head: &[u8]) -> &'static str {
 }
 
 impl<T: PeerName> Counted<T> {
-    fn new(io: T, status: Arc<Status>) -> Counted<T> {
-        status.open_connections().fetch_add(1, Ordering::SeqCst);
+    fn new(io: T, health: Arc<Health>) -> Counted<T> {
+        health.open_connections().fetch_add(1, Ordering::SeqCst);
         crate::milter::metrics::connections_open(1.0);
         Counted {
             peer: io.peer_name(),
             id: next_connection(),
             io,
-            status,
+            health,
             head: [0; HEAD],
             head_len: 0,
             head_passed: 0,
@@ -540,7 +540,7 @@ impl<T> Counted<T> {
 
 impl<T> Drop for Counted<T> {
     fn drop(&mut self) {
-        self.status
+        self.health
             .open_connections()
             .fetch_sub(1, Ordering::SeqCst);
         crate::milter::metrics::connections_open(-1.0);
@@ -669,8 +669,8 @@ mod tests {
     /// What a reader of `Counted` gets when the peer writes `chunks` one by one.
     async fn read_through(chunks: Vec<Vec<u8>>) -> (io::Result<Vec<u8>>, usize) {
         let (mut peer, ours) = tokio::io::duplex(64);
-        let status = Arc::new(Status::default());
-        let mut c = Counted::new(ours, status.clone());
+        let health = Arc::new(Health::default());
+        let mut c = Counted::new(ours, health.clone());
         assert_eq!(c.peer(), "duplex");
         let writer = tokio::spawn(async move {
             for ch in chunks {
@@ -688,7 +688,7 @@ mod tests {
             }
         };
         writer.await.unwrap();
-        let open = status.open_connections().load(Ordering::SeqCst);
+        let open = health.open_connections().load(Ordering::SeqCst);
         (r, open)
     }
 

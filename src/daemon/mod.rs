@@ -6,7 +6,7 @@
 //!   the gate that enforces `max_connections`, rides out failed accepts and closes at
 //!   shutdown, open-connection counting and turning away peers that do not speak
 //!   milter).
-//! - [`endpoint`]: `/metrics`, `/healthz`, `/readyz`, at most `metrics_max_connections`
+//! - [`http`]: `/metrics`, `/healthz`, `/readyz`, at most `metrics_max_connections`
 //!   at once.
 //! - [`nofile`]: the file descriptor limit, raised at start and checked against the
 //!   configuration.
@@ -17,7 +17,7 @@
 //! configuration and the milter; the command line converts its arguments into
 //! [`ServeOptions`].
 
-pub mod endpoint;
+pub mod http;
 mod listen;
 mod logging;
 pub mod nofile;
@@ -35,9 +35,9 @@ use indymilter::Listener;
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
+use self::http::Health;
 use crate::config::{Config, SocketSpec};
 use crate::milter::{callbacks, Shared};
-use endpoint::Status;
 use listen::Gate;
 pub use listen::{bind, AnyListener, PeerName};
 
@@ -148,17 +148,17 @@ pub fn serve(args: ServeOptions) -> ExitCode {
 
 async fn serve_async(cfg: Config, spec: SocketSpec) -> Result<(), String> {
     let listener = bind(&spec, &cfg).await?;
-    let status = Arc::new(Status::default());
+    let health = Arc::new(Health::default());
     if let Some(addr) = cfg.listen.metrics_listen {
         let http = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| format!("metrics endpoint {addr}: {e}"))?;
         let handle =
             crate::milter::metrics::install().map_err(|e| format!("metrics recorder: {e}"))?;
-        tokio::spawn(endpoint::serve(
+        tokio::spawn(http::serve(
             http,
             Some(handle),
-            status.clone(),
+            health.clone(),
             cfg.listen.metrics_max_connections,
         ));
         info!("metrics on http://{addr}/metrics, health on /healthz and /readyz");
@@ -172,11 +172,11 @@ async fn serve_async(cfg: Config, spec: SocketSpec) -> Result<(), String> {
     };
     {
         let notifier = notifier.clone();
-        let status = status.clone();
+        let health = health.clone();
         let listening = listening.clone();
         tokio::spawn(async move {
             while hup.recv().await.is_some() {
-                let before = status.reloads_done();
+                let before = health.reloads_done();
                 if let Some(n) = &notifier {
                     n.reloading();
                 }
@@ -184,8 +184,8 @@ async fn serve_async(cfg: Config, spec: SocketSpec) -> Result<(), String> {
                 // as it is now.
                 let _ = reload_tx.try_send(());
                 if let Some(n) = &notifier {
-                    status.reloaded_since(before).await;
-                    let outcome = if status.reload_failed() {
+                    health.reloaded_since(before).await;
+                    let outcome = if health.reload_failed() {
                         "last reload failed, the previous configuration runs"
                     } else {
                         "configuration reloaded"
@@ -230,7 +230,7 @@ async fn serve_async(cfg: Config, spec: SocketSpec) -> Result<(), String> {
             });
         }
     }
-    run_with(listener, cfg, reload_rx, shutdown, status)
+    run_with(listener, cfg, reload_rx, shutdown, health)
         .await
         .map_err(|e| format!("milter failed: {e}"))
 }
@@ -255,13 +255,13 @@ pub async fn run(
     run_with(listener, config, reload, shutdown, Arc::default()).await
 }
 
-/// [`run`], keeping `status` (what the HTTP endpoint reports) up to date.
+/// [`run`], keeping `health` (what the HTTP endpoint reports) up to date.
 pub async fn run_with(
     listener: impl Listener<Io: PeerName>,
     config: Config,
     mut reload: mpsc::Receiver<()>,
     shutdown: impl Future,
-    status: Arc<Status>,
+    health: Arc<Health>,
 ) -> io::Result<()> {
     // The limit is the Gate's, which refuses at once rather than leaving connections
     // in the backlog; indymilter's own semaphore only needs to stay out of the way.
@@ -271,20 +271,20 @@ pub async fn run_with(
         ..Default::default()
     };
     let max_connections = config.listen.max_connections;
-    status.set_max_connections(max_connections);
+    health.set_max_connections(max_connections);
     crate::milter::metrics::max_connections(max_connections);
     let shared = Arc::new(Shared::new(config));
     let callbacks = callbacks::build(shared.clone());
 
     let reloader = {
         let shared = shared.clone();
-        let status = status.clone();
+        let health = health.clone();
         tokio::spawn(async move {
             while reload.recv().await.is_some() {
                 let ok = reload_config(&shared);
                 crate::milter::metrics::reload(ok);
-                status.set_reload_failed(!ok);
-                status.reload_done();
+                health.set_reload_failed(!ok);
+                health.reload_done();
             }
         })
     };
@@ -298,12 +298,12 @@ pub async fn run_with(
             crate::milter::throttle::flush_all();
         }
     });
-    let (gate, gate_state) = Gate::new(listener, status.clone(), max_connections);
+    let (gate, gate_state) = Gate::new(listener, health.clone(), max_connections);
     let drained = {
         let shared = shared.clone();
         async move {
             shutdown.await;
-            status.set_draining();
+            health.set_draining();
             shared.start_closing();
             gate_state.close();
             let deadline = shared.config().service.shutdown_timeout;

@@ -11,7 +11,7 @@ use crate::policy::Action;
 
 /// Installs the Prometheus recorder (once per process; later calls return the same
 /// handle) and its upkeep thread. The handle renders what `/metrics` serves
-/// (src/daemon/endpoint.rs).
+/// (src/daemon/http.rs).
 pub fn install() -> Result<PrometheusHandle, String> {
     static INSTALLED: OnceLock<PrometheusHandle> = OnceLock::new();
     static LOCK: Mutex<()> = Mutex::new(());

@@ -48,15 +48,15 @@ impl Milter {
         let addr = listener.local_addr().unwrap();
         let (reload, reload_rx) = mpsc::channel(1);
         let (tx, rx) = oneshot::channel::<()>();
-        let status = std::sync::Arc::new(mimeref_milter::daemon::endpoint::Status::default());
+        let health = std::sync::Arc::new(mimeref_milter::daemon::http::Health::default());
         let http = if http {
             let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let a = l.local_addr().unwrap();
             let h = mimeref_milter::milter::metrics::install().unwrap();
-            tokio::spawn(mimeref_milter::daemon::endpoint::serve(
+            tokio::spawn(mimeref_milter::daemon::http::serve(
                 l,
                 Some(h),
-                status.clone(),
+                health.clone(),
                 cfg.listen.metrics_max_connections,
             ));
             Some(a)
@@ -70,7 +70,7 @@ impl Milter {
             async {
                 let _ = rx.await;
             },
-            status,
+            health,
         ));
         Milter {
             addr,

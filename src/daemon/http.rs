@@ -22,7 +22,7 @@ use super::listen::{Socket, ACCEPT_PAUSE};
 
 /// What `/readyz` reports, kept up to date by [`run_with`](super::run_with).
 #[derive(Debug, Default)]
-pub struct Status {
+pub struct Health {
     draining: AtomicBool,
     reload_failed: AtomicBool,
     open: AtomicUsize,
@@ -32,7 +32,7 @@ pub struct Status {
     reloads: tokio::sync::watch::Sender<u64>,
 }
 
-impl Status {
+impl Health {
     /// Shutdown has begun: the listener is closed and no new connection is taken.
     pub fn set_draining(&self) {
         self.draining.store(true, Ordering::SeqCst);
@@ -111,7 +111,7 @@ impl Status {
 pub async fn serve(
     listener: TcpListener,
     metrics: Option<PrometheusHandle>,
-    status: Arc<Status>,
+    health: Arc<Health>,
     max_connections: usize,
 ) {
     let slots = Arc::new(Semaphore::new(max_connections));
@@ -137,13 +137,13 @@ pub async fn serve(
             continue;
         };
         let metrics = metrics.clone();
-        let status = status.clone();
+        let health = health.clone();
         tokio::spawn(async move {
             let _slot = slot;
             let service = hyper::service::service_fn(move |req| {
                 let metrics = metrics.clone();
-                let status = status.clone();
-                async move { Ok::<_, Infallible>(respond(&req, metrics, &status).await) }
+                let health = health.clone();
+                async move { Ok::<_, Infallible>(respond(&req, metrics, &health).await) }
             });
             // A client that never finishes its request does not keep a task for ever.
             let _ = hyper::server::conn::http1::Builder::new()
@@ -158,7 +158,7 @@ pub async fn serve(
 async fn respond(
     req: &Request<Incoming>,
     metrics: Option<PrometheusHandle>,
-    status: &Status,
+    health: &Health,
 ) -> Response<Full<Bytes>> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return text(StatusCode::METHOD_NOT_ALLOWED, "GET or HEAD only\n".into());
@@ -166,7 +166,7 @@ async fn respond(
     match req.uri().path() {
         "/healthz" => text(StatusCode::OK, "ok\n".into()),
         "/readyz" => {
-            let (code, body) = status.readiness();
+            let (code, body) = health.readiness();
             text(code, body)
         }
         "/metrics" => match metrics {
