@@ -314,10 +314,7 @@ pub async fn run_with(
                     deadline.as_secs()
                 );
             }
-            let until = tokio::time::Instant::now() + deadline;
-            while shared.in_flight() > 0 && tokio::time::Instant::now() < until {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            let _ = tokio::time::timeout(deadline, shared.in_flight.drained()).await;
             let left = shared.in_flight();
             if left > 0 {
                 warn!("shutdown deadline reached with {left} message(s) in flight; the MTA applies its default action");

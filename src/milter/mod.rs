@@ -14,7 +14,7 @@ pub mod metrics;
 pub(crate) mod session;
 pub mod throttle;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::config::Config;
@@ -28,7 +28,7 @@ use crate::policy::Direction;
 #[derive(Debug)]
 pub(crate) struct Shared {
     config: RwLock<(Arc<Config>, Arc<EngineOptions>)>,
-    pub in_flight: Arc<AtomicUsize>,
+    pub in_flight: Arc<session::InFlightCount>,
     pub budget: Arc<buffer::Budget>,
     closing: AtomicBool,
 }
@@ -59,7 +59,7 @@ impl Shared {
         let options = Arc::new(EngineOptions::new(&config));
         Shared {
             config: RwLock::new((Arc::new(config), options)),
-            in_flight: Arc::new(AtomicUsize::new(0)),
+            in_flight: Arc::default(),
             budget: Arc::default(),
             closing: AtomicBool::new(false),
         }
@@ -87,7 +87,7 @@ impl Shared {
     }
 
     pub fn in_flight(&self) -> usize {
-        self.in_flight.load(Ordering::SeqCst)
+        self.in_flight.get()
     }
 
     pub fn start_closing(&self) {

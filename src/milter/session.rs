@@ -14,7 +14,6 @@
 use std::borrow::Cow;
 use std::ffi::CStr;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -31,20 +30,44 @@ use crate::policy::intake::{self, Intake};
 use crate::policy::plan::{self, Plan, Received};
 use crate::policy::scope::{self, Envelope, Recipients};
 
-/// Counts messages between MAIL and end of message, so that shutdown can wait for them.
+/// The number of messages between MAIL and end of message, so that shutdown can wait
+/// for the last one to end (awaited, not polled).
 #[derive(Debug)]
-pub struct InFlight(Arc<AtomicUsize>);
+pub struct InFlightCount(tokio::sync::watch::Sender<usize>);
+
+impl Default for InFlightCount {
+    fn default() -> Self {
+        InFlightCount(tokio::sync::watch::Sender::new(0))
+    }
+}
+
+impl InFlightCount {
+    pub fn get(&self) -> usize {
+        *self.0.borrow()
+    }
+
+    /// Returns once no message is in flight.
+    pub async fn drained(&self) {
+        let mut rx = self.0.subscribe();
+        // Err only when the sender is gone, which it cannot be while `self` lives.
+        let _ = rx.wait_for(|&n| n == 0).await;
+    }
+}
+
+/// One message in flight, counted until dropped.
+#[derive(Debug)]
+pub struct InFlight(Arc<InFlightCount>);
 
 impl InFlight {
-    pub fn enter(counter: &Arc<AtomicUsize>) -> InFlight {
-        counter.fetch_add(1, Ordering::SeqCst);
+    pub fn enter(counter: &Arc<InFlightCount>) -> InFlight {
+        counter.0.send_modify(|n| *n += 1);
         InFlight(counter.clone())
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        self.0 .0.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 
@@ -146,7 +169,7 @@ struct Message {
 pub struct Session {
     pub config: Arc<Config>,
     pub client_addr: Option<IpAddr>,
-    in_flight: Arc<AtomicUsize>,
+    in_flight: Arc<InFlightCount>,
     message: Option<Message>,
     /// Large message buffers, shared by all sessions.
     pool: Arc<Pool>,
@@ -239,7 +262,7 @@ pub struct Outcome {
 }
 
 impl Session {
-    pub fn new(config: Arc<Config>, in_flight: Arc<AtomicUsize>) -> Session {
+    pub fn new(config: Arc<Config>, in_flight: Arc<InFlightCount>) -> Session {
         Session {
             config,
             client_addr: None,
@@ -817,7 +840,7 @@ mod tests {
         cfg.limits.max_header_size = limit;
         cfg.limits.spill_threshold = spill_at;
         cfg.limits.spill_directory = dir;
-        let mut s = Session::new(Arc::new(cfg), Arc::new(AtomicUsize::new(0)));
+        let mut s = Session::new(Arc::new(cfg), Arc::default());
         // Tests run in parallel: each its own pool.
         s.pool = Arc::new(Pool::default());
         s
@@ -1081,7 +1104,7 @@ mod tests {
             let mut cfg = Config::builtin();
             cfg.limits.max_message_size = max_msg;
             cfg.limits.max_header_size = max_hdr;
-            let mut s = Session::new(Arc::new(cfg.clone()), Arc::new(AtomicUsize::new(0)));
+            let mut s = Session::new(Arc::new(cfg.clone()), Arc::default());
             s.pool = Arc::new(Pool::default());
             s.mail();
             for (n, v) in fields {
@@ -1191,14 +1214,14 @@ mod tests {
 
     #[test]
     fn in_flight_counts_transactions() {
-        let counter = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::new(InFlightCount::default());
         let mut s = Session::new(Arc::new(Config::builtin()), counter.clone());
         s.mail();
-        assert_eq!(counter.load(Ordering::SeqCst), 1);
+        assert_eq!(counter.get(), 1);
         s.abort();
-        assert_eq!(counter.load(Ordering::SeqCst), 0);
+        assert_eq!(counter.get(), 0);
         s.mail();
         drop(s);
-        assert_eq!(counter.load(Ordering::SeqCst), 0);
+        assert_eq!(counter.get(), 0);
     }
 }
