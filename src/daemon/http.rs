@@ -27,9 +27,6 @@ pub struct Health {
     reload_failed: AtomicBool,
     open: AtomicUsize,
     max_connections: AtomicUsize,
-    /// Reloads finished, for whoever waits for one to end (the READY=1 to systemd
-    /// after RELOADING=1).
-    reloads: tokio::sync::watch::Sender<u64>,
 }
 
 impl Health {
@@ -50,23 +47,6 @@ impl Health {
 
     pub fn reload_failed(&self) -> bool {
         self.reload_failed.load(Ordering::SeqCst)
-    }
-
-    /// One more reload is over (its outcome set before).
-    pub fn reload_done(&self) {
-        self.reloads.send_modify(|n| *n += 1);
-    }
-
-    /// How many reloads are over so far.
-    pub fn reloads_done(&self) -> u64 {
-        *self.reloads.borrow()
-    }
-
-    /// Returns once more than `before` reloads are over.
-    pub async fn reloaded_since(&self, before: u64) {
-        let mut rx = self.reloads.subscribe();
-        // Err only when the sender is gone, which it cannot be while `self` lives.
-        let _ = rx.wait_for(|&n| n > before).await;
     }
 
     pub fn set_max_connections(&self, n: usize) {

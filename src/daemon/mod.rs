@@ -12,6 +12,8 @@
 //!   configuration.
 //! - `notify`: systemd's readiness, reload, stop and watchdog notifications
 //!   (`Type=notify`).
+//! - `reload`: SIGHUP and [`Reload`] requests: re-reading the file the daemon started
+//!   from, keeping the running configuration when that fails.
 //!
 //! Layers: engine → policy → config → milter → daemon → cli. The daemon uses the
 //! configuration and the milter; the command line converts its arguments into
@@ -22,6 +24,7 @@ mod listen;
 mod logging;
 pub mod nofile;
 mod notify;
+mod reload;
 
 use std::future::Future;
 use std::io;
@@ -40,6 +43,7 @@ use crate::config::{Config, SocketSpec};
 use crate::milter::{callbacks, Shared};
 use listen::Gate;
 pub use listen::{bind, AnyListener, PeerName};
+pub use reload::{Reload, Reloaded};
 
 /// What the daemon is started with (the command line's `serve` arguments).
 #[derive(Debug, Default, Clone)]
@@ -165,36 +169,17 @@ async fn serve_async(cfg: Config, spec: SocketSpec) -> Result<(), String> {
     }
     let notifier = notify::Notifier::from_env().map(Arc::new);
     let (reload_tx, reload_rx) = mpsc::channel(4);
-    let mut hup = signal(tokio::signal::unix::SignalKind::hangup())?;
+    let hup = signal(tokio::signal::unix::SignalKind::hangup())?;
     let listening = match cfg.listen.metrics_listen {
         Some(addr) => format!("listening on {spec}, metrics on {addr}"),
         None => format!("listening on {spec}"),
     };
-    {
-        let notifier = notifier.clone();
-        let health = health.clone();
-        let listening = listening.clone();
-        tokio::spawn(async move {
-            while hup.recv().await.is_some() {
-                let before = health.reloads_done();
-                if let Some(n) = &notifier {
-                    n.reloading();
-                }
-                // Full: reloads are queued already, and the next one reads the file
-                // as it is now.
-                let _ = reload_tx.try_send(());
-                if let Some(n) = &notifier {
-                    health.reloaded_since(before).await;
-                    let outcome = if health.reload_failed() {
-                        "last reload failed, the previous configuration runs"
-                    } else {
-                        "configuration reloaded"
-                    };
-                    n.ready(&format!("{listening}; {outcome}"));
-                }
-            }
-        });
-    }
+    tokio::spawn(reload::on_sighup(
+        hup,
+        reload_tx,
+        notifier.clone(),
+        listening.clone(),
+    ));
     let mut term = signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut int = signal(tokio::signal::unix::SignalKind::interrupt())?;
     let shutdown = {
@@ -241,15 +226,16 @@ fn signal(kind: tokio::signal::unix::SignalKind) -> Result<tokio::signal::unix::
 
 /// Serves milter connections on `listener` with `config` until `shutdown` completes.
 ///
-/// Each `()` received on `reload` re-reads the file `config` came from (see
-/// `reload_config`): on success it replaces the current one for new connections (open connections
-/// keep their snapshot); on error the old one stays and the errors are logged.
+/// Each [`Reload`] received on `reload` re-reads the file `config` came from (see
+/// [`reload`](self::reload)): on success it replaces the current one for new
+/// connections (open connections keep their snapshot); on error the old one stays and
+/// the errors are logged. The request's reply says which.
 /// On shutdown the listener is closed, new transactions are tempfailed and messages in
 /// flight get `shutdown_timeout` to finish.
 pub async fn run(
     listener: impl Listener<Io: PeerName>,
     config: Config,
-    reload: mpsc::Receiver<()>,
+    reload: mpsc::Receiver<Reload>,
     shutdown: impl Future,
 ) -> io::Result<()> {
     run_with(listener, config, reload, shutdown, Arc::default()).await
@@ -259,7 +245,7 @@ pub async fn run(
 pub async fn run_with(
     listener: impl Listener<Io: PeerName>,
     config: Config,
-    mut reload: mpsc::Receiver<()>,
+    reload: mpsc::Receiver<Reload>,
     shutdown: impl Future,
     health: Arc<Health>,
 ) -> io::Result<()> {
@@ -276,18 +262,7 @@ pub async fn run_with(
     let shared = Arc::new(Shared::new(config));
     let callbacks = callbacks::build(shared.clone());
 
-    let reloader = {
-        let shared = shared.clone();
-        let health = health.clone();
-        tokio::spawn(async move {
-            while reload.recv().await.is_some() {
-                let ok = reload_config(&shared);
-                crate::milter::metrics::reload(ok);
-                health.set_reload_failed(!ok);
-                health.reload_done();
-            }
-        })
-    };
+    let reloader = tokio::spawn(reload::serve(shared.clone(), health.clone(), reload));
 
     // Repeated events are logged at most once a second each; their counts are written
     // out even when no further event comes.
@@ -329,39 +304,4 @@ pub async fn run_with(
     flusher.abort();
     crate::milter::throttle::flush_all();
     result
-}
-
-/// Whether the new configuration was loaded.
-///
-/// A daemon started from a file, named or found at the default path, reloads that file
-/// and nothing else: when it is gone or broken the reload fails and the running policy
-/// stays. Falling back to the built-in defaults would silently drop the admin's
-/// rejects. Only a daemon started without any file looks for the default one.
-fn reload_config(shared: &Shared) -> bool {
-    let old = shared.config();
-    match Config::load(old.file.as_deref()) {
-        Ok(mut new) => {
-            let stuck = new.keep_restart_only(&old);
-            if !stuck.is_empty() {
-                warn!(
-                    "reload: {} changed; that needs a restart, the running value stays",
-                    stuck.join(", ")
-                );
-            }
-            info!(
-                "reload: configuration {} loaded; new connections use it",
-                new.file
-                    .as_ref()
-                    .map_or("built-in".to_string(), |f| f.display().to_string())
-            );
-            shared.replace_config(new);
-            true
-        }
-        Err(e) => {
-            for line in e.to_string().lines() {
-                error!("reload failed, keeping the running configuration: {line}");
-            }
-            false
-        }
-    }
 }

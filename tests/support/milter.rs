@@ -20,7 +20,7 @@ pub struct Milter {
     /// The HTTP endpoint (metrics, health), when started with [`Milter::start_http`].
     pub http: Option<SocketAddr>,
     pub config_path: PathBuf,
-    reload: mpsc::Sender<()>,
+    reload: mpsc::Sender<mimeref_milter::daemon::Reload>,
     shutdown: Option<oneshot::Sender<()>>,
     handle: JoinHandle<std::io::Result<()>>,
 }
@@ -103,27 +103,16 @@ impl Milter {
             .unwrap()
     }
 
-    /// Rewrites the config file, signals a reload (as SIGHUP does) and waits until the
-    /// daemon's reload task has taken the signal off its channel. That task re-reads
-    /// the file in the same poll, without yielding: on a current-thread runtime (the
-    /// tests that assert on what a reload changed) the reload is then complete.
+    /// Rewrites the config file, asks for a reload (as SIGHUP does) and waits until it
+    /// is over.
     pub async fn reload_with(&self, config: &str) {
         std::fs::write(&self.config_path, config).unwrap();
-        self.reload.send(()).await.unwrap();
-        let reload = &self.reload;
-        super::wait_until(
-            "the daemon's reload task to take the reload",
-            Duration::from_secs(10),
-            Duration::from_millis(1),
-            || async {
-                if reload.capacity() == reload.max_capacity() {
-                    Ok(())
-                } else {
-                    Err("still queued".to_string())
-                }
-            },
-        )
-        .await
+        let (req, done) = mimeref_milter::daemon::Reload::with_reply();
+        self.reload.send(req).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(10), done)
+            .await
+            .expect("the reload ends within 10 s")
+            .expect("the daemon answers the reload");
     }
 
     /// Begins shutdown and returns the task, which ends once run() has returned.
