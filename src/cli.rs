@@ -1,7 +1,7 @@
 //! Command line: `serve` (the default), `config-check`, and the offline tools `check`,
 //! `fix`, `survey` and `cturi`. One place turns errors into messages and exit codes.
 //!
-//! The last layer: engine → policy → config → milter → daemon → cli. `serve` converts
+//! The last layer (`lib.rs`). `serve` converts
 //! its arguments into the daemon's [`ServeOptions`]; the offline tools use the engine,
 //! the configuration and the policy's intake and planner, never the milter.
 //!

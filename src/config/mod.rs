@@ -8,8 +8,7 @@
 //! [`Urls`], `Report`, `Replies`) takes effect for the connections opened after a
 //! reload. The sections the planner needs are the policy layer's own types.
 //!
-//! Layers: engine → policy → config → milter → daemon → cli. The configuration uses
-//! only the engine and the policy.
+//! The configuration uses only the engine and the policy (the layers: `lib.rs`).
 
 mod raw;
 mod recover;

@@ -15,9 +15,8 @@
 //! - `reload`: SIGHUP and [`Reload`] requests: re-reading the file the daemon started
 //!   from, keeping the running configuration when that fails.
 //!
-//! Layers: engine → policy → config → milter → daemon → cli. The daemon uses the
-//! configuration and the milter; the command line converts its arguments into
-//! [`ServeOptions`].
+//! The daemon uses the configuration and the milter (the layers: `lib.rs`); the
+//! command line converts its arguments into [`ServeOptions`].
 
 pub mod http;
 mod listen;

@@ -3,9 +3,8 @@
 //! octets: in memory, spilled to a file, read back), `actions` (send the plan to the
 //! MTA), `metrics`, `throttle` (log lines of events that repeat, with exact counts).
 //!
-//! Layers: engine → policy → config → milter → daemon → cli. The milter uses the
-//! engine, the policy (planner, intake) and the configuration; nothing here knows the
-//! daemon's sockets or the command line.
+//! The milter uses the engine, the policy (planner, intake) and the configuration
+//! (the layers: `lib.rs`); nothing here knows the daemon's sockets or the command line.
 
 pub(crate) mod actions;
 pub(crate) mod buffer;

@@ -8,8 +8,7 @@
 //! may be shown in log lines and the header, [`scope`] which mail gets another policy
 //! than its direction's (recipient, sender, client network, SASL login, a header field).
 //!
-//! Layers: engine → policy → config → milter → daemon → cli. The policy uses only the
-//! engine. Its settings ([`Policies`], [`Directions`], [`plan::Report`], [`plan::Replies`])
+//! The policy uses only the engine (the layers: `lib.rs`). Its settings ([`Policies`], [`Directions`], [`plan::Report`], [`plan::Replies`])
 //! are its own types, which the configuration holds as sections.
 
 pub mod direction;
