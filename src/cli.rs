@@ -24,7 +24,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::config::Config;
 use crate::daemon::{self, ServeOptions};
 use crate::engine::{self, Analysis};
-use crate::policy::intake::Given;
+use crate::policy::intake::AsReceived;
 use crate::policy::plan::{self, Plan};
 use crate::policy::scope::{self, Envelope, Selection};
 use crate::policy::Direction;
@@ -389,7 +389,7 @@ pub(crate) fn analyse<'c>(
     direction: Direction,
     envelope: &Envelope,
     opts: &engine::Options,
-    given: &Given,
+    given: &AsReceived,
 ) -> (Analysis, Selection<'c>) {
     let scopes = cfg.policy.scopes.select(direction, envelope, given.bytes);
     let mut opts = given.options(opts);
@@ -405,7 +405,7 @@ pub(crate) fn daemon_plan(
     cfg: &Config,
     direction: Direction,
     analysis: &Analysis,
-    given: &Given,
+    given: &AsReceived,
     scopes: &Selection,
 ) -> Plan {
     cfg.planner().plan_scoped(

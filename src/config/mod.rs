@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::engine::{self, SchemePolicy, UrlRewrite};
-use crate::policy::intake::{self, Given, Intake};
+use crate::policy::intake::{self, AsReceived, Intake};
 use crate::policy::plan::{Planner, Replies, Report};
 use crate::policy::{Action, Direction, Directions, Policies};
 use raw::RawConfig;
@@ -375,7 +375,7 @@ impl Config {
     }
 
     /// `raw` (a message file) as the daemon would have received and kept it.
-    pub fn as_received<'a>(&self, raw: &'a [u8]) -> Given<'a> {
+    pub fn as_received<'a>(&self, raw: &'a [u8]) -> AsReceived<'a> {
         intake::as_received(
             raw,
             &self.limits.engine(),

@@ -96,7 +96,7 @@ pub fn options_for(base: &engine::Options, octets_not_given: u64) -> Cow<'_, eng
 
 /// A message file as the daemon would have received it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Given<'a> {
+pub struct AsReceived<'a> {
     /// The octets the daemon would have kept: a prefix of the file.
     pub bytes: &'a [u8],
     /// Buffering would have stopped at a limit.
@@ -108,7 +108,7 @@ pub struct Given<'a> {
     pub report_fields: usize,
 }
 
-impl Given<'_> {
+impl AsReceived<'_> {
     /// The engine options for these bytes.
     pub fn options<'o>(&self, base: &'o engine::Options) -> Cow<'o, engine::Options> {
         options_for(base, self.octets_not_given)
@@ -157,12 +157,12 @@ pub fn as_received<'a>(
     limits: &Limits,
     max_header_size: usize,
     report_header: Option<&str>,
-) -> Given<'a> {
+) -> AsReceived<'a> {
     // Only the top-level heading matters here.
     let msg = mime::Message::parse(raw, &limits.heading_only());
     let mut intake = Intake::new(max_header_size, limits.max_message_size);
     let report = report_header.map(str::as_bytes);
-    let mut given = Given {
+    let mut given = AsReceived {
         bytes: raw,
         incomplete: false,
         octets_not_given: 0,
@@ -235,7 +235,7 @@ mod tests {
         }
     }
 
-    fn as_received<'a>(raw: &'a [u8], c: &Cfg) -> Given<'a> {
+    fn as_received<'a>(raw: &'a [u8], c: &Cfg) -> AsReceived<'a> {
         super::as_received(
             raw,
             &c.limits,
