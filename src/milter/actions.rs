@@ -2,9 +2,10 @@
 //! dry-run mode. The deciding happens in the policy layer; this is only the milter
 //! protocol's side of it.
 
+use std::borrow::Cow;
+
 use indymilter::{ActionError, ContextActions, SetErrorReply, Status};
 
-use super::session::ValueForm;
 use crate::policy::plan::Plan;
 use crate::policy::Action;
 
@@ -67,6 +68,53 @@ pub async fn execute(
 
 fn cstring(b: &[u8]) -> Result<std::ffi::CString, ActionError> {
     std::ffi::CString::new(b.to_vec()).map_err(|_| ActionError::InvalidParam)
+}
+
+/// How header values travel to and from this MTA; see `Session::leading_space`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValueForm {
+    pub leading_space: bool,
+    pub crlf_folds: bool,
+}
+
+impl ValueForm {
+    /// The value as the message holds it, from the value as the MTA sent it. Without
+    /// LEADING_SPACE Postfix and Sendmail drop exactly one space after the colon and
+    /// Stalwart trims all white space: one space goes back, unless the value is empty
+    /// or starts with a tab or a fold (no space was dropped before those). Exact for
+    /// `Name: value`, `Name:   value` and `Name:<TAB>value`; `Name:value` becomes
+    /// `Name: value` for the analysis only, as the MTA keeps its own copy.
+    pub fn received<'a>(&self, value: &'a [u8]) -> Cow<'a, [u8]> {
+        if self.leading_space || value.is_empty() || matches!(value[0], b'\t' | b'\r' | b'\n') {
+            return Cow::Borrowed(value);
+        }
+        let mut v = Vec::with_capacity(value.len() + 1);
+        v.push(b' ');
+        v.extend_from_slice(value);
+        Cow::Owned(v)
+    }
+
+    /// The value to send, from the value the field is to have after the colon. Without
+    /// LEADING_SPACE the MTA writes `Name: ` and then the value (Postfix, Sendmail, and
+    /// Stalwart for a value that does not start with white space), so the one space
+    /// the value starts with is left to the MTA; folds use the MTA's line end.
+    pub fn sent<'a>(&self, value: &'a [u8]) -> Cow<'a, [u8]> {
+        if self.leading_space {
+            return Cow::Borrowed(value);
+        }
+        let value = value.strip_prefix(b" ").unwrap_or(value);
+        if !self.crlf_folds || !value.contains(&b'\n') {
+            return Cow::Borrowed(value);
+        }
+        let mut v = Vec::with_capacity(value.len() + 8);
+        for (i, &b) in value.iter().enumerate() {
+            if b == b'\n' && (i == 0 || value[i - 1] != b'\r') {
+                v.push(b'\r');
+            }
+            v.push(b);
+        }
+        Cow::Owned(v)
+    }
 }
 
 #[cfg(test)]

@@ -20,7 +20,8 @@ use indymilter::{
 };
 use tracing::debug;
 
-use super::session::{panic_text, queue_id, Cause, Failure, Session};
+use super::outcome::{panic_text, Cause, Ended, Failure};
+use super::session::{queue_id, Session};
 use super::throttle;
 use super::Shared;
 use crate::config::{Config, InternalErrorAction};
@@ -308,7 +309,16 @@ fn handle_eom(shared: Arc<Shared>, cx: &mut EomContext<Session>) -> CallbackFutu
             CatchPanic(eom).await
         };
         let failure = match result {
-            Ok(Ok(status)) => return status,
+            Ok(Ok(ended)) => {
+                // Logged and counted here, not in the session: the metrics know the
+                // session's outcome, the session knows nothing of them.
+                super::eom_log::ended(&session.config, &ended);
+                match &ended {
+                    Ended::Answered(o) => super::metrics::record(o),
+                    Ended::OverBudget { .. } => super::metrics::spill_tempfail(),
+                }
+                return ended.status();
+            }
             Ok(Err(f)) => f,
             Err(p) => {
                 session.abort();

@@ -6,7 +6,7 @@ use std::sync::{Mutex, OnceLock};
 use metrics::{counter, histogram, Counter, Histogram};
 use metrics_exporter_prometheus::PrometheusHandle;
 
-use super::session::{Cause, Outcome};
+use super::outcome::{Cause, Outcome};
 use crate::policy::Action;
 
 /// Installs the Prometheus recorder (once per process; later calls return the same

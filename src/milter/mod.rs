@@ -9,7 +9,9 @@
 pub(crate) mod actions;
 pub(crate) mod buffer;
 pub(crate) mod callbacks;
+pub(crate) mod eom_log;
 pub mod metrics;
+pub(crate) mod outcome;
 pub(crate) mod session;
 pub mod throttle;
 

@@ -18,16 +18,17 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use indymilter::{ContextActions, Macros, ProtoOpts, SetErrorReply, Status};
-use tracing::{debug, info, warn};
+use indymilter::{ContextActions, Macros, ProtoOpts, SetErrorReply};
+use tracing::debug;
 
-use super::actions;
+use super::actions::{self, ValueForm};
 use super::buffer::{self, Budget, Buffer, Lost, Pool, SpillTo};
+use super::outcome::{panic_text, Cause, Ended, Failure, Outcome};
 use super::EngineOptions;
 use crate::config::Config;
 use crate::engine;
 use crate::policy::intake::{self, Intake};
-use crate::policy::plan::{self, Plan, Received};
+use crate::policy::plan::{Plan, Received};
 use crate::policy::scope::{self, Envelope, Recipients};
 
 /// The number of messages between MAIL and end of message, so that shutdown can wait
@@ -73,74 +74,6 @@ impl Drop for InFlight {
 
 /// Messages up to this size are analysed on the connection's own task.
 const INLINE_MAX: usize = buffer::SMALL;
-
-/// What failed inside the daemon when a message could not be handled: the `cause`
-/// label of `mimeref_internal_errors_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cause {
-    /// A panic, caught (in the analysis, or in any stage of the transaction).
-    Panic,
-    /// The message could not be put back together: the spill file read short or
-    /// failed, or memory for the joined copy was refused.
-    ReadBack,
-    /// No read-back slot: the semaphore that bounds read-backs was closed.
-    ReadBackSlot,
-    /// The analysis was cancelled (the runtime shutting down under it).
-    Cancelled,
-    /// The actions could not be sent to the MTA.
-    Send,
-    /// End of message came without a transaction to end.
-    NoMessage,
-}
-
-impl Cause {
-    pub const ALL: [Cause; 6] = [
-        Cause::Panic,
-        Cause::ReadBack,
-        Cause::ReadBackSlot,
-        Cause::Cancelled,
-        Cause::Send,
-        Cause::NoMessage,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Cause::Panic => "panic",
-            Cause::ReadBack => "read_back",
-            Cause::ReadBackSlot => "read_back_slot",
-            Cause::Cancelled => "cancelled",
-            Cause::Send => "send",
-            Cause::NoMessage => "no_message",
-        }
-    }
-}
-
-/// An internal error: its cause and what the log says about it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
-    pub cause: Cause,
-    pub detail: String,
-}
-
-impl Failure {
-    pub fn new(cause: Cause, detail: impl Into<String>) -> Failure {
-        Failure {
-            cause,
-            detail: detail.into(),
-        }
-    }
-}
-
-/// The message of a caught panic, for the log.
-pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        format!("panic: {s}")
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        format!("panic: {s}")
-    } else {
-        "panic".into()
-    }
-}
 
 /// The message being received.
 #[derive(Debug)]
@@ -199,66 +132,6 @@ pub struct Session {
     /// The queue id of the message being received, from end of header on (NOQUEUE
     /// before), for the log lines written before end of message.
     pub queue_id: String,
-}
-
-/// How header values travel to and from this MTA; see [`Session::leading_space`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ValueForm {
-    pub leading_space: bool,
-    pub crlf_folds: bool,
-}
-
-impl ValueForm {
-    /// The value as the message holds it, from the value as the MTA sent it. Without
-    /// LEADING_SPACE Postfix and Sendmail drop exactly one space after the colon and
-    /// Stalwart trims all white space: one space goes back, unless the value is empty
-    /// or starts with a tab or a fold (no space was dropped before those). Exact for
-    /// `Name: value`, `Name:   value` and `Name:<TAB>value`; `Name:value` becomes
-    /// `Name: value` for the analysis only, as the MTA keeps its own copy.
-    pub fn received<'a>(&self, value: &'a [u8]) -> Cow<'a, [u8]> {
-        if self.leading_space || value.is_empty() || matches!(value[0], b'\t' | b'\r' | b'\n') {
-            return Cow::Borrowed(value);
-        }
-        let mut v = Vec::with_capacity(value.len() + 1);
-        v.push(b' ');
-        v.extend_from_slice(value);
-        Cow::Owned(v)
-    }
-
-    /// The value to send, from the value the field is to have after the colon. Without
-    /// LEADING_SPACE the MTA writes `Name: ` and then the value (Postfix, Sendmail, and
-    /// Stalwart for a value that does not start with white space), so the one space
-    /// the value starts with is left to the MTA; folds use the MTA's line end.
-    pub fn sent<'a>(&self, value: &'a [u8]) -> Cow<'a, [u8]> {
-        if self.leading_space {
-            return Cow::Borrowed(value);
-        }
-        let value = value.strip_prefix(b" ").unwrap_or(value);
-        if !self.crlf_folds || !value.contains(&b'\n') {
-            return Cow::Borrowed(value);
-        }
-        let mut v = Vec::with_capacity(value.len() + 8);
-        for (i, &b) in value.iter().enumerate() {
-            if b == b'\n' && (i == 0 || value[i - 1] != b'\r') {
-                v.push(b'\r');
-            }
-            v.push(b);
-        }
-        Cow::Owned(v)
-    }
-}
-
-/// What end of message did, for the caller's log and metrics.
-#[derive(Debug)]
-pub struct Outcome {
-    pub queue_id: String,
-    pub plan: Plan,
-    pub octets: u64,
-    /// From MAIL to the end-of-message reply (includes the SMTP transfer).
-    pub millis: u128,
-    /// What end of message itself took: read-back, analysis, plan, actions sent.
-    pub eom_seconds: f64,
-    pub status: Status,
 }
 
 impl Session {
@@ -450,52 +323,20 @@ impl Session {
 
     /// Analyses the message and sends the actions: the answer to end of message. What
     /// failed inside the daemon comes back as `Err`, for the caller to answer as
-    /// `internal_error_action` says.
+    /// `internal_error_action` says; what ended comes back for the caller to log and
+    /// count (`eom_log`, `metrics`).
     pub async fn eom(
         &mut self,
         macros: &Macros,
         actions: &impl ContextActions,
         reply: &mut impl SetErrorReply,
-    ) -> Result<Status, Failure> {
+    ) -> Result<Ended, Failure> {
         let eom_started = Instant::now();
-        if let Some(f) = self.broken.take() {
-            self.message = None;
-            return Err(f);
-        }
-        let Some(mut m) = self.message.take() else {
-            return Err(Failure::new(
-                Cause::NoMessage,
-                "end of message without a message",
-            ));
-        };
+        let mut m = self.take_message()?;
         let cfg = self.config.clone();
         let queue_id = queue_id(macros);
-        match m.buf.lost.take() {
-            None => {}
-            Some(Lost::OverBudget { needed, held }) => {
-                let budget = cfg.limits.memory_budget;
-                super::throttle::SPILL_TEMPFAILED.hit(|| {
-                    format!(
-                        "{queue_id}: size={}: {needed} octets in memory would pass [limits] \
-                         memory_budget = {budget} ({held} held for other messages)",
-                        m.octets
-                    )
-                });
-                super::metrics::spill_tempfail();
-                // Local and transient: the MTA keeps the message and tries again later.
-                let _ = reply.set_error_reply(
-                    "451",
-                    Some("4.3.1"),
-                    ["Insufficient system resources, try again later"],
-                );
-                return Ok(Status::Tempfail);
-            }
-            Some(Lost::ReadBack(e)) => {
-                return Err(Failure::new(
-                    Cause::ReadBack,
-                    format!("reading back a spill file that failed: {e}"),
-                ));
-            }
+        if let Some(over) = Self::over_budget(&mut m, &cfg, &queue_id, reply)? {
+            return Ok(over);
         }
         let lookup = |name| macros.get(name).map(CStr::to_string_lossy);
         let dir = cfg.directions.direction_with(lookup, self.client_addr);
@@ -507,37 +348,115 @@ impl Session {
             self.client_addr,
             lookup(c"{daemon_name}").unwrap_or(Cow::Borrowed("-")),
         );
+        let octets = m.octets;
+        let started = m.started;
+        let (plan, findings, heading_copy) = self.analyse(m, macros, dir).await?;
+        let mut form = self.value_form();
+        if heading_copy {
+            // The body is written after the MTA's own heading, so the copy must not
+            // come back in a replaced body; Stalwart folds with CRLF.
+            self.crlf_folds = true;
+            form.crlf_folds = true;
+        }
+        let status = actions::execute(&plan, form, actions, reply)
+            .await
+            .map_err(|e| Failure::new(Cause::Send, format!("sending actions: {e}")))?;
+        Ok(Ended::Answered(Box::new(Outcome {
+            queue_id,
+            plan,
+            findings,
+            heading_copy,
+            octets,
+            millis: started.elapsed().as_millis(),
+            eom_seconds: eom_started.elapsed().as_secs_f64(),
+            status,
+        })))
+    }
+
+    /// The message of this transaction, or why there is none to analyse.
+    fn take_message(&mut self) -> Result<Message, Failure> {
+        if let Some(f) = self.broken.take() {
+            self.message = None;
+            return Err(f);
+        }
+        self.message
+            .take()
+            .ok_or_else(|| Failure::new(Cause::NoMessage, "end of message without a message"))
+    }
+
+    /// A message kept in memory after its spill failed, past `[limits] memory_budget`:
+    /// tempfailed (the MTA keeps it and tries again later), not analysed.
+    fn over_budget(
+        m: &mut Message,
+        cfg: &Config,
+        queue_id: &str,
+        reply: &mut impl SetErrorReply,
+    ) -> Result<Option<Ended>, Failure> {
+        match m.buf.lost.take() {
+            None => Ok(None),
+            Some(Lost::OverBudget { needed, held }) => {
+                // Local and transient: the MTA keeps the message and tries again later.
+                let _ = reply.set_error_reply(
+                    "451",
+                    Some("4.3.1"),
+                    ["Insufficient system resources, try again later"],
+                );
+                Ok(Some(Ended::OverBudget {
+                    queue_id: queue_id.to_string(),
+                    octets: m.octets,
+                    needed,
+                    held,
+                    budget: cfg.limits.memory_budget,
+                }))
+            }
+            Some(Lost::ReadBack(e)) => Err(Failure::new(
+                Cause::ReadBack,
+                format!("reading back a spill file that failed: {e}"),
+            )),
+        }
+    }
+
+    /// What the scopes match on; nothing to look up when there are none.
+    fn envelope(&self, m: &mut Message, macros: &Macros) -> Envelope {
+        if self.config.policy.scopes.is_empty() {
+            return Envelope::default();
+        }
+        let lookup = |name| macros.get(name).map(CStr::to_string_lossy);
+        Envelope {
+            sender: m.sender.take(),
+            recipients: std::mem::take(&mut m.recipients),
+            client_addr: self.client_addr.or_else(|| {
+                lookup(c"{client_addr}").and_then(|a| crate::policy::direction::parse_ip(&a))
+            }),
+            sasl_login: lookup(c"{auth_authen}")
+                .filter(|a| !a.is_empty())
+                .map(Cow::into_owned),
+            extra_headers: Vec::new(),
+        }
+    }
+
+    /// The engine's analysis and the planner's plan of the message, with its findings
+    /// and whether the body began with a copy of the heading (analysed as the heading).
+    async fn analyse(
+        &self,
+        mut m: Message,
+        macros: &Macros,
+        dir: crate::policy::Direction,
+    ) -> Result<(Plan, Vec<engine::Finding>, bool), Failure> {
+        let cfg = self.config.clone();
         let options = match &self.options {
             Some(o) => o.clone(),
             None => Arc::new(EngineOptions::new(&cfg)),
         };
-        let octets = m.octets;
         let incomplete = m.buf.incomplete;
         let not_given = if incomplete {
-            octets.saturating_sub(m.buf.len as u64).max(1)
+            m.octets.saturating_sub(m.buf.len as u64).max(1)
         } else {
             0
         };
         let report_fields = m.report_fields;
-        let started = m.started;
-        // What the scopes match on; nothing to look up when there are none.
-        let envelope = if cfg.policy.scopes.is_empty() {
-            Envelope::default()
-        } else {
-            Envelope {
-                sender: m.sender.take(),
-                recipients: std::mem::take(&mut m.recipients),
-                client_addr: self.client_addr.or_else(|| {
-                    lookup(c"{client_addr}").and_then(|a| crate::policy::direction::parse_ip(&a))
-                }),
-                sasl_login: lookup(c"{auth_authen}")
-                    .filter(|a| !a.is_empty())
-                    .map(Cow::into_owned),
-                extra_headers: Vec::new(),
-            }
-        };
+        let envelope = self.envelope(&mut m, macros);
         let dry_run = cfg.service.dry_run;
-        let cfg2 = cfg.clone();
         // A large message waits for a read-back slot: that is what bounds memory. One
         // held in memory after its spill failed waits too: joining it takes another copy.
         let _permit =
@@ -551,7 +470,6 @@ impl Session {
         let mut taken = m.buf.take();
         // Only an MTA without LEADING_SPACE has been seen to send one (Stalwart).
         let copy_at = m.body_at.filter(|_| !self.leading_space);
-        let mut form = self.value_form();
         // Small messages (most mail) are analysed right here: the engine takes tens of
         // microseconds on them, less than a hop to the blocking pool and back costs on a
         // busy machine. Larger ones are CPU work on up to max_message_size octets: kept
@@ -579,14 +497,14 @@ impl Session {
                 // the MTA trimmed or could not send: analyse that one.
                 raw.drain(..at);
             }
-            let scopes = cfg2.policy.scopes.select(dir, &envelope, &raw);
+            let scopes = cfg.policy.scopes.select(dir, &envelope, &raw);
             let mut opts = intake::options_for(options.get(dir), not_given);
-            let fix_signed = scopes.fix_signed(cfg2.fixes.fix_signed);
+            let fix_signed = scopes.fix_signed(cfg.fixes.fix_signed);
             if opts.fix_signed != fix_signed {
                 opts.to_mut().fix_signed = fix_signed;
             }
             let analysis = engine::check(&raw, &opts);
-            let plan = cfg2.planner().plan_scoped(
+            let plan = cfg.planner().plan_scoped(
                 dir,
                 &analysis,
                 &raw,
@@ -607,14 +525,14 @@ impl Session {
         };
         let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
             == tokio::runtime::RuntimeFlavor::MultiThread;
-        let (plan, findings, copied) = if inline {
-            caught(work)??
+        if inline {
+            caught(work)?
         } else if multi_thread {
             // Larger messages run on this thread too, but with the reactor's other tasks
             // handed to another worker first: a hop to the blocking pool and back meant
             // two wake-ups, and on a saturated machine each waited for a CPU (2 MB over
             // TCP: end-of-message p99 25-100 ms for 0.1 ms of analysis).
-            tokio::task::block_in_place(|| caught(work))??
+            tokio::task::block_in_place(|| caught(work))?
         } else {
             tokio::task::spawn_blocking(work).await.map_err(|e| {
                 if e.is_panic() {
@@ -625,65 +543,8 @@ impl Session {
                 } else {
                     Failure::new(Cause::Cancelled, format!("analysis: {e}"))
                 }
-            })??
-        };
-        if copied {
-            // The body is written after the MTA's own heading, so the copy must not
-            // come back in a replaced body; Stalwart folds with CRLF.
-            debug!(
-                "{queue_id}: the body began with a copy of the heading; analysed as the heading"
-            );
-            self.crlf_folds = true;
-            form.crlf_folds = true;
+            })?
         }
-        // Change records are redacted by the planner; notes and findings quote the
-        // message's own text, URLs included.
-        let shown = |t: &str| -> String {
-            if cfg.report.redact_urls {
-                crate::policy::redact::redact(t).into_owned()
-            } else {
-                t.to_string()
-            }
-        };
-        for n in &plan.notes {
-            warn!("{queue_id}: {}", shown(n));
-        }
-        // Every changed reference on a line of its own (URLs display-safe, cut short).
-        let dry = if plan.dry_run {
-            " (dry run: not sent)"
-        } else {
-            ""
-        };
-        for (part, c) in &plan.changes {
-            info!(
-                "{queue_id}: changed {}{dry}",
-                plan::change_text(part, c, engine::rewriting::rewrite::DISPLAY_MAX)
-            );
-        }
-        for f in &findings {
-            debug!(
-                "{queue_id}: {} {} {}: {}",
-                f.part,
-                f.rule,
-                f.severity,
-                shown(&f.message)
-            );
-        }
-        let status = actions::execute(&plan, form, actions, reply)
-            .await
-            .map_err(|e| Failure::new(Cause::Send, format!("sending actions: {e}")))?;
-        let millis = started.elapsed().as_millis();
-        let outcome = Outcome {
-            queue_id,
-            plan,
-            octets,
-            millis,
-            eom_seconds: eom_started.elapsed().as_secs_f64(),
-            status,
-        };
-        log_outcome(&outcome);
-        super::metrics::record(&outcome);
-        Ok(outcome.status)
     }
 }
 
@@ -769,60 +630,6 @@ pub(super) fn queue_id(macros: &Macros) -> String {
         .map(CStr::to_string_lossy)
         .filter(|q| !q.is_empty())
         .map_or_else(|| NOQUEUE.into(), Cow::into_owned)
-}
-
-/// The one info line per message, starting with the queue id so that it greps beside the
-/// MTA's own log.
-fn log_outcome(o: &Outcome) {
-    if !tracing::enabled!(tracing::Level::INFO) {
-        return;
-    }
-    let p = &o.plan;
-    let rules = if p.rules.is_empty() {
-        "-".to_string()
-    } else {
-        p.rules.iter().map(|r| r.id()).collect::<Vec<_>>().join(",")
-    };
-    let body = if p.body.is_some() { "yes" } else { "no" };
-    let dry = if p.dry_run { " dry-run" } else { "" };
-    let over = if p.oversize { " oversize" } else { "" };
-    // The scope that decided, and every scope of a message whose recipients fall into
-    // several.
-    let scope = match (&p.scope, p.scopes.len()) {
-        (None, _) => String::new(),
-        (Some(s), 0 | 1) => format!(" scope={s}"),
-        (Some(s), _) => format!(" scope={s} scopes={}", p.scopes.join(",")),
-    };
-    info!(
-        "{}: direction={} verdict={}{dry}{over}{scope} rules={rules} edits={} removed={} body_replaced={body} size={} ms={}",
-        o.queue_id,
-        p.direction,
-        verdict_word(p),
-        p.edits(),
-        p.removed(),
-        o.octets,
-        o.millis
-    );
-}
-
-/// What happened to the message, in the log line. The policy's action names stay the
-/// `verdict` label of the metrics, but `verdict=ignore` on clean mail read as if the
-/// milter had not looked at it.
-fn verdict_word(p: &Plan) -> &'static str {
-    use crate::policy::Action;
-    match p.verdict {
-        Action::Ignore if p.decisions.is_empty() => "clean",
-        // Findings, every one of them ignored by the policy.
-        Action::Ignore => "pass",
-        Action::Log => "logged",
-        Action::Report => "reported",
-        Action::Fix if p.edits() > 0 => "fixed",
-        // A fix was due but none could be sent; a WARN line before says why.
-        Action::Fix => "not-fixed",
-        Action::Quarantine => "quarantined",
-        Action::Tempfail => "tempfailed",
-        Action::Reject => "rejected",
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,121 @@
+//! What end of message comes to: an answered message ([`Outcome`]), one tempfailed over
+//! the memory budget, or a [`Failure`] inside the daemon with its [`Cause`] (the
+//! `cause` label of `mimeref_internal_errors_total`). The session makes them; the
+//! connection's callback logs (`eom_log`) and counts (`metrics`) them.
+
+use indymilter::Status;
+
+use crate::engine;
+use crate::policy::plan::Plan;
+
+/// What failed inside the daemon when a message could not be handled: the `cause`
+/// label of `mimeref_internal_errors_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// A panic, caught (in the analysis, or in any stage of the transaction).
+    Panic,
+    /// The message could not be put back together: the spill file read short or
+    /// failed, or memory for the joined copy was refused.
+    ReadBack,
+    /// No read-back slot: the semaphore that bounds read-backs was closed.
+    ReadBackSlot,
+    /// The analysis was cancelled (the runtime shutting down under it).
+    Cancelled,
+    /// The actions could not be sent to the MTA.
+    Send,
+    /// End of message came without a transaction to end.
+    NoMessage,
+}
+
+impl Cause {
+    pub const ALL: [Cause; 6] = [
+        Cause::Panic,
+        Cause::ReadBack,
+        Cause::ReadBackSlot,
+        Cause::Cancelled,
+        Cause::Send,
+        Cause::NoMessage,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::Panic => "panic",
+            Cause::ReadBack => "read_back",
+            Cause::ReadBackSlot => "read_back_slot",
+            Cause::Cancelled => "cancelled",
+            Cause::Send => "send",
+            Cause::NoMessage => "no_message",
+        }
+    }
+}
+
+/// An internal error: its cause and what the log says about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub cause: Cause,
+    pub detail: String,
+}
+
+impl Failure {
+    pub fn new(cause: Cause, detail: impl Into<String>) -> Failure {
+        Failure {
+            cause,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// The message of a caught panic, for the log.
+pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        format!("panic: {s}")
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        format!("panic: {s}")
+    } else {
+        "panic".into()
+    }
+}
+
+/// How end of message ended when nothing inside the daemon failed.
+#[derive(Debug)]
+pub enum Ended {
+    /// Analysed, and the plan's actions sent.
+    Answered(Box<Outcome>),
+    /// Held in memory after its spill failed, past `[limits] memory_budget`: tempfailed
+    /// without analysis.
+    OverBudget {
+        queue_id: String,
+        octets: u64,
+        /// Octets this message would have added, and those held for other messages.
+        needed: usize,
+        held: usize,
+        budget: usize,
+    },
+}
+
+impl Ended {
+    /// The answer given to the MTA.
+    pub fn status(&self) -> Status {
+        match self {
+            Ended::Answered(o) => o.status,
+            Ended::OverBudget { .. } => Status::Tempfail,
+        }
+    }
+}
+
+/// What end of message did, for the caller's log and metrics.
+#[derive(Debug)]
+pub struct Outcome {
+    pub queue_id: String,
+    pub plan: Plan,
+    /// Every finding, whatever its action (logged at debug).
+    pub findings: Vec<engine::Finding>,
+    /// The body began with a copy of the heading, which was analysed as the heading.
+    pub heading_copy: bool,
+    pub octets: u64,
+    /// From MAIL to the end-of-message reply (includes the SMTP transfer).
+    pub millis: u128,
+    /// What end of message itself took: read-back, analysis, plan, actions sent.
+    pub eom_seconds: f64,
+    pub status: Status,
+}
