@@ -80,4 +80,107 @@ mod layers {
         }
         assert!(bad.is_empty(), "later layers used:\n{}", bad.join("\n"));
     }
+
+    /// The modules directly under a layer (file or folder), each with its files.
+    fn modules(layer: &std::path::Path) -> Vec<(String, Vec<std::path::PathBuf>)> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(layer).unwrap().flatten() {
+            let p = e.path();
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            if p.is_dir() {
+                let mut files = Vec::new();
+                sources(&p, &mut files);
+                out.push((name, files));
+            } else if p.extension().is_some_and(|x| x == "rs") && name != "mod" {
+                out.push((name, vec![p]));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Inside a layer too the modules point one way: a cycle between two of them means
+    /// neither can be read, tested or moved without the other.
+    #[test]
+    fn no_cycle_inside_a_layer() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut cycles = Vec::new();
+        for layer in ORDER {
+            let dir = src.join(layer);
+            if !dir.is_dir() {
+                continue;
+            }
+            let mods = modules(&dir);
+            let names: Vec<&str> = mods.iter().map(|(n, _)| n.as_str()).collect();
+            // Module i uses module j: `crate::LAYER::j` anywhere in i, or `super::j` in
+            // a file directly under the layer (where `super` is the layer).
+            let uses = |i: usize, j: usize| {
+                let (_, files) = &mods[i];
+                files.iter().any(|f| {
+                    // Code only: a doc link to a sibling is not a use of it.
+                    let text: String = std::fs::read_to_string(f)
+                        .unwrap()
+                        .lines()
+                        .filter(|l| !l.trim_start().starts_with("//"))
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                    let direct = f.parent() == Some(dir.as_path());
+                    let names_j = |prefix: &str| {
+                        text.match_indices(prefix).any(|(at, _)| {
+                            let rest = &text[at + prefix.len()..];
+                            let inner = rest
+                                .strip_prefix('{')
+                                .map(|r| &r[..r.find('}').unwrap_or(r.len())]);
+                            match inner {
+                                Some(list) => list.split(',').any(|n| {
+                                    let n = n.trim();
+                                    n == names[j] || n.starts_with(&format!("{}::", names[j]))
+                                }),
+                                None => {
+                                    rest.starts_with(names[j])
+                                        && !rest[names[j].len()..].starts_with(|c: char| {
+                                            c.is_ascii_alphanumeric() || c == '_'
+                                        })
+                                }
+                            }
+                        })
+                    };
+                    names_j(&format!("crate::{layer}::")) || (direct && names_j("super::"))
+                })
+            };
+            let n = mods.len();
+            let edges: Vec<Vec<bool>> = (0..n)
+                .map(|i| (0..n).map(|j| i != j && uses(i, j)).collect())
+                .collect();
+            // A cycle through i: i reaches itself.
+            for i in 0..n {
+                let mut seen = vec![false; n];
+                let mut stack: Vec<(usize, Vec<usize>)> = vec![(i, vec![i])];
+                while let Some((at, path)) = stack.pop() {
+                    for j in 0..n {
+                        if !edges[at][j] {
+                            continue;
+                        }
+                        if j == i {
+                            let mut names_on: Vec<&str> = path.iter().map(|&k| names[k]).collect();
+                            names_on.push(names[i]);
+                            cycles.push(format!("{layer}: {}", names_on.join(" -> ")));
+                        } else if !seen[j] {
+                            seen[j] = true;
+                            let mut p = path.clone();
+                            p.push(j);
+                            stack.push((j, p));
+                        }
+                    }
+                }
+            }
+        }
+        cycles.sort();
+        cycles.dedup();
+        assert!(
+            cycles.is_empty(),
+            "cycles inside a layer:\n{}",
+            cycles.join("\n")
+        );
+    }
 }

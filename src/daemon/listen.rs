@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use indymilter::Listener;
 
-use super::http::Health;
+use super::health::Health;
 use crate::config::{Config, SocketSpec};
 
 /// Binds the listening socket; for unix: sockets removes a stale socket file first (only

@@ -7,7 +7,7 @@
 //!   shutdown, open-connection counting and turning away peers that do not speak
 //!   milter).
 //! - [`http`]: `/metrics`, `/healthz`, `/readyz`, at most `metrics_max_connections`
-//!   at once.
+//!   at once; `health`: what `/readyz` reports.
 //! - [`nofile`]: the file descriptor limit, raised at start and checked against the
 //!   configuration.
 //! - `notify`: systemd's readiness, reload, stop and watchdog notifications
@@ -18,6 +18,7 @@
 //! The daemon uses the configuration and the milter (the layers: `lib.rs`); the
 //! command line converts its arguments into [`ServeOptions`].
 
+mod health;
 pub mod http;
 mod listen;
 mod logging;
@@ -37,9 +38,9 @@ use indymilter::Listener;
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
-use self::http::Health;
 use crate::config::{Config, SocketSpec};
 use crate::milter::{callbacks, Shared};
+pub use health::Health;
 use listen::Gate;
 pub use listen::{bind, AnyListener, PeerName};
 pub use reload::{Reload, Reloaded};

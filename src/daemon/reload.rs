@@ -10,7 +10,7 @@ use tokio::signal::unix::Signal;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info, warn};
 
-use super::http::Health;
+use super::health::Health;
 use super::notify::Notifier;
 use crate::config::Config;
 use crate::milter::Shared;

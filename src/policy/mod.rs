@@ -15,6 +15,7 @@ pub mod direction;
 pub mod intake;
 pub mod plan;
 pub mod redact;
+pub mod report;
 pub mod scope;
 
 use std::fmt;

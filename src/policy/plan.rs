@@ -12,7 +12,8 @@
 
 use std::fmt;
 
-use crate::engine::{self, model::mime, Analysis, Edit, Limits, Rule, Severity, UrlChange};
+use crate::engine::{self, model::mime, Analysis, Edit, Limits, Rule, UrlChange};
+pub use crate::policy::report::Report;
 use crate::policy::scope::Selection;
 use crate::policy::{Action, Direction, Policies};
 
@@ -141,23 +142,6 @@ pub struct Received {
     /// sending (its change_header indices count the same way). None: count them in
     /// the message bytes.
     pub report_fields: Option<usize>,
-}
-
-/// `[report]`: the header that reports findings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Report {
-    /// Report header name; None when reporting is off.
-    pub header: Option<String>,
-    /// Add the report header even when there is nothing to report.
-    pub always: bool,
-    /// Delete report headers already present in inbound mail (they could be forged).
-    pub remove_forged: bool,
-    /// A finding below this severity whose action is `report` is only logged: it adds no
-    /// report header.
-    pub min_severity: Severity,
-    /// URLs in log lines and the report header lose their password (or user information)
-    /// and query ([`redact`](super::redact)); off only to debug.
-    pub redact_urls: bool,
 }
 
 /// `[reply]`: what a refused message is told.

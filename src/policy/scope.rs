@@ -27,7 +27,7 @@ use ipnet::IpNet;
 use regex::bytes::Regex;
 
 use super::direction::in_networks;
-use super::plan::Report;
+use super::report::Report;
 use super::{Action, Direction, Policies, Policy};
 use crate::engine::{Finding, Rule, Severity};
 
