@@ -256,8 +256,8 @@ pub(crate) enum CturiCommand {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        None => daemon::serve(cli.serve.into()),
-        Some(Command::Serve(args)) => daemon::serve(args.into()),
+        None => serve(cli.serve.into()),
+        Some(Command::Serve(args)) => serve(args.into()),
         Some(Command::ConfigCheck { config }) => config_check(config.as_deref()),
         Some(Command::Check(args)) => check(args),
         Some(Command::Fix(args)) => fix(args),
@@ -291,6 +291,22 @@ pub fn config_check(path: Option<&Path>) -> ExitCode {
         }
         Err(e) => {
             eprintln!("{e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The daemon, and what its error comes to: the message on standard error before
+/// logging began, in the log after; exit status 1 either way.
+fn serve(opts: ServeOptions) -> ExitCode {
+    match daemon::serve(opts) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            if e.after_logging_began() {
+                tracing::error!("{e}");
+            } else {
+                eprintln!("{e}");
+            }
             ExitCode::from(1)
         }
     }

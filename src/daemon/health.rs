@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use hyper::StatusCode;
 
-/// What `/readyz` reports, kept up to date by [`run_with`](super::run_with).
+/// What `/readyz` reports, kept up to date by [`run`](super::run).
 #[derive(Debug, Default)]
 pub struct Health {
     draining: AtomicBool,

@@ -19,7 +19,7 @@ use crate::config::{Config, SocketSpec};
 
 /// Binds the listening socket; for unix: sockets removes a stale socket file first (only
 /// if it is a socket) and applies `socket_mode` / `socket_group`.
-pub async fn bind(spec: &SocketSpec, cfg: &Config) -> Result<AnyListener, String> {
+pub async fn bind_milter(spec: &SocketSpec, cfg: &Config) -> Result<AnyListener, String> {
     match spec {
         SocketSpec::Inet { host, port } => tokio::net::TcpListener::bind((host.as_str(), *port))
             .await

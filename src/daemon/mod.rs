@@ -18,6 +18,7 @@
 //! The daemon uses the configuration and the milter (the layers: `lib.rs`); the
 //! command line converts its arguments into [`ServeOptions`].
 
+mod error;
 mod health;
 pub mod http;
 mod listen;
@@ -27,22 +28,21 @@ mod notify;
 mod reload;
 
 use std::future::Future;
-use std::io;
 use std::os::unix::fs::FileTypeExt;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use health::Health;
 use indymilter::Listener;
 use tokio::sync::mpsc;
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
 use crate::config::{Config, SocketSpec};
 use crate::milter::{callbacks, Shared};
-pub use health::Health;
+pub use error::DaemonError;
 use listen::Gate;
-pub use listen::{bind, AnyListener, PeerName};
+pub use listen::{AnyListener, PeerName};
 pub use reload::{Reload, Reloaded};
 
 /// What the daemon is started with (the command line's `serve` arguments).
@@ -79,15 +79,10 @@ pub fn warnings(cfg: &Config, socket: Option<&SocketSpec>) -> Vec<String> {
     out
 }
 
-/// `mimeref-milter serve`: the daemon's main.
-pub fn serve(args: ServeOptions) -> ExitCode {
-    let mut cfg = match Config::load(args.config.as_deref()) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(1);
-        }
-    };
+/// `mimeref-milter serve`: the daemon's main. What stops it comes back as a
+/// [`DaemonError`] for the command line to word and to turn into an exit status.
+pub fn serve(args: ServeOptions) -> Result<(), DaemonError> {
+    let mut cfg = Config::load(args.config.as_deref()).map_err(DaemonError::Config)?;
     if args.dry_run {
         cfg.force_dry_run();
     }
@@ -95,21 +90,12 @@ pub fn serve(args: ServeOptions) -> ExitCode {
     // compares the file's values.
     let spec = match &args.socket {
         None => cfg.listen.socket.clone(),
-        Some(text) => match SocketSpec::parse(text) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("mimeref-milter: socket {e}");
-                return ExitCode::from(1);
-            }
-        },
+        Some(text) => SocketSpec::parse(text).map_err(DaemonError::SocketSpec)?,
     };
     // The recorder first, so that a log line syslog refuses from the first one on is
     // counted (mimeref_syslog_errors_total).
     if cfg.listen.metrics_listen.is_some() {
-        if let Err(e) = crate::milter::metrics::install() {
-            eprintln!("mimeref-milter: metrics recorder: {e}");
-            return ExitCode::from(1);
-        }
+        crate::milter::metrics::install().map_err(DaemonError::MetricsRecorder)?;
     }
     if let Err(e) = logging::init(&cfg) {
         eprintln!("mimeref-milter: logging: {e}");
@@ -119,16 +105,10 @@ pub fn serve(args: ServeOptions) -> ExitCode {
         warn!("{w}");
     }
     nofile::at_start(&cfg.listen);
-    let rt = match tokio::runtime::Builder::new_multi_thread()
+    let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            error!("cannot start the runtime: {e}");
-            return ExitCode::from(1);
-        }
-    };
+        .map_err(DaemonError::Runtime)?;
     let result = rt.block_on(serve_async(cfg, spec.clone()));
     if let SocketSpec::Unix(path) = &spec {
         // Only ever our own socket: the file was created by bind() above.
@@ -138,35 +118,14 @@ pub fn serve(args: ServeOptions) -> ExitCode {
             }
         }
     }
-    match result {
-        Ok(()) => {
-            info!("stopped");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            error!("{e}");
-            ExitCode::from(1)
-        }
+    if result.is_ok() {
+        info!("stopped");
     }
+    result
 }
 
-async fn serve_async(cfg: Config, spec: SocketSpec) -> Result<(), String> {
-    let listener = bind(&spec, &cfg).await?;
-    let health = Arc::new(Health::default());
-    if let Some(addr) = cfg.listen.metrics_listen {
-        let http = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| format!("metrics endpoint {addr}: {e}"))?;
-        let handle =
-            crate::milter::metrics::install().map_err(|e| format!("metrics recorder: {e}"))?;
-        tokio::spawn(http::serve(
-            http,
-            Some(handle),
-            health.clone(),
-            cfg.listen.metrics_max_connections,
-        ));
-        info!("metrics on http://{addr}/metrics, health on /healthz and /readyz");
-    }
+async fn serve_async(cfg: Config, spec: SocketSpec) -> Result<(), DaemonError> {
+    let sockets = bind(&spec, &cfg).await?;
     let notifier = notify::Notifier::from_env().map(Arc::new);
     let (reload_tx, reload_rx) = mpsc::channel(4);
     let hup = signal(tokio::signal::unix::SignalKind::hangup())?;
@@ -215,16 +174,41 @@ async fn serve_async(cfg: Config, spec: SocketSpec) -> Result<(), String> {
             });
         }
     }
-    run_with(listener, cfg, reload_rx, shutdown, health)
+    run(sockets, cfg, reload_rx, shutdown).await
+}
+
+fn signal(
+    kind: tokio::signal::unix::SignalKind,
+) -> Result<tokio::signal::unix::Signal, DaemonError> {
+    tokio::signal::unix::signal(kind).map_err(DaemonError::Signal)
+}
+
+/// The sockets the daemon serves: the milter socket and, with `metrics_listen`, the
+/// HTTP endpoint (`/metrics`, `/healthz`, `/readyz`).
+pub struct Sockets<L> {
+    pub milter: L,
+    pub http: Option<tokio::net::TcpListener>,
+}
+
+/// Binds the milter socket `spec` (see `listen::bind_milter`) and `metrics_listen`.
+pub async fn bind(spec: &SocketSpec, cfg: &Config) -> Result<Sockets<AnyListener>, DaemonError> {
+    let milter = listen::bind_milter(spec, cfg)
         .await
-        .map_err(|e| format!("milter failed: {e}"))
+        .map_err(DaemonError::Bind)?;
+    let http = match cfg.listen.metrics_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| DaemonError::MetricsListen { addr, source })?,
+        ),
+        None => None,
+    };
+    Ok(Sockets { milter, http })
 }
 
-fn signal(kind: tokio::signal::unix::SignalKind) -> Result<tokio::signal::unix::Signal, String> {
-    tokio::signal::unix::signal(kind).map_err(|e| format!("cannot install signal handler: {e}"))
-}
-
-/// Serves milter connections on `listener` with `config` until `shutdown` completes.
+/// Serves milter connections on `sockets.milter` with `config` until `shutdown`
+/// completes, and the HTTP endpoint on `sockets.http` if there is one. The binary and
+/// the tests run the daemon through this one function.
 ///
 /// Each [`Reload`] received on `reload` re-reads the file `config` came from (see
 /// [`reload`](self::reload)): on success it replaces the current one for new
@@ -233,22 +217,28 @@ fn signal(kind: tokio::signal::unix::SignalKind) -> Result<tokio::signal::unix::
 /// On shutdown the listener is closed, new transactions are tempfailed and messages in
 /// flight get `shutdown_timeout` to finish.
 pub async fn run(
-    listener: impl Listener<Io: PeerName>,
+    sockets: Sockets<impl Listener<Io: PeerName>>,
     config: Config,
     reload: mpsc::Receiver<Reload>,
     shutdown: impl Future,
-) -> io::Result<()> {
-    run_with(listener, config, reload, shutdown, Arc::default()).await
-}
-
-/// [`run`], keeping `health` (what the HTTP endpoint reports) up to date.
-pub async fn run_with(
-    listener: impl Listener<Io: PeerName>,
-    config: Config,
-    reload: mpsc::Receiver<Reload>,
-    shutdown: impl Future,
-    health: Arc<Health>,
-) -> io::Result<()> {
+) -> Result<(), DaemonError> {
+    let health = Arc::new(Health::default());
+    if let Some(http) = sockets.http {
+        let addr = http
+            .local_addr()
+            .map_or_else(|_| "?".into(), |a| a.to_string());
+        // Process-wide and installed once: a second daemon in the same process (the
+        // tests) shares it.
+        let handle = crate::milter::metrics::install().map_err(DaemonError::MetricsRecorder)?;
+        tokio::spawn(http::serve(
+            http,
+            Some(handle),
+            health.clone(),
+            config.listen.metrics_max_connections,
+        ));
+        info!("metrics on http://{addr}/metrics, health on /healthz and /readyz");
+    }
+    let listener = sockets.milter;
     // The limit is the Gate's, which refuses at once rather than leaving connections
     // in the backlog; indymilter's own semaphore only needs to stay out of the way.
     let milter_config = indymilter::Config {
@@ -303,5 +293,5 @@ pub async fn run_with(
     reloader.abort();
     flusher.abort();
     crate::milter::throttle::flush_all();
-    result
+    result.map_err(DaemonError::Milter)
 }

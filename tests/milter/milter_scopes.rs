@@ -1,4 +1,4 @@
-//! Scopes in the daemon: the real `daemon::run_with` on 127.0.0.1:0, driven with the
+//! Scopes in the daemon: the real `daemon::run` on 127.0.0.1:0, driven with the
 //! envelope an MTA sends (MAIL and RCPT arguments, header fields). Which scope applies,
 //! how several recipients' scopes combine, that a reload brings new scopes in for new
 //! connections, that RCPT is asked for only when a scope needs it, and the metric that

@@ -35,14 +35,14 @@ async fn unix_socket_replaces_only_a_stale_socket_and_serves() {
     let mut cfg = Config::parse("socket_mode = \"0660\"\nsocket = \"unix:/x\"\n", "t").unwrap();
     let spec = SocketSpec::parse(&format!("unix:{}", path.display())).unwrap();
     cfg.listen.socket = spec.clone();
-    let listener = bind(&spec, &cfg).await.expect("stale socket replaced");
+    let sockets = bind(&spec, &cfg).await.expect("stale socket replaced");
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o660);
 
     let (_reload, rx) = tokio::sync::mpsc::channel(1);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let run = tokio::spawn(mimeref_milter::daemon::run(
-        listener,
+        sockets,
         cfg.clone(),
         rx,
         async {
@@ -70,7 +70,7 @@ async fn unix_socket_replaces_only_a_stale_socket_and_serves() {
     let Err(err) = bind(&spec, &Config::builtin()).await else {
         panic!("bind over a regular file succeeded");
     };
-    assert!(err.contains("not a socket"), "{err}");
+    assert!(err.to_string().contains("not a socket"), "{err}");
     assert_eq!(std::fs::read(&file).unwrap(), b"data");
 }
 

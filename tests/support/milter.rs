@@ -1,5 +1,5 @@
 //! The daemon in-process, for tests/milter and the engine tests that go through it:
-//! runs the real `daemon::run_with()` on 127.0.0.1:0 with a config file of its own and
+//! runs the real `daemon::run()` on 127.0.0.1:0 with a config file of its own and
 //! talks to it with indymilter-test the way Postfix does (values with their leading
 //! space, folds as "\n", body with CRLF).
 
@@ -22,7 +22,7 @@ pub struct Milter {
     pub config_path: PathBuf,
     reload: mpsc::Sender<mimeref_milter::daemon::Reload>,
     shutdown: Option<oneshot::Sender<()>>,
-    handle: JoinHandle<std::io::Result<()>>,
+    handle: JoinHandle<Result<(), mimeref_milter::daemon::DaemonError>>,
 }
 
 impl Milter {
@@ -48,30 +48,26 @@ impl Milter {
         let addr = listener.local_addr().unwrap();
         let (reload, reload_rx) = mpsc::channel(1);
         let (tx, rx) = oneshot::channel::<()>();
-        let health = std::sync::Arc::new(mimeref_milter::daemon::http::Health::default());
-        let http = if http {
+        let (http, http_addr) = if http {
             let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let a = l.local_addr().unwrap();
-            let h = mimeref_milter::milter::metrics::install().unwrap();
-            tokio::spawn(mimeref_milter::daemon::http::serve(
-                l,
-                Some(h),
-                health.clone(),
-                cfg.listen.metrics_max_connections,
-            ));
-            Some(a)
+            (Some(l), Some(a))
         } else {
-            None
+            (None, None)
         };
-        let handle = tokio::spawn(mimeref_milter::daemon::run_with(
-            listener,
+        let sockets = mimeref_milter::daemon::Sockets {
+            milter: listener,
+            http,
+        };
+        let handle = tokio::spawn(mimeref_milter::daemon::run(
+            sockets,
             cfg,
             reload_rx,
             async {
                 let _ = rx.await;
             },
-            health,
         ));
+        let http = http_addr;
         Milter {
             addr,
             http,
@@ -116,7 +112,7 @@ impl Milter {
     }
 
     /// Begins shutdown and returns the task, which ends once run() has returned.
-    pub fn begin_shutdown(mut self) -> JoinHandle<std::io::Result<()>> {
+    pub fn begin_shutdown(mut self) -> JoinHandle<Result<(), mimeref_milter::daemon::DaemonError>> {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
