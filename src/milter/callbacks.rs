@@ -20,7 +20,7 @@ use indymilter::{
 };
 use tracing::debug;
 
-use super::outcome::{panic_text, Cause, Ended, Failure};
+use super::outcome::{panic_text, Cause, Ended, EomError};
 use super::session::{queue_id, Session};
 use super::throttle;
 use super::Shared;
@@ -301,7 +301,7 @@ fn handle_body(cx: &mut Context<Session>, chunk: Bytes) -> CallbackFuture<'_> {
 fn handle_eom(shared: Arc<Shared>, cx: &mut EomContext<Session>) -> CallbackFuture<'_> {
     Box::pin(async move {
         let Some(session) = cx.data.as_mut() else {
-            let f = Failure::new(Cause::NoMessage, "no session at end of message");
+            let f = EomError::new(Cause::NoMessage, "no session at end of message");
             return internal_error(&shared.config(), &queue_id(&cx.macros), &f);
         };
         let result = {
@@ -322,7 +322,7 @@ fn handle_eom(shared: Arc<Shared>, cx: &mut EomContext<Session>) -> CallbackFutu
             Ok(Err(f)) => f,
             Err(p) => {
                 session.abort();
-                Failure::new(Cause::Panic, format!("end of message: {}", panic_text(&*p)))
+                EomError::new(Cause::Panic, format!("end of message: {}", panic_text(&*p)))
             }
         };
         internal_error(&session.config, &queue_id(&cx.macros), &failure)
@@ -331,7 +331,7 @@ fn handle_eom(shared: Arc<Shared>, cx: &mut EomContext<Session>) -> CallbackFutu
 
 /// The answer to a message the daemon failed, as `internal_error_action` says: logged
 /// (at most a line a second, with the count) and counted with its cause.
-fn internal_error(cfg: &Config, queue_id: &str, f: &Failure) -> Status {
+fn internal_error(cfg: &Config, queue_id: &str, f: &EomError) -> Status {
     let action = cfg.service.internal_error_action;
     super::throttle::INTERNAL_ERROR.hit(|| {
         let answer = match action {
@@ -340,7 +340,7 @@ fn internal_error(cfg: &Config, queue_id: &str, f: &Failure) -> Status {
                 "accepted unchecked and unchanged (internal_error_action = \"accept\")"
             }
         };
-        format!("{queue_id}: {}: {}; {answer}", f.cause.as_str(), f.detail)
+        format!("{queue_id}: {f}; {answer}")
     });
     super::metrics::internal_error(f.cause, action.as_str());
     match action {

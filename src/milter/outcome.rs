@@ -1,5 +1,5 @@
 //! What end of message comes to: an answered message ([`Outcome`]), one tempfailed over
-//! the memory budget, or a [`Failure`] inside the daemon with its [`Cause`] (the
+//! the memory budget, or a [`EomError`] inside the daemon with its [`Cause`] (the
 //! `cause` label of `mimeref_internal_errors_total`). The session makes them; the
 //! connection's callback logs (`eom_log`) and counts (`metrics`) them.
 
@@ -49,21 +49,30 @@ impl Cause {
     }
 }
 
-/// An internal error: its cause and what the log says about it.
+/// Why end of message could not be handled inside the daemon: its cause, which also
+/// labels `mimeref_internal_errors_total`, and what the log says about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
+pub struct EomError {
     pub cause: Cause,
     pub detail: String,
 }
 
-impl Failure {
-    pub fn new(cause: Cause, detail: impl Into<String>) -> Failure {
-        Failure {
+impl EomError {
+    pub fn new(cause: Cause, detail: impl Into<String>) -> EomError {
+        EomError {
             cause,
             detail: detail.into(),
         }
     }
 }
+
+impl std::fmt::Display for EomError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.cause.as_str(), self.detail)
+    }
+}
+
+impl std::error::Error for EomError {}
 
 /// The message of a caught panic, for the log.
 pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {

@@ -8,7 +8,7 @@
 //! plus a few times the largest message, plus at most `[limits] memory_budget` for
 //! messages whose spill failed (one that does not fit is tempfailed at end of message).
 //!
-//! What fails inside the daemon comes back from [`Session::eom`] as a [`Failure`] with
+//! What fails inside the daemon comes back from [`Session::eom`] as a [`EomError`] with
 //! its [`Cause`]; the callbacks answer it as `internal_error_action` says.
 
 use std::borrow::Cow;
@@ -23,7 +23,7 @@ use tracing::debug;
 
 use super::actions::{self, ValueForm};
 use super::buffer::{self, Budget, Buffer, Lost, Pool, SpillTo};
-use super::outcome::{panic_text, Cause, Ended, Failure, Outcome};
+use super::outcome::{panic_text, Cause, Ended, EomError, Outcome};
 use super::EngineOptions;
 use crate::config::Config;
 use crate::engine;
@@ -110,7 +110,7 @@ pub struct Session {
     pub budget: Arc<Budget>,
     /// A stage of this transaction failed (a panic): nothing more is kept, end of
     /// message answers as for an internal error.
-    broken: Option<Failure>,
+    broken: Option<EomError>,
     /// The stages negotiated "no reply" (a subset of connect, header, end of header,
     /// body): their callbacks must answer `Status::Noreply`.
     pub no_reply: ProtoOpts,
@@ -314,7 +314,7 @@ impl Session {
     pub fn guarded(&mut self, f: impl FnOnce(&mut Session)) {
         if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(self))) {
             self.message = None;
-            self.broken = Some(Failure::new(
+            self.broken = Some(EomError::new(
                 Cause::Panic,
                 format!("receiving the message: {}", panic_text(&*p)),
             ));
@@ -330,7 +330,7 @@ impl Session {
         macros: &Macros,
         actions: &impl ContextActions,
         reply: &mut impl SetErrorReply,
-    ) -> Result<Ended, Failure> {
+    ) -> Result<Ended, EomError> {
         let eom_started = Instant::now();
         let mut m = self.take_message()?;
         let cfg = self.config.clone();
@@ -360,7 +360,7 @@ impl Session {
         }
         let status = actions::execute(&plan, form, actions, reply)
             .await
-            .map_err(|e| Failure::new(Cause::Send, format!("sending actions: {e}")))?;
+            .map_err(|e| EomError::new(Cause::Send, format!("sending actions: {e}")))?;
         Ok(Ended::Answered(Box::new(Outcome {
             queue_id,
             plan,
@@ -374,14 +374,14 @@ impl Session {
     }
 
     /// The message of this transaction, or why there is none to analyse.
-    fn take_message(&mut self) -> Result<Message, Failure> {
+    fn take_message(&mut self) -> Result<Message, EomError> {
         if let Some(f) = self.broken.take() {
             self.message = None;
             return Err(f);
         }
         self.message
             .take()
-            .ok_or_else(|| Failure::new(Cause::NoMessage, "end of message without a message"))
+            .ok_or_else(|| EomError::new(Cause::NoMessage, "end of message without a message"))
     }
 
     /// A message kept in memory after its spill failed, past `[limits] memory_budget`:
@@ -391,7 +391,7 @@ impl Session {
         cfg: &Config,
         queue_id: &str,
         reply: &mut impl SetErrorReply,
-    ) -> Result<Option<Ended>, Failure> {
+    ) -> Result<Option<Ended>, EomError> {
         match m.buf.lost.take() {
             None => Ok(None),
             Some(Lost::OverBudget { needed, held }) => {
@@ -409,7 +409,7 @@ impl Session {
                     budget: cfg.limits.memory_budget,
                 }))
             }
-            Some(Lost::ReadBack(e)) => Err(Failure::new(
+            Some(Lost::ReadBack(e)) => Err(EomError::new(
                 Cause::ReadBack,
                 format!("reading back a spill file that failed: {e}"),
             )),
@@ -442,7 +442,7 @@ impl Session {
         mut m: Message,
         macros: &Macros,
         dir: crate::policy::Direction,
-    ) -> Result<(Plan, Vec<engine::Finding>, bool), Failure> {
+    ) -> Result<(Plan, Vec<engine::Finding>, bool), EomError> {
         let cfg = self.config.clone();
         let options = match &self.options {
             Some(o) => o.clone(),
@@ -462,7 +462,7 @@ impl Session {
         let _permit =
             if m.buf.is_spilled() || m.buf.held.is_some() {
                 Some(buffer::read_back_permits().acquire().await.map_err(|e| {
-                    Failure::new(Cause::ReadBackSlot, format!("read-back slot: {e}"))
+                    EomError::new(Cause::ReadBackSlot, format!("read-back slot: {e}"))
                 })?)
             } else {
                 None
@@ -481,7 +481,7 @@ impl Session {
             // The budget a held message took is given back once its octets are freed.
             let _held = held;
             let mut raw = taken.read_back().map_err(|e| {
-                Failure::new(
+                EomError::new(
                     Cause::ReadBack,
                     format!("joining or reading back the message: {e}"),
                 )
@@ -517,11 +517,11 @@ impl Session {
             );
             let findings = analysis.findings;
             pool.give(raw);
-            Ok::<_, Failure>((plan, findings, copy.is_some()))
+            Ok::<_, EomError>((plan, findings, copy.is_some()))
         };
         let caught = |work| {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
-                .map_err(|p| Failure::new(Cause::Panic, format!("analysis: {}", panic_text(&*p))))
+                .map_err(|p| EomError::new(Cause::Panic, format!("analysis: {}", panic_text(&*p))))
         };
         let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
             == tokio::runtime::RuntimeFlavor::MultiThread;
@@ -536,12 +536,12 @@ impl Session {
         } else {
             tokio::task::spawn_blocking(work).await.map_err(|e| {
                 if e.is_panic() {
-                    Failure::new(
+                    EomError::new(
                         Cause::Panic,
                         format!("analysis: {}", panic_text(&*e.into_panic())),
                     )
                 } else {
-                    Failure::new(Cause::Cancelled, format!("analysis: {e}"))
+                    EomError::new(Cause::Cancelled, format!("analysis: {e}"))
                 }
             })?
         }
