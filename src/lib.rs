@@ -3,19 +3,30 @@
 //! [`engine`] is the pure analysis library; everything else is glue around it, in layers
 //! that point one way, each using only those before it:
 //!
-//! engine → [`policy`] (direction, actions, intake, the planner) → [`config`] (the file,
-//! grouped by when a key takes effect) → [`milter`] (the protocol, buffering, sending a
-//! plan) → [`daemon`] (sockets, signals, reload, the HTTP endpoint; entry point
-//! [`daemon::serve`]) → [`cli`].
+//! engine → `policy` (direction, actions, intake, the planner) → `config` (the file,
+//! grouped by when a key takes effect) → `milter` (the protocol, buffering, sending a
+//! plan) → `daemon` (sockets, signals, reload, the HTTP endpoint) → `cli`.
+//!
+//! Only the engine is public whole. Of the rest, what a caller needs: the binary's
+//! [`main`]; a [`Config`] (loaded or parsed, with its [`ConfigErrors`]) and the
+//! [`SocketSpec`] it listens on; the daemon's [`bind`] and [`run`], which the binary and
+//! the tests both use, with the [`Reload`] request that answers when the reload is over;
+//! and the [`Direction`] and [`Envelope`] a message is decided under.
 
 #![forbid(unsafe_code)]
 
-pub mod cli;
-pub mod config;
-pub mod daemon;
+mod cli;
+mod config;
+mod daemon;
 pub mod engine;
-pub mod milter;
-pub mod policy;
+mod milter;
+mod policy;
+
+pub use cli::main;
+pub use config::{Config, ConfigError, ConfigErrors, SocketSpec};
+pub use daemon::{bind, run, AnyListener, DaemonError, Reload, Reloaded, Sockets};
+pub use policy::scope::Envelope;
+pub use policy::Direction;
 
 /// The layer rule, checked on the sources: no module names a later layer.
 #[cfg(test)]

@@ -211,7 +211,7 @@ pub async fn bind(spec: &SocketSpec, cfg: &Config) -> Result<Sockets<AnyListener
 /// the tests run the daemon through this one function.
 ///
 /// Each [`Reload`] received on `reload` re-reads the file `config` came from (see
-/// [`reload`](self::reload)): on success it replaces the current one for new
+/// `reload.rs`): on success it replaces the current one for new
 /// connections (open connections keep their snapshot); on error the old one stays and
 /// the errors are logged. The request's reply says which.
 /// On shutdown the listener is closed, new transactions are tempfailed and messages in

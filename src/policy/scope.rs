@@ -452,7 +452,7 @@ impl Recipients {
 /// What the scopes match on, besides the message's own header fields.
 #[derive(Debug, Clone, Default)]
 pub struct Envelope {
-    /// MAIL FROM as [`normalize_address`] gives it (`""`: the null sender); None when
+    /// MAIL FROM as `normalize_address` gives it (`""`: the null sender); None when
     /// not known.
     pub sender: Option<String>,
     pub recipients: Recipients,

@@ -85,9 +85,9 @@ fn daemon_page_catalogue_gives_each_rule_its_condition_and_standard() {
 /// configuration give them: each copy is valid and does what its text says.
 mod scope_examples {
     use super::read;
-    use mimeref_milter::config::Config;
-    use mimeref_milter::policy::scope::Envelope;
-    use mimeref_milter::policy::Direction;
+    use mimeref_milter::Config;
+    use mimeref_milter::Direction;
+    use mimeref_milter::Envelope;
 
     const NAMES: [&str; 3] = ["announce-list", "strict-domain", "partner-relay"];
 

@@ -502,8 +502,8 @@ use crate::support::milter::{
     as_received, connect, header_changes, replaced_body, send, Envelope, Milter,
 };
 use indymilter_test::Status;
-use mimeref_milter::config::Config;
-use mimeref_milter::policy::Direction;
+use mimeref_milter::Config;
+use mimeref_milter::Direction;
 
 /// Splits a hostile message into header fields and body as an MTA would pass them:
 /// header values cannot carry NUL (C strings in the milter protocol), so NULs in the

@@ -9,7 +9,7 @@ use std::net::TcpListener;
 
 use crate::support::milter::*;
 use indymilter_test::{EomAction, Status};
-use mimeref_milter::config::Config;
+use mimeref_milter::Config;
 
 #[test]
 fn limits_cannot_be_disabled_or_made_unbounded() {

@@ -6,9 +6,9 @@
 mod support;
 
 use indymilter_test::{Actions, ProtoOpts, Status};
-use mimeref_milter::config::Config;
 use mimeref_milter::engine;
-use mimeref_milter::policy::Direction;
+use mimeref_milter::Config;
+use mimeref_milter::Direction;
 use support::milter::*;
 
 async fn one(

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use indymilter_test::TestConnection;
-use mimeref_milter::config::{Config, SocketSpec};
-use mimeref_milter::daemon::bind;
+use mimeref_milter::bind;
+use mimeref_milter::{Config, SocketSpec};
 use support::milter::*;
 
 fn dir(name: &str) -> PathBuf {
@@ -41,14 +41,9 @@ async fn unix_socket_replaces_only_a_stale_socket_and_serves() {
 
     let (_reload, rx) = tokio::sync::mpsc::channel(1);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(mimeref_milter::daemon::run(
-        sockets,
-        cfg.clone(),
-        rx,
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let run = tokio::spawn(mimeref_milter::run(sockets, cfg.clone(), rx, async {
+        let _ = stopped.await;
+    }));
     let mut c = TestConnection::configure()
         .exact_leading_space(true)
         .open_unix(&path)

@@ -13,9 +13,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use indymilter_test::{ProtoOpts, Status, TestConnection};
-use mimeref_milter::config::Config;
 use mimeref_milter::engine;
-use mimeref_milter::policy::Direction;
+use mimeref_milter::Config;
+use mimeref_milter::Direction;
 use support::milter::*;
 use support::mta::{free_port, Daemon};
 

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use indymilter_test::{EomActions, MacroStage, ProtoOpts, Status, TestConnection};
-use mimeref_milter::config::Config;
+use mimeref_milter::Config;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -20,9 +20,9 @@ pub struct Milter {
     /// The HTTP endpoint (metrics, health), when started with [`Milter::start_http`].
     pub http: Option<SocketAddr>,
     pub config_path: PathBuf,
-    reload: mpsc::Sender<mimeref_milter::daemon::Reload>,
+    reload: mpsc::Sender<mimeref_milter::Reload>,
     shutdown: Option<oneshot::Sender<()>>,
-    handle: JoinHandle<Result<(), mimeref_milter::daemon::DaemonError>>,
+    handle: JoinHandle<Result<(), mimeref_milter::DaemonError>>,
 }
 
 impl Milter {
@@ -55,18 +55,13 @@ impl Milter {
         } else {
             (None, None)
         };
-        let sockets = mimeref_milter::daemon::Sockets {
+        let sockets = mimeref_milter::Sockets {
             milter: listener,
             http,
         };
-        let handle = tokio::spawn(mimeref_milter::daemon::run(
-            sockets,
-            cfg,
-            reload_rx,
-            async {
-                let _ = rx.await;
-            },
-        ));
+        let handle = tokio::spawn(mimeref_milter::run(sockets, cfg, reload_rx, async {
+            let _ = rx.await;
+        }));
         let http = http_addr;
         Milter {
             addr,
@@ -103,7 +98,7 @@ impl Milter {
     /// is over.
     pub async fn reload_with(&self, config: &str) {
         std::fs::write(&self.config_path, config).unwrap();
-        let (req, done) = mimeref_milter::daemon::Reload::with_reply();
+        let (req, done) = mimeref_milter::Reload::with_reply();
         self.reload.send(req).await.unwrap();
         tokio::time::timeout(Duration::from_secs(10), done)
             .await
@@ -112,7 +107,7 @@ impl Milter {
     }
 
     /// Begins shutdown and returns the task, which ends once run() has returned.
-    pub fn begin_shutdown(mut self) -> JoinHandle<Result<(), mimeref_milter::daemon::DaemonError>> {
+    pub fn begin_shutdown(mut self) -> JoinHandle<Result<(), mimeref_milter::DaemonError>> {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
