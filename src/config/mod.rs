@@ -35,10 +35,11 @@ use validate::{line_of, Validator};
 /// Where the daemon looks when no `--config` was given.
 pub const DEFAULT_PATH: &str = "/etc/mimeref-milter/mimeref-milter.toml";
 pub const DEFAULT_SOCKET: &str = "inet:127.0.0.1:7357";
-pub const DEFAULT_REPORT_HEADER: &str = "X-MIMERef";
-pub const DEFAULT_REJECT_REPLY: &str = "550 5.6.0 MIME reference error: {rules}";
-pub const DEFAULT_TEMPFAIL_REPLY: &str = "451 4.6.0 MIME reference error: {rules}";
-pub const DEFAULT_QUARANTINE_REASON: &str = "MIME reference error: {rules}";
+// The planner's own defaults: the policy layer keeps them, the file overrides them.
+pub use crate::policy::plan::{
+    DEFAULT_QUARANTINE_REASON, DEFAULT_REJECT_REPLY, DEFAULT_TEMPFAIL_REPLY,
+};
+pub use crate::policy::report::DEFAULT_REPORT_HEADER;
 /// `[limits] spill_threshold` when not given (or `max_message_size` if smaller).
 pub const SPILL_THRESHOLD: usize = 4 << 20;
 /// `[limits] max_header_size` when not given (or `max_message_size` if smaller).
@@ -498,6 +499,18 @@ mod tests {
     use crate::policy::scope::{Address, Effect, Scope};
     use ipnet::IpNet;
     use std::collections::BTreeMap;
+
+    /// The planner's tests (`policy/plan_tests.rs`) build on the policy layer's
+    /// defaults: a file that says nothing gives exactly those.
+    #[test]
+    fn an_empty_file_gives_the_planners_defaults() {
+        let c = Config::parse("", "t").unwrap();
+        assert_eq!(c.report, crate::policy::report::Report::default());
+        assert_eq!(c.replies, crate::policy::plan::Replies::default());
+        assert_eq!(c.policy.oversize_action, crate::policy::Action::Report);
+        assert_eq!(c.policy.inbound, crate::policy::Policy::default());
+        assert_eq!(c.policy.outbound, crate::policy::Policy::default());
+    }
 
     fn errs(text: &str) -> Vec<String> {
         match Config::parse(text, "t.toml") {

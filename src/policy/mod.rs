@@ -14,6 +14,8 @@
 pub mod direction;
 pub mod intake;
 pub mod plan;
+#[cfg(test)]
+mod plan_tests;
 pub mod redact;
 pub mod report;
 pub mod scope;

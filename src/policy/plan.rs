@@ -144,6 +144,13 @@ pub struct Received {
     pub report_fields: Option<usize>,
 }
 
+/// `[reply] reject` when not set.
+pub const DEFAULT_REJECT_REPLY: &str = "550 5.6.0 MIME reference error: {rules}";
+/// `[reply] tempfail` when not set.
+pub const DEFAULT_TEMPFAIL_REPLY: &str = "451 4.6.0 MIME reference error: {rules}";
+/// `[reply] quarantine` when not set.
+pub const DEFAULT_QUARANTINE_REASON: &str = "MIME reference error: {rules}";
+
 /// `[reply]`: what a refused message is told.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Replies {
@@ -159,6 +166,22 @@ pub struct ReplyTemplate {
     pub code: String,
     pub status: String,
     pub text: String,
+}
+
+/// `[reply]` as it is when the file says nothing of it.
+impl Default for Replies {
+    fn default() -> Self {
+        let template = |text, class| match ReplyTemplate::parse(text, class) {
+            Ok(t) => t,
+            // The defaults above are valid replies; a test keeps them so.
+            Err(e) => unreachable!("{e}"),
+        };
+        Replies {
+            reject: template(DEFAULT_REJECT_REPLY, '5'),
+            tempfail: template(DEFAULT_TEMPFAIL_REPLY, '4'),
+            quarantine: DEFAULT_QUARANTINE_REASON.to_string(),
+        }
+    }
 }
 
 impl ReplyTemplate {

@@ -4,6 +4,9 @@
 
 use crate::engine::Severity;
 
+/// The report header's name when `[report] header` is not set.
+pub const DEFAULT_REPORT_HEADER: &str = "X-MIMERef";
+
 /// `[report]`: the header that reports findings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
@@ -19,4 +22,17 @@ pub struct Report {
     /// URLs in log lines and the report header lose their password (or user information)
     /// and query ([`redact`](super::redact)); off only to debug.
     pub redact_urls: bool,
+}
+
+/// `[report]` as it is when the file says nothing of it.
+impl Default for Report {
+    fn default() -> Self {
+        Report {
+            header: Some(DEFAULT_REPORT_HEADER.to_string()),
+            always: false,
+            remove_forged: true,
+            min_severity: Severity::Warning,
+            redact_urls: true,
+        }
+    }
 }
