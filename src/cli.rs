@@ -1,5 +1,7 @@
 //! Command line: `serve` (the default), `config-check`, and the offline tools `check`,
-//! `fix`, `survey` and `cturi`. One place turns errors into messages and exit codes.
+//! `fix`, `survey` (`cli/survey.rs`, its inputs in `cli/mailbox.rs`) and `cturi`. One
+//! place turns errors into messages and exit codes, the daemon's `DaemonError`
+//! included.
 //!
 //! The last layer (`lib.rs`). `serve` converts
 //! its arguments into the daemon's [`ServeOptions`]; the offline tools use the engine,

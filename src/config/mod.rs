@@ -1,6 +1,10 @@
 //! Configuration: read in two phases, `raw` (the TOML as written, every key optional,
 //! unknown keys refused) and `validate` (defaults, value checks, cross-field checks,
-//! one step per section). Every error names the file and line.
+//! one step per section). Every error names the file and line. Beside them: `recover`
+//! (the line of a TOML error), `socket` (the socket specification), `socket_access`
+//! (the unix socket's group and mode), `spill` (the spill directory). Reloading the
+//! file is the daemon's (`daemon/reload.rs`); [`Config::keep_restart_only`] is what a
+//! reload keeps.
 //!
 //! [`Config`] is grouped by when a key takes effect. [`Listen`] and [`Process`] are
 //! restart-only: a reload keeps their running values ([`Config::keep_restart_only`]).

@@ -14,6 +14,8 @@
 //!   (`Type=notify`).
 //! - `reload`: SIGHUP and [`Reload`] requests: re-reading the file the daemon started
 //!   from, keeping the running configuration when that fails.
+//! - `logging`: stderr, the journal or syslog; `error`: [`DaemonError`], what stops
+//!   the daemon.
 //!
 //! The daemon uses the configuration and the milter (the layers: `lib.rs`); the
 //! command line converts its arguments into [`ServeOptions`].

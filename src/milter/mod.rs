@@ -1,7 +1,16 @@
-//! The milter: `callbacks` (translate each protocol stage), `session` (accumulate one
-//! message within the limits and plan at end of message), `buffer` (the message's
-//! octets: in memory, spilled to a file, read back), `actions` (send the plan to the
-//! MTA), `metrics`, `throttle` (log lines of events that repeat, with exact counts).
+//! The milter:
+//!
+//! - `callbacks`: translate each protocol stage; at end of message, log and count what
+//!   the session returns
+//! - `session`: accumulate one message within the limits, analyse and plan it at end
+//!   of message
+//! - `outcome`: what end of message comes to (answered, over the memory budget, or an
+//!   `EomError` with its cause)
+//! - `eom_log`: the log lines of end of message
+//! - `buffer`: the message's octets (in memory, spilled to a file, read back)
+//! - `actions`: send the plan to the MTA, and the form header values travel in
+//! - `metrics`: the Prometheus series; `throttle`: log lines of events that repeat,
+//!   with exact counts
 //!
 //! The milter uses the engine, the policy (planner, intake) and the configuration
 //! (the layers: `lib.rs`); nothing here knows the daemon's sockets or the command line.

@@ -4,7 +4,8 @@
 //! `*`), to an [`Action`]; the most specific key wins for a rule, and over all findings of
 //! a message the strongest action decides the verdict. [`direction`] says which way a
 //! message goes, [`intake`] what the limits let through of it, [`plan`] everything the
-//! daemon does to it (the planner, the report header, the replies), [`redact`] how URLs
+//! daemon does to it (the planner, the report header, the replies; its tests in
+//! `plan_tests`), [`report`] the `[report]` settings, [`redact`] how URLs
 //! may be shown in log lines and the header, [`scope`] which mail gets another policy
 //! than its direction's (recipient, sender, client network, SASL login, a header field).
 //!
