@@ -912,134 +912,40 @@ impl Validator<'_> {
         base: (&Policy, &Policy),
         report: &Report,
     ) -> Option<Scope> {
-        // The line of the table, for messages that concern it as a whole: its name, else
-        // its first key.
-        let spans = [
-            r.name.as_ref().map(|s| s.span()),
-            r.direction.as_ref().map(|s| s.span()),
-            r.recipients.as_ref().map(|s| s.span()),
-            r.senders.as_ref().map(|s| s.span()),
-            r.client_networks.as_ref().map(|s| s.span()),
-            r.sasl_logins.as_ref().map(|s| s.span()),
-            r.header.as_ref().map(|s| s.span()),
-            r.exempt.as_ref().map(|s| s.span()),
-            r.fix_signed.as_ref().map(|s| s.span()),
-            r.report.as_ref().map(|s| s.span()),
-        ];
-        let first = r.name.as_ref().map(|s| s.span()).or_else(|| {
-            spans
-                .iter()
-                .flatten()
-                .min_by_key(|s| s.start)
-                .cloned()
-                .or_else(|| {
-                    r.policy
-                        .as_ref()
-                        .and_then(|p| p.keys().map(|k| k.span()).min_by_key(|s| s.start))
-                })
-        });
-        let line = first.as_ref().map_or(0, |s| line_of(self.text, s.start));
-        let at = first.unwrap_or(0..0);
+        let at = scope_position(&r);
+        let line = at.as_ref().map_or(0, |s| line_of(self.text, s.start));
+        let at = at.unwrap_or(0..0);
         let mut ok = true;
-        let name = match &r.name {
-            None => {
-                self.err(
-                    at.clone(),
-                    format!("[[scope]] #{n}: name is required (metrics and log lines show it)"),
-                );
-                ok = false;
-                format!("#{n}")
-            }
-            Some(s) => {
-                let t = s.get_ref();
-                let valid = !t.is_empty()
-                    && t.len() <= 64
-                    && t.bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-                if !valid {
-                    self.err(
-                        s.span(),
-                        format!("[[scope]] name {t:?}: 1 to 64 letters, digits, '-', '_' or '.'"),
-                    );
-                    ok = false;
-                } else if t == scope::DEFAULT_NAME {
-                    self.err(
-                        s.span(),
-                        format!(
-                            "[[scope]] name {t:?} is reserved: metrics and log lines name the \
-                             direction's own policy so"
-                        ),
-                    );
-                    ok = false;
-                }
-                t.clone()
-            }
-        };
+        let name = self.scope_name(n, r.name.as_ref(), &at, &mut ok);
         let key = match &r.name {
             Some(_) => format!("[[scope]] {name:?}"),
             None => format!("[[scope]] {name}"),
         };
-        let (inbound, outbound) = match &r.direction {
-            None => (true, true),
-            Some(s) if s.get_ref() == "none" => {
-                self.err(
-                    s.span(),
-                    format!("{key} direction \"none\": the scope could never match"),
-                );
-                ok = false;
-                (false, false)
-            }
-            Some(s) => self
-                .direction_set(s, &format!("{key} direction"))
-                .unwrap_or_else(|| {
-                    ok = false;
-                    (true, true)
-                }),
-        };
-        let recipients = self.scope_list(r.recipients, &key, "recipients", &mut ok, Address::parse);
-        let senders = self.scope_list(r.senders, &key, "senders", &mut ok, Address::parse);
-        let client_networks =
-            self.scope_list(r.client_networks, &key, "client_networks", &mut ok, |t| {
-                let t = t.trim();
-                t.parse::<IpNet>()
-                    .ok()
-                    .or_else(|| t.parse::<IpAddr>().ok().map(IpNet::from))
-                    .map(|n| n.trunc())
-                    .ok_or_else(|| {
-                        format!("{t:?} is not a CIDR network (e.g. \"192.0.2.0/24\") or address")
-                    })
-            });
-        let sasl_logins = self.scope_list(r.sasl_logins, &key, "sasl_logins", &mut ok, |t| {
-            if t.is_empty() || t.chars().any(|c| c.is_control() || c.is_whitespace()) {
-                Err(format!("{t:?} is not a SASL login name"))
-            } else {
-                Ok(t.to_lowercase())
-            }
-        });
-        let header = r.header.and_then(|h| {
-            let span = h.span();
-            let h = h.into_inner();
-            let pattern = h.pattern.as_ref().map(|p| p.get_ref().as_str());
-            match HeaderMatch::new(h.name.get_ref(), pattern) {
-                Ok(m) => Some(m),
-                Err(e) => {
-                    let at = if e.starts_with("pattern") {
-                        h.pattern.as_ref().map_or(span, |p| p.span())
-                    } else {
-                        h.name.span()
-                    };
-                    self.err(at, format!("{key} header: {e}"));
-                    ok = false;
-                    None
-                }
-            }
-        });
-        let matcher = Matcher {
+        let (inbound, outbound) = self.scope_direction(r.direction.as_ref(), &key, &mut ok);
+        let raw::RawScope {
             recipients,
             senders,
             client_networks,
             sasl_logins,
             header,
+            exempt,
+            fix_signed,
+            policy,
+            report: scope_report,
+            ..
+        } = r;
+        let matcher = Matcher {
+            recipients: self.scope_list(recipients, &key, "recipients", &mut ok, Address::parse),
+            senders: self.scope_list(senders, &key, "senders", &mut ok, Address::parse),
+            client_networks: self.scope_list(
+                client_networks,
+                &key,
+                "client_networks",
+                &mut ok,
+                parse_network,
+            ),
+            sasl_logins: self.scope_list(sasl_logins, &key, "sasl_logins", &mut ok, parse_login),
+            header: self.scope_header(header, &key, &mut ok),
         };
         if ok && matcher == Matcher::default() {
             self.err(
@@ -1051,33 +957,13 @@ impl Validator<'_> {
             );
             ok = false;
         }
-        let overrides_given = r.policy.is_some() || r.fix_signed.is_some() || r.report.is_some();
-        let effect = match r.exempt {
+        let effect = match exempt {
             Some(e) => {
-                let cap = match e.get_ref().as_str() {
-                    "ignore" => Some(Action::Ignore),
-                    "log" => Some(Action::Log),
-                    other => {
-                        self.err(
-                            e.span(),
-                            format!("{key} exempt {other:?}: expected \"ignore\" or \"log\""),
-                        );
-                        None
-                    }
-                };
-                if overrides_given {
-                    self.err(
-                        e.span(),
-                        format!(
-                            "{key}: exempt sets every finding aside; it cannot be combined \
-                             with policy, fix_signed or report"
-                        ),
-                    );
-                    ok = false;
-                }
-                cap.map(Effect::Exempt)
+                let overrides_given =
+                    policy.is_some() || fix_signed.is_some() || scope_report.is_some();
+                self.scope_exempt(e, overrides_given, &key, &mut ok)
             }
-            None if !overrides_given => {
+            None if policy.is_none() && fix_signed.is_none() && scope_report.is_none() => {
                 self.err(
                     at,
                     format!(
@@ -1088,44 +974,13 @@ impl Validator<'_> {
                 None
             }
             None => {
-                let entries = self.policy_entries(r.policy, &format!("{key} policy"));
-                let (report_on, always, min_severity) = match r.report {
-                    None => (None, None, None),
-                    Some(rr) => {
-                        let rr = rr.into_inner();
-                        let on = rr.enabled.map(|e| {
-                            if *e.get_ref() && report.header.is_none() {
-                                self.err(
-                                    e.span(),
-                                    format!(
-                                        "{key} report enabled = true needs [report] enabled = \
-                                         true (the header is named there)"
-                                    ),
-                                );
-                            }
-                            *e.get_ref()
-                        });
-                        let sev = rr.min_severity.and_then(|s| {
-                            let v = Severity::parse(s.get_ref());
-                            if v.is_none() {
-                                self.err(
-                                    s.span(),
-                                    format!(
-                                        "{key} report min_severity {:?}: expected \"info\", \
-                                         \"warning\" or \"error\"",
-                                        s.get_ref()
-                                    ),
-                                );
-                            }
-                            v
-                        });
-                        (on, rr.always, sev)
-                    }
-                };
+                let entries = self.policy_entries(policy, &format!("{key} policy"));
+                let (report_on, always, min_severity) =
+                    self.scope_report(scope_report, &key, report);
                 Some(Effect::Override(Box::new(Overrides {
                     inbound: Policy::layered(base.0, entries.clone()),
                     outbound: Policy::layered(base.1, entries),
-                    fix_signed: r.fix_signed.map(|f| *f.get_ref()),
+                    fix_signed: fix_signed.map(|f| *f.get_ref()),
                     report: report_on,
                     always,
                     min_severity,
@@ -1144,6 +999,172 @@ impl Validator<'_> {
             matcher,
             effect,
         })
+    }
+
+    /// A scope's `name`: required, short, and not the name of the direction's own policy.
+    fn scope_name(
+        &mut self,
+        n: usize,
+        name: Option<&Spanned<String>>,
+        at: &Range<usize>,
+        ok: &mut bool,
+    ) -> String {
+        let Some(s) = name else {
+            self.err(
+                at.clone(),
+                format!("[[scope]] #{n}: name is required (metrics and log lines show it)"),
+            );
+            *ok = false;
+            return format!("#{n}");
+        };
+        let t = s.get_ref();
+        let valid = !t.is_empty()
+            && t.len() <= 64
+            && t.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+        if !valid {
+            self.err(
+                s.span(),
+                format!("[[scope]] name {t:?}: 1 to 64 letters, digits, '-', '_' or '.'"),
+            );
+            *ok = false;
+        } else if t == scope::DEFAULT_NAME {
+            self.err(
+                s.span(),
+                format!(
+                    "[[scope]] name {t:?} is reserved: metrics and log lines name the \
+                     direction's own policy so"
+                ),
+            );
+            *ok = false;
+        }
+        t.clone()
+    }
+
+    /// A scope's `direction`: (inbound, outbound); both when not given.
+    fn scope_direction(
+        &mut self,
+        direction: Option<&Spanned<String>>,
+        key: &str,
+        ok: &mut bool,
+    ) -> (bool, bool) {
+        match direction {
+            None => (true, true),
+            Some(s) if s.get_ref() == "none" => {
+                self.err(
+                    s.span(),
+                    format!("{key} direction \"none\": the scope could never match"),
+                );
+                *ok = false;
+                (false, false)
+            }
+            Some(s) => self
+                .direction_set(s, &format!("{key} direction"))
+                .unwrap_or_else(|| {
+                    *ok = false;
+                    (true, true)
+                }),
+        }
+    }
+
+    /// A scope's `header = { name, pattern }`.
+    fn scope_header(
+        &mut self,
+        header: Option<Spanned<raw::RawScopeHeader>>,
+        key: &str,
+        ok: &mut bool,
+    ) -> Option<HeaderMatch> {
+        let h = header?;
+        let span = h.span();
+        let h = h.into_inner();
+        let pattern = h.pattern.as_ref().map(|p| p.get_ref().as_str());
+        match HeaderMatch::new(h.name.get_ref(), pattern) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                let at = if e.starts_with("pattern") {
+                    h.pattern.as_ref().map_or(span, |p| p.span())
+                } else {
+                    h.name.span()
+                };
+                self.err(at, format!("{key} header: {e}"));
+                *ok = false;
+                None
+            }
+        }
+    }
+
+    /// A scope's `exempt`: the cap on every finding's action. Nothing else may be
+    /// given beside it.
+    fn scope_exempt(
+        &mut self,
+        e: Spanned<String>,
+        overrides_given: bool,
+        key: &str,
+        ok: &mut bool,
+    ) -> Option<Effect> {
+        let cap = match e.get_ref().as_str() {
+            "ignore" => Some(Action::Ignore),
+            "log" => Some(Action::Log),
+            other => {
+                self.err(
+                    e.span(),
+                    format!("{key} exempt {other:?}: expected \"ignore\" or \"log\""),
+                );
+                None
+            }
+        };
+        if overrides_given {
+            self.err(
+                e.span(),
+                format!(
+                    "{key}: exempt sets every finding aside; it cannot be combined \
+                     with policy, fix_signed or report"
+                ),
+            );
+            *ok = false;
+        }
+        cap.map(Effect::Exempt)
+    }
+
+    /// A scope's `[scope.report]`: (enabled, always, min_severity), each None when not
+    /// given.
+    fn scope_report(
+        &mut self,
+        scope_report: Option<Spanned<raw::RawScopeReport>>,
+        key: &str,
+        report: &Report,
+    ) -> (Option<bool>, Option<bool>, Option<Severity>) {
+        let Some(rr) = scope_report else {
+            return (None, None, None);
+        };
+        let rr = rr.into_inner();
+        let on = rr.enabled.map(|e| {
+            if *e.get_ref() && report.header.is_none() {
+                self.err(
+                    e.span(),
+                    format!(
+                        "{key} report enabled = true needs [report] enabled = \
+                         true (the header is named there)"
+                    ),
+                );
+            }
+            *e.get_ref()
+        });
+        let sev = rr.min_severity.and_then(|s| {
+            let v = Severity::parse(s.get_ref());
+            if v.is_none() {
+                self.err(
+                    s.span(),
+                    format!(
+                        "{key} report min_severity {:?}: expected \"info\", \
+                         \"warning\" or \"error\"",
+                        s.get_ref()
+                    ),
+                );
+            }
+            v
+        });
+        (on, rr.always, sev)
     }
 
     /// A list key of a scope: every entry parsed by `parse`; an empty list matches
@@ -1236,5 +1257,53 @@ impl Validator<'_> {
             tempfail: tempfail_reply,
             quarantine: quarantine_reason,
         }
+    }
+}
+
+/// Where a `[[scope]]` table is, for messages about it as a whole: its name, else its
+/// first key.
+fn scope_position(r: &raw::RawScope) -> Option<Range<usize>> {
+    let spans = [
+        r.name.as_ref().map(|s| s.span()),
+        r.direction.as_ref().map(|s| s.span()),
+        r.recipients.as_ref().map(|s| s.span()),
+        r.senders.as_ref().map(|s| s.span()),
+        r.client_networks.as_ref().map(|s| s.span()),
+        r.sasl_logins.as_ref().map(|s| s.span()),
+        r.header.as_ref().map(|s| s.span()),
+        r.exempt.as_ref().map(|s| s.span()),
+        r.fix_signed.as_ref().map(|s| s.span()),
+        r.report.as_ref().map(|s| s.span()),
+    ];
+    r.name.as_ref().map(|s| s.span()).or_else(|| {
+        spans
+            .iter()
+            .flatten()
+            .min_by_key(|s| s.start)
+            .cloned()
+            .or_else(|| {
+                r.policy
+                    .as_ref()
+                    .and_then(|p| p.keys().map(|k| k.span()).min_by_key(|s| s.start))
+            })
+    })
+}
+
+/// A `client_networks` entry: a CIDR network, or an address (its /32 or /128).
+fn parse_network(t: &str) -> Result<IpNet, String> {
+    let t = t.trim();
+    t.parse::<IpNet>()
+        .ok()
+        .or_else(|| t.parse::<IpAddr>().ok().map(IpNet::from))
+        .map(|n| n.trunc())
+        .ok_or_else(|| format!("{t:?} is not a CIDR network (e.g. \"192.0.2.0/24\") or address"))
+}
+
+/// A `sasl_logins` entry, compared without case.
+fn parse_login(t: &str) -> Result<String, String> {
+    if t.is_empty() || t.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        Err(format!("{t:?} is not a SASL login name"))
+    } else {
+        Ok(t.to_lowercase())
     }
 }
