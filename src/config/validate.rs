@@ -442,21 +442,9 @@ impl Validator<'_> {
             .socket
             .as_ref()
             .is_some_and(|s| s.get_ref().starts_with("unix:") || s.get_ref().starts_with("local:"));
-        let socket = match raw.socket.take() {
-            None => default_socket(),
-            Some(s) => match SocketSpec::parse(s.get_ref()) {
-                Ok(spec) => {
-                    if let Some(w) = spec.exposure() {
-                        self.warn("socket", s.span(), w);
-                    }
-                    spec
-                }
-                Err(e) => {
-                    self.err(s.span(), format!("socket: {e}"));
-                    default_socket()
-                }
-            },
-        };
+        let socket = self
+            .socket(raw.socket.as_ref())
+            .unwrap_or_else(default_socket);
         let socket_span = raw.socket.as_ref().map(|s| s.span());
         let group_span = raw.socket_group.as_ref().map(|s| s.span());
         let mode_span = raw
@@ -464,32 +452,7 @@ impl Validator<'_> {
             .as_ref()
             .map(|s| s.span())
             .or(group_span.clone());
-        let socket_mode = raw.socket_mode.take().and_then(|s| {
-            let t = s.get_ref();
-            match u32::from_str_radix(t, 8) {
-                Ok(m) if m <= 0o777 && !t.is_empty() => {
-                    if m & 0o002 != 0 {
-                        self.warn(
-                            "socket_mode",
-                            s.span(),
-                            format!(
-                                "socket_mode {t:?}: every local user can connect to the milter \
-                                 socket and hold its connections; use \"0660\" with \
-                                 socket_group = \"postfix\""
-                            ),
-                        );
-                    }
-                    Some(m)
-                }
-                _ => {
-                    self.err(
-                        s.span(),
-                        format!("socket_mode {t:?}: expected octal permissions such as \"0660\""),
-                    );
-                    None
-                }
-            }
-        });
+        let socket_mode = raw.socket_mode.take().and_then(|s| self.socket_mode(s));
         let socket_group = raw.socket_group.take().and_then(|s| {
             if s.get_ref().is_empty() {
                 self.err(s.span(), "socket_group: empty group name");
@@ -516,29 +479,10 @@ impl Validator<'_> {
                 self.err(span.unwrap_or(0..0), problem);
             }
         }
-        let metrics_listen = raw.metrics_listen.take().and_then(|s| {
-            if s.get_ref().is_empty() {
-                return None;
-            }
-            match s.get_ref().parse::<SocketAddr>() {
-                Ok(a) => {
-                    if let Some(w) = metrics_exposure(&a) {
-                        self.warn("metrics_listen", s.span(), w);
-                    }
-                    Some(a)
-                }
-                Err(_) => {
-                    self.err(
-                        s.span(),
-                        format!(
-                            "metrics_listen {:?}: expected ADDRESS:PORT, e.g. \"127.0.0.1:9357\"",
-                            s.get_ref()
-                        ),
-                    );
-                    None
-                }
-            }
-        });
+        let metrics_listen = raw
+            .metrics_listen
+            .take()
+            .and_then(|s| self.metrics_listen(s));
         let metrics_max_connections = self.int(
             raw.metrics_max_connections.take(),
             "metrics_max_connections",
@@ -568,6 +512,77 @@ impl Validator<'_> {
             metrics_max_connections,
             max_connections,
             connection_timeout: Duration::from_secs(connection_timeout),
+        }
+    }
+
+    /// `socket`: the specification, None when it does not parse (the error recorded).
+    fn socket(&mut self, s: Option<&Spanned<String>>) -> Option<SocketSpec> {
+        let s = s?;
+        match SocketSpec::parse(s.get_ref()) {
+            Ok(spec) => {
+                if let Some(w) = spec.exposure() {
+                    self.warn("socket", s.span(), w);
+                }
+                Some(spec)
+            }
+            Err(e) => {
+                self.err(s.span(), format!("socket: {e}"));
+                None
+            }
+        }
+    }
+
+    /// `socket_mode`: octal permissions; a mode that lets every local user in is
+    /// allowed with a warning.
+    fn socket_mode(&mut self, s: Spanned<String>) -> Option<u32> {
+        let t = s.get_ref();
+        match u32::from_str_radix(t, 8) {
+            Ok(m) if m <= 0o777 && !t.is_empty() => {
+                if m & 0o002 != 0 {
+                    self.warn(
+                        "socket_mode",
+                        s.span(),
+                        format!(
+                            "socket_mode {t:?}: every local user can connect to the milter \
+                             socket and hold its connections; use \"0660\" with \
+                             socket_group = \"postfix\""
+                        ),
+                    );
+                }
+                Some(m)
+            }
+            _ => {
+                self.err(
+                    s.span(),
+                    format!("socket_mode {t:?}: expected octal permissions such as \"0660\""),
+                );
+                None
+            }
+        }
+    }
+
+    /// `metrics_listen`: ADDRESS:PORT; empty means off.
+    fn metrics_listen(&mut self, s: Spanned<String>) -> Option<SocketAddr> {
+        if s.get_ref().is_empty() {
+            return None;
+        }
+        match s.get_ref().parse::<SocketAddr>() {
+            Ok(a) => {
+                if let Some(w) = metrics_exposure(&a) {
+                    self.warn("metrics_listen", s.span(), w);
+                }
+                Some(a)
+            }
+            Err(_) => {
+                self.err(
+                    s.span(),
+                    format!(
+                        "metrics_listen {:?}: expected ADDRESS:PORT, e.g. \"127.0.0.1:9357\"",
+                        s.get_ref()
+                    ),
+                );
+                None
+            }
         }
     }
 
