@@ -475,50 +475,23 @@ impl Session {
         // busy machine. Larger ones are CPU work on up to max_message_size octets: kept
         // off the reactor. Either way a panic becomes an error, never a lost connection.
         let inline = !taken.is_large() && taken.len() <= INLINE_MAX;
-        let pool = self.pool.clone();
-        let held = taken.held.take();
-        let work = move || {
-            // The budget a held message took is given back once its octets are freed.
-            let _held = held;
-            let mut raw = taken.read_back().map_err(|e| {
-                EomError::new(
-                    Cause::ReadBack,
-                    format!("joining or reading back the message: {e}"),
-                )
-            })?;
-            #[cfg(debug_assertions)]
-            test_panic(&raw);
-            let copy = copy_at.and_then(|at| {
-                heading_copy_len(&raw[..at.min(raw.len())], &raw[at.min(raw.len())..])
-                    .map(|n| (at, n))
-            });
-            if let Some((at, _)) = copy {
-                // The copy is the heading as the client sent it, with every byte that
-                // the MTA trimmed or could not send: analyse that one.
-                raw.drain(..at);
-            }
-            let scopes = cfg.policy.scopes.select(dir, &envelope, &raw);
-            let mut opts = intake::options_for(options.get(dir), not_given);
-            let fix_signed = scopes.fix_signed(cfg.fixes.fix_signed);
-            if opts.fix_signed != fix_signed {
-                opts.to_mut().fix_signed = fix_signed;
-            }
-            let analysis = engine::check(&raw, &opts);
-            let plan = cfg.planner().plan_scoped(
-                dir,
-                &analysis,
-                &raw,
-                dry_run,
-                Received {
-                    incomplete,
-                    report_fields: Some(report_fields),
-                },
-                &scopes,
-            );
-            let findings = analysis.findings;
-            pool.give(raw);
-            Ok::<_, EomError>((plan, findings, copy.is_some()))
+        let job = Job {
+            held: taken.held.take(),
+            taken,
+            copy_at,
+            cfg,
+            envelope,
+            options,
+            dir,
+            not_given,
+            received: Received {
+                incomplete,
+                report_fields: Some(report_fields),
+            },
+            dry_run,
+            pool: self.pool.clone(),
         };
+        let work = move || job.run();
         let caught = |work| {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
                 .map_err(|p| EomError::new(Cause::Panic, format!("analysis: {}", panic_text(&*p))))
@@ -545,6 +518,61 @@ impl Session {
                 }
             })?
         }
+    }
+}
+
+/// What the analysis of one message needs, moved to where it runs (this thread, or the
+/// blocking pool for a large message).
+struct Job {
+    /// The budget a held message took, given back once its octets are freed.
+    held: Option<buffer::Held>,
+    taken: buffer::Taken,
+    /// Where the body starts when it may begin with a copy of the heading.
+    copy_at: Option<usize>,
+    cfg: Arc<Config>,
+    envelope: Envelope,
+    options: Arc<EngineOptions>,
+    dir: crate::policy::Direction,
+    not_given: u64,
+    received: Received,
+    dry_run: bool,
+    pool: Arc<Pool>,
+}
+
+impl Job {
+    /// Reads the message back, analyses and plans it: the plan, the findings, and
+    /// whether the body began with a copy of the heading (analysed as the heading).
+    fn run(self) -> Result<(Plan, Vec<engine::Finding>, bool), EomError> {
+        let _held = self.held;
+        let mut raw = self.taken.read_back().map_err(|e| {
+            EomError::new(
+                Cause::ReadBack,
+                format!("joining or reading back the message: {e}"),
+            )
+        })?;
+        #[cfg(debug_assertions)]
+        test_panic(&raw);
+        let copy = self.copy_at.and_then(|at| {
+            heading_copy_len(&raw[..at.min(raw.len())], &raw[at.min(raw.len())..]).map(|n| (at, n))
+        });
+        if let Some((at, _)) = copy {
+            // The copy is the heading as the client sent it, with every byte that the
+            // MTA trimmed or could not send: analyse that one.
+            raw.drain(..at);
+        }
+        let (cfg, dir) = (&self.cfg, self.dir);
+        let scopes = cfg.policy.scopes.select(dir, &self.envelope, &raw);
+        let mut opts = intake::options_for(self.options.get(dir), self.not_given);
+        let fix_signed = scopes.fix_signed(cfg.fixes.fix_signed);
+        if opts.fix_signed != fix_signed {
+            opts.to_mut().fix_signed = fix_signed;
+        }
+        let analysis = engine::check(&raw, &opts);
+        let plan =
+            cfg.planner()
+                .plan_scoped(dir, &analysis, &raw, self.dry_run, self.received, &scopes);
+        self.pool.give(raw);
+        Ok((plan, analysis.findings, copy.is_some()))
     }
 }
 
