@@ -335,31 +335,19 @@ fn quarantine_keeps_fixes_and_gives_a_reason() {
 
 #[test]
 fn incomplete_message_never_gets_a_new_body() {
-    let p = Setup::new().plan_received(
-        Direction::Inbound,
-        &analysis(),
-        RAW,
-        false,
-        Received {
+    let cut = |c: &Setup| {
+        let received = Received {
             incomplete: true,
             report_fields: None,
-        },
-    );
+        };
+        c.plan_received(Direction::Inbound, &analysis(), RAW, false, received)
+    };
+    let p = cut(&Setup::new());
     assert!(p.body.is_none());
     assert!(p.oversize);
     assert!(p.rules.contains(&Rule::MessageTooLarge));
     assert!(p.report.as_ref().unwrap().1.ends_with("; oversize"));
-    let c = Setup::new().oversize(Action::Tempfail);
-    let p = c.plan_received(
-        Direction::Inbound,
-        &analysis(),
-        RAW,
-        false,
-        Received {
-            incomplete: true,
-            report_fields: None,
-        },
-    );
+    let p = cut(&Setup::new().oversize(Action::Tempfail));
     assert_eq!(
         p.reply.unwrap().to_string(),
         "451 4.6.0 MIME reference error: message-too-large"
