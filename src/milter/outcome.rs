@@ -85,11 +85,13 @@ pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// How end of message ended when nothing inside the daemon failed.
+/// How end of message ended when nothing inside the daemon failed. Returned once per
+/// message and matched at once: not boxed, which would cost an allocation per message.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 pub enum Ended {
     /// Analysed, and the plan's actions sent.
-    Answered(Box<Outcome>),
+    Answered(Outcome),
     /// Held in memory after its spill failed, past `[limits] memory_budget`: tempfailed
     /// without analysis.
     OverBudget {
