@@ -240,14 +240,24 @@ pub fn read(
     Ok(())
 }
 
-/// A file of `size` octets, whole, read into a buffer of that size (no zeroing) in as
-/// few reads as the generic loop makes. `File::read_to_end` would ask the file for its
-/// size and position again (a statx and an lseek per message). A file that grew since
-/// its size was taken is read on to its end.
+/// A file of `size` octets, whole: one read into a buffer of that size (its spare
+/// capacity, not zeroed first) and one that finds the end, as `fs::read` does.
+/// `File::read_to_end` would ask the file for its size and position again (a statx and
+/// an lseek), and a reader without the size reads the first 8 KiB apart. A file that
+/// grew since its size was taken is read on to its end.
 fn read_sized(f: &mut File, size: u64) -> io::Result<Vec<u8>> {
     let mut bytes = Vec::with_capacity(size as usize + 1);
-    f.take(u64::MAX).read_to_end(&mut bytes)?;
-    Ok(bytes)
+    loop {
+        if bytes.len() == bytes.capacity() {
+            bytes.reserve(8 << 10);
+        }
+        match rustix::io::read(&*f, rustix::buffer::spare_capacity(&mut bytes)) {
+            Ok(0) => return Ok(bytes),
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 /// Files up to this size are read whole; larger ones are streamed if they are mboxes.

@@ -332,6 +332,7 @@ impl Pool<'_> {
     }
 
     /// Reads one file and surveys its messages; an mbox's are shared out in batches.
+    /// A file of one message (most) is surveyed as it is, without a batch.
     fn survey_file(
         &self,
         stats: &mut Stats,
@@ -339,11 +340,19 @@ impl Pool<'_> {
         path: &Path,
     ) -> Result<(), (String, String)> {
         let mut n = 0u64;
+        let mut first: Option<Message> = None;
         let mut batch = Batch::default();
         let res = mailbox::read(
             path,
             |m| {
                 n += 1;
+                if n == 1 {
+                    first = Some(m);
+                    return true;
+                }
+                if let Some(m1) = first.take() {
+                    batch.push((file, 1), m1);
+                }
                 if let Some(full) = batch.push((file, n), m) {
                     self.offer(stats, full);
                 }
@@ -353,6 +362,10 @@ impl Pool<'_> {
                 self.progress.bytes.fetch_add(octets, Ordering::Relaxed);
             },
         );
+        if let Some(m) = first {
+            stats.add(self.ctx, (file, 1), &m);
+            self.progress.messages.fetch_add(1, Ordering::Relaxed);
+        }
         if !batch.messages.is_empty() {
             self.survey_batch(stats, batch.messages);
         }
