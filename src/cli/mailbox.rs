@@ -552,6 +552,20 @@ mod tests {
         assert_eq!(got[1].1, b"Subject: two\n\nlast\n");
     }
 
+    /// The size taken before reading is only a hint: a file that grew (or shrank)
+    /// since is read to its end, never cut.
+    #[test]
+    fn a_file_is_read_whole_whatever_size_was_taken() {
+        let p = std::env::temp_dir().join(format!("mimeref-read-sized-{}", std::process::id()));
+        let text: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+        fs::write(&p, &text).unwrap();
+        for size in [0, 1, 8191, 8192, 19_999, 20_000, 20_001, 40_000] {
+            let mut f = File::open(&p).unwrap();
+            assert_eq!(read_sized(&mut f, size).unwrap(), text, "size {size}");
+        }
+        fs::remove_file(&p).unwrap();
+    }
+
     #[test]
     fn crlf_mboxes_and_empty_messages() {
         let got = split(b"From x\r\nA: 1\r\n\r\nFrom y\r\n\r\nFrom z\r\nB: 2\r\n");
