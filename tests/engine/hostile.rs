@@ -619,3 +619,19 @@ async fn hostile_mail_gets_a_verdict_from_the_daemon() {
     }
     m.stop().await;
 }
+
+/// Found by the engine_rfc822 fuzz target: a Content-Type whose value folds into a line
+/// over 998 octets once fixed.
+#[test]
+fn fuzz_rfc822_long_content_type_fixes_whole() {
+    let raw = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/fuzz-rfc822-long-content-type.eml"
+    ))
+    .unwrap();
+    crate::support::invariants::fix_and_verify(
+        "fuzz rfc822",
+        &raw,
+        &mimeref_milter::engine::Options::default(),
+    );
+}

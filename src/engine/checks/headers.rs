@@ -101,15 +101,24 @@ pub fn check_line_lengths(cx: &mut Context) {
     for e in &msg.entities {
         let buf = msg.buf(e);
         for (i, f) in msg.fields(e).iter().enumerate() {
+            let name_len = f.value.start - f.start;
             // No line of a field is longer than the whole field: most fields are short,
             // and measuring each line was a visible cost on messages of many parts.
-            if f.value.end - f.start <= MAX_LINE {
+            let fits = f.value.end - f.start <= MAX_LINE || longest_line(buf, f) <= MAX_LINE;
+            if fits {
+                // A fix must not lengthen a line past the limit either (a URL
+                // %-encoded in place on a long line).
+                let grows = !cx.edits.is_empty()
+                    && cx
+                        .edits
+                        .pending(&f.value)
+                        .is_some_and(|p| !lines_fit(name_len, p));
+                if grows {
+                    keep_within_limit(cx, e, i, msg.name(e, f));
+                }
                 continue;
             }
             let longest = longest_line(buf, f);
-            if longest <= MAX_LINE {
-                continue;
-            }
             let name = msg.name(e, f);
             let label = String::from_utf8_lossy(name).into_owned();
             let mut finding = Finding::new(
@@ -124,6 +133,37 @@ pub fn check_line_lengths(cx: &mut Context) {
             }
             cx.report(finding);
         }
+    }
+}
+
+/// A pending rewrite of a field that fits as written, which would make a line too long:
+/// folded between Content-Type parameters when that fits, else withdrawn, and the
+/// findings it was to repair are no longer on offer as fixable.
+fn keep_within_limit(
+    cx: &mut Context,
+    e: &crate::engine::model::mime::Entity,
+    i: usize,
+    name: &[u8],
+) {
+    let f = &cx.msg.fields(e)[i];
+    let name_len = f.value.start - f.start;
+    let Some(idx) = cx.edits.find(&f.value) else {
+        return;
+    };
+    let pending = cx.edits.pending(&f.value).unwrap_or_default().to_vec();
+    if name.eq_ignore_ascii_case(b"content-type") {
+        if let Some(folded) = fold::fold_params_after(name_len, &pending, e.eol()) {
+            if lines_fit(name_len, &folded) {
+                let loc = cx.msg.field_loc(e, i);
+                cx.edits
+                    .rewrite(f.value.clone(), loc, folded, Rule::HeaderLineTooLong);
+                return;
+            }
+        }
+    }
+    for finding in cx.findings.iter_mut().filter(|x| x.edit == Some(idx)) {
+        finding.edit = None;
+        finding.fixable = false;
     }
 }
 

@@ -158,6 +158,11 @@ pub struct EditSet {
 }
 
 impl EditSet {
+    /// No edit at all (most messages).
+    pub fn is_empty(&self) -> bool {
+        self.edits.is_empty()
+    }
+
     /// The value of the field as previous fixers left it, if any fixer touched it.
     pub fn pending(&self, range: &Range<usize>) -> Option<&[u8]> {
         self.find(range)
