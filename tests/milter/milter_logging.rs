@@ -18,21 +18,9 @@ use indymilter_test::{Actions, Status, TestConnection};
 use support::milter::*;
 use support::mta::{self, free_port, Daemon, TempDir};
 
-async fn open(port: u16) -> TestConnection {
-    tokio::time::timeout(
-        Duration::from_secs(10),
-        TestConnection::configure()
-            .exact_leading_space(true)
-            .open_tcp(("127.0.0.1", port)),
-    )
-    .await
-    .expect("negotiation answered within 10 s")
-    .expect("negotiation")
-}
-
 /// One message on a new connection from a remote client (inbound).
 async fn message(port: u16, queue_id: &'static str, m: &Eml) -> Status {
-    let mut c = open(port).await;
+    let mut c = open_local(port).await;
     connect(&mut c, REMOTE, None).await;
     let env = Envelope {
         queue_id: Some(queue_id),
@@ -177,7 +165,18 @@ async fn syslog_lines_carry_the_mail_facility_and_the_queue_id() {
 
 /// `serve` with its standard error in `log`, `env` added, until it listens on `port`.
 fn spawn(cfg: &Path, port: u16, log: &Path, env: &[(&str, &str)]) -> std::process::Child {
-    let file = std::fs::File::create(log).unwrap();
+    spawn_into(cfg, port, std::fs::File::create(log).unwrap(), log, env)
+}
+
+/// [`spawn`] with standard error into `file`, which is `log` opened as the caller
+/// needs it.
+fn spawn_into(
+    cfg: &Path,
+    port: u16,
+    file: std::fs::File,
+    log: &Path,
+    env: &[(&str, &str)],
+) -> std::process::Child {
     let mut child = Command::new(mta::daemon_bin())
         .arg("serve")
         .arg("--config")
@@ -229,22 +228,8 @@ async fn text_lines_are_time_stamped_unless_the_journal_does_it() {
         // spawn() recreates the file: truncate rather than replace, to keep the inode.
         let port = free_port();
         let file = std::fs::OpenOptions::new().write(true).open(&log).unwrap();
-        let mut child = Command::new(mta::daemon_bin())
-            .arg("serve")
-            .arg("--config")
-            .arg(&cfg)
-            .arg("--socket")
-            .arg(format!("inet:127.0.0.1:{port}"))
-            .env("RUST_LOG", "info")
-            .env_remove("JOURNAL_STREAM")
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(file)
-            .spawn()
-            .unwrap();
+        let mut child = spawn_into(&cfg, port, file, &log, &env);
         let read = || std::fs::read_to_string(&log).unwrap_or_default();
-        mta::wait_listening("daemon", &mut child, port, mta::WAIT, read);
         assert_eq!(
             message(port, "5AbC9", &eml(&fixture("milter/clean.eml"))).await,
             Status::Accept

@@ -35,18 +35,6 @@ fn start(nofile: Option<&str>, config: &str) -> (Daemon, u16) {
     (Daemon::start_under(&wrapper, &config, &[]), http)
 }
 
-async fn open(port: u16) -> TestConnection {
-    tokio::time::timeout(
-        Duration::from_secs(10),
-        TestConnection::configure()
-            .exact_leading_space(true)
-            .open_tcp(("127.0.0.1", port)),
-    )
-    .await
-    .expect("negotiation answered within 10 s")
-    .expect("negotiation")
-}
-
 /// A whole message on `c` (already past CONNECT), which must be accepted.
 async fn one_message(c: &mut TestConnection) {
     let (_, st) = send(c, &Envelope::default(), &eml(&fixture("milter/clean.eml"))).await;
@@ -135,7 +123,7 @@ async fn out_of_descriptors_the_daemon_stays_up_and_serves() {
         d.log()
     );
     // A session the MTA holds, in the middle of its SMTP conversation.
-    let mut held = open(d.port).await;
+    let mut held = open_local(d.port).await;
     connect(&mut held, REMOTE, None).await;
 
     // More connections than descriptors: the ones past the limit wait in the listen
@@ -157,7 +145,7 @@ async fn out_of_descriptors_the_daemon_stays_up_and_serves() {
     // served as soon as descriptors are free.
     drop(flood);
     let t = Instant::now();
-    let mut fresh = open(d.port).await;
+    let mut fresh = open_local(d.port).await;
     connect(&mut fresh, REMOTE, None).await;
     one_message(&mut fresh).await;
     let out_for = out_from.elapsed();
@@ -237,7 +225,7 @@ async fn idle_http_connections_do_not_starve_the_milter() {
     // Meanwhile the MTA gets all its connections, and they work.
     let mut conns = Vec::new();
     for _ in 0..100 {
-        let mut c = open(d.port).await;
+        let mut c = open_local(d.port).await;
         connect(&mut c, REMOTE, None).await;
         conns.push(c);
     }
@@ -307,9 +295,9 @@ async fn a_burst_of_refused_connections_adds_up_in_the_log() {
         },
     )
     .await;
-    let mut a = open(d.port).await;
+    let mut a = open_local(d.port).await;
     connect(&mut a, REMOTE, None).await;
-    let mut b = open(d.port).await;
+    let mut b = open_local(d.port).await;
     connect(&mut b, REMOTE, None).await;
 
     let port = d.port;
@@ -364,7 +352,7 @@ async fn strangers_at_the_milter_port_are_logged_counted_and_closed() {
     let _serial = SERIAL.lock().await;
     let (mut d, http) = start(None, "");
     let port = d.port;
-    let mut held = open(port).await;
+    let mut held = open_local(port).await;
     connect(&mut held, REMOTE, None).await;
 
     // A TCP health check (connect, close) is no stranger.

@@ -124,6 +124,20 @@ impl Milter {
     }
 }
 
+/// A connection to a daemon on 127.0.0.1:`port` (a spawned binary), negotiated as
+/// Postfix does, within 10 s.
+pub async fn open_local(port: u16) -> TestConnection {
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        TestConnection::configure()
+            .exact_leading_space(true)
+            .open_tcp(("127.0.0.1", port)),
+    )
+    .await
+    .expect("negotiation answered within 10 s")
+    .expect("negotiation")
+}
+
 /// `GET path` on the daemon's HTTP endpoint: the status code and the body.
 pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

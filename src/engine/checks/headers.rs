@@ -104,8 +104,12 @@ pub fn check_line_lengths(cx: &mut Context) {
             let name_len = f.value.start - f.start;
             // No line of a field is longer than the whole field: most fields are short,
             // and measuring each line was a visible cost on messages of many parts.
-            let fits = f.value.end - f.start <= MAX_LINE || longest_line(buf, f) <= MAX_LINE;
-            if fits {
+            let longest = if f.value.end - f.start <= MAX_LINE {
+                0
+            } else {
+                longest_line(buf, f)
+            };
+            if longest <= MAX_LINE {
                 // A fix must not lengthen a line past the limit either (a URL
                 // %-encoded in place on a long line).
                 let grows = !cx.edits.is_empty()
@@ -118,7 +122,6 @@ pub fn check_line_lengths(cx: &mut Context) {
                 }
                 continue;
             }
-            let longest = longest_line(buf, f);
             let name = msg.name(e, f);
             let label = String::from_utf8_lossy(name).into_owned();
             let mut finding = Finding::new(
