@@ -54,7 +54,7 @@ pub mod model;
 pub(crate) mod rewriting;
 pub mod syntax;
 
-use checks::{cturi, extbody, headers, html, ids, related, signed};
+use checks::{cturi, extbody, headers, html, ids, inline, related, signed};
 use model::analysis::Context;
 use model::mime;
 
@@ -120,6 +120,8 @@ fn run(cx: &mut Context) {
     // Before the Content-ID rules: they ask whether references resolve, and which ids
     // some reference names.
     html::check(cx);
+    // What readers show of the parts those references lead to.
+    inline::check(cx);
     related::check_duplicate_ids(cx);
     ids::check(cx);
     cturi::check(cx);

@@ -262,13 +262,19 @@ impl Default for Policy {
 ///   whole body) for no reader who looks at the mail.
 /// - `extbody-inner-content-id-missing`: no reader tried looks at the phantom heading's
 ///   Content-ID.
+/// - `related-part-disposition-missing`: only Thunderbird for Android's attachment list
+///   reads the missing disposition, and the insertion would change most HTML mail that
+///   Outlook sends.
+/// - `html-base-remote`: its repair takes out a header field; the admin asks for it.
 pub fn builtin(rule: Rule) -> Action {
     match rule {
         Rule::ExtbodyUrlWordTooLong
         | Rule::LocationLineTooLong
         | Rule::RelatedTypeMissing
         | Rule::RelatedTypeMismatch
-        | Rule::ExtbodyInnerContentIdMissing => Action::Log,
+        | Rule::ExtbodyInnerContentIdMissing
+        | Rule::RelatedPartDispositionMissing
+        | Rule::HtmlBaseRemote => Action::Log,
         _ => Action::Fix,
     }
 }

@@ -431,7 +431,21 @@ impl Planner<'_> {
         let mut nested: Vec<&Edit> = Vec::new();
         let mut applied: Vec<&Edit> = Vec::new();
         for e in edits {
-            if e.field.top_level {
+            if e.field.top_level && e.kind == engine::EditKind::Remove {
+                plan.header_changes.push(HeaderChange {
+                    name: e.field.name.as_bytes().to_vec(),
+                    index: e.field.occurrence,
+                    value: None,
+                });
+                applied.push(e);
+            } else if e.field.top_level && e.kind == engine::EditKind::Insert {
+                // The engine inserts into the headings of parts only; a new top-level
+                // field would be add_header, which the planner keeps for the report.
+                plan.notes.push(format!(
+                    "{} (part 0): not sent: a new top-level field",
+                    e.field.name
+                ));
+            } else if e.field.top_level {
                 match header_value(&e.replacement, heading.get().fold_eol) {
                     Ok(value) if e.field.name.len() + value.len() + 6 > MAX_PACKET => {
                         // The whole message would tempfail on the write error, again at each

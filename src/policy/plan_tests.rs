@@ -225,7 +225,7 @@ fn fix_on_unfixable_is_report_and_ignore_is_silent() {
 
 /// A picture attached twice under one Content-Location, and a Content-ID that two
 /// parts share but nothing names: whichever part a reader picks, it shows the same.
-const DUPLICATES_NOBODY_SEES: &[u8] = b"From: a@example.org\r\nContent-Type: multipart/related; boundary=r; type=\"text/html\"\r\n\r\n--r\r\nContent-Type: text/html\r\nContent-Location: http://example.com/p.html\r\n\r\n<img src=\"a.png\">\r\n--r\r\nContent-Type: image/png\r\nContent-ID: <image001@example.com>\r\nContent-Location: http://example.com/a.png\r\n\r\nPNG\r\n--r\r\nContent-Type: image/png\r\nContent-ID: <image001@example.com>\r\nContent-Location: http://example.com/a.png\r\n\r\nPNG\r\n--r--\r\n";
+const DUPLICATES_NOBODY_SEES: &[u8] = b"From: a@example.org\r\nContent-Type: multipart/related; boundary=r; type=\"text/html\"\r\n\r\n--r\r\nContent-Type: text/html\r\nContent-Location: http://example.com/p.html\r\n\r\n<img src=\"a.png\">\r\n--r\r\nContent-Type: image/png\r\nContent-Disposition: inline\r\nContent-ID: <image001@example.com>\r\nContent-Location: http://example.com/a.png\r\n\r\nPNG\r\n--r\r\nContent-Type: image/png\r\nContent-Disposition: inline\r\nContent-ID: <image001@example.com>\r\nContent-Location: http://example.com/a.png\r\n\r\nPNG\r\n--r--\r\n";
 
 #[test]
 fn duplicates_no_reader_can_tell_apart_are_logged_without_a_header() {
@@ -265,7 +265,7 @@ fn duplicates_no_reader_can_tell_apart_are_logged_without_a_header() {
 
 /// Gmail-style ids (info: every reference resolves) and a long Content-Location line
 /// (logged by default): nothing a reader would notice.
-const HEALTHY: &[u8] = b"From: a@example.org\r\nContent-Type: multipart/related; boundary=r\r\n\r\n--r\r\nContent-Type: text/html\r\n\r\n<img src=\"cid:ii_m3x9\">\r\n--r\r\nContent-Type: image/png\r\nContent-ID: <ii_m3x9>\r\nContent-Location: http://example.com/a/very/long/path/that/goes/on/and/on/and/on/until/the/line/is/long.png\r\n\r\nPNG\r\n--r--\r\n";
+const HEALTHY: &[u8] = b"From: a@example.org\r\nContent-Type: multipart/related; boundary=r\r\n\r\n--r\r\nContent-Type: text/html\r\n\r\n<img src=\"cid:ii_m3x9\">\r\n--r\r\nContent-Type: image/png\r\nContent-Disposition: inline\r\nContent-ID: <ii_m3x9>\r\nContent-Location: http://example.com/a/very/long/path/that/goes/on/and/on/and/on/until/the/line/is/long.png\r\n\r\nPNG\r\n--r--\r\n";
 
 #[test]
 fn harmless_findings_are_logged_without_a_header_or_a_change() {

@@ -62,13 +62,26 @@ fn assert_outside_identical(name: &str, raw: &[u8], fixed: &[u8], analysis: &Ana
             e.range.start
         );
         // A field edit touches one field value and never the line ending that closes
-        // it; a part edit (a strip) never the line break before the next delimiter.
+        // it; a part edit (a strip) never the line break before the next delimiter; an
+        // insertion adds whole lines of one field, named as the edit says, and a
+        // removal takes one whole field.
         let old = &raw[e.range.clone()];
-        let old_ok = e.kind == engine::EditKind::Part || !old.ends_with(b"\n");
+        let whole_field = |f: &[u8]| {
+            f.ends_with(b"\n")
+                && f.len() > e.field.name.len()
+                && f[..e.field.name.len()].eq_ignore_ascii_case(e.field.name.as_bytes())
+                && f[e.field.name.len()] == b':'
+        };
+        let ok = match e.kind {
+            engine::EditKind::Field => !old.ends_with(b"\n") && !rep.ends_with(b"\n"),
+            engine::EditKind::Part => !rep.ends_with(b"\n"),
+            engine::EditKind::Insert => old.is_empty() && whole_field(rep),
+            engine::EditKind::Remove => rep.is_empty() && whole_field(old),
+        };
         assert!(
-            old_ok && !rep.ends_with(b"\n"),
-            "{name}: edit {} spans a field's final line ending",
-            e.field.name
+            ok,
+            "{name}: {:?} edit of {} does not keep to its field",
+            e.kind, e.field.name
         );
         o += rep.len();
         i = e.range.end;

@@ -1,34 +1,59 @@
 //! Which part a `cid:` reference may name: the scope of a Content-ID (RFC 2557 §8.3,
-//! RFC 2392 §2).
+//! RFC 2392 §2), and how readers that forgive more than the standard find a part anyway.
 //!
 //! A reference in an HTML part resolves to a Content-ID in the same or an enclosing
 //! multipart/related, never one in a nested or sibling one; with no enclosing
 //! multipart/related, to any Content-ID of its own message. Encapsulated messages are
-//! scopes of their own. The Content-ID sets are built once per multipart/related and
-//! per message, so many references cost one walk. Used by the `html` check.
+//! scopes of their own.
+//!
+//! A Content-ID is matched first as every reader reads it (one pair of angle brackets,
+//! `msgid::id_forms`'s `exact`), then as a lenient reader recovers it (`lenient`: bare,
+//! doubled, `cid:` inside, encoded), then by the candidates of `related-ref-mismatch`
+//! (the id in another letter case, or a part with no Content-ID whose file name is the
+//! id). The sets are built once per multipart/related and per message, so many
+//! references cost one walk. Used by the `html` check.
 
 use std::collections::HashMap;
 
 use crate::engine::model::mime::{Kind, Message};
 use crate::engine::syntax::cid_url::{self, IdRef, IdUrl};
-use crate::engine::syntax::msgid::addr_spec;
+use crate::engine::syntax::msgid::{addr_spec, id_forms, Malformed};
+use crate::engine::syntax::params::Disposition;
 
-/// The addr-spec of a Content-ID or Message-ID value as text to compare with a `cid:` or
-/// `mid:` reference (which is text once %-decoded); `None` when nothing is left.
+/// The addr-spec of a Message-ID value as text to compare with a `mid:` reference
+/// (which is text once %-decoded); `None` when nothing is left.
 fn addr_spec_text(value: &[u8]) -> Option<String> {
     let a = addr_spec(value);
     (!a.is_empty()).then(|| String::from_utf8_lossy(&a).into_owned())
 }
 
-/// Content-IDs (addr-specs) found in a scope, each with the first entity carrying it.
+fn text(b: Vec<u8>) -> String {
+    String::from_utf8(b).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// Content-IDs found in a scope, each with the first entity carrying it.
 type IdSet = HashMap<String, usize>;
+
+/// Lenient ids found in a scope, with every entity carrying each.
+type LenientSet = HashMap<String, Vec<usize>>;
+
+/// How each entity's first Content-ID reads.
+struct Ids {
+    /// As every reader reads it.
+    exact: Vec<Option<String>>,
+    /// As only a lenient reader recovers it, and why a strict one does not.
+    lenient: Vec<Option<(String, Malformed)>>,
+    /// The entity has a Content-ID field at all.
+    present: Vec<bool>,
+}
 
 /// Per-analysis caches, so that many HTML parts in one multipart/related cost one walk.
 pub(super) struct CidScopes<'m, 'a> {
     msg: &'m Message<'a>,
-    ids: Vec<Option<String>>,
+    ids: Ids,
     related: HashMap<usize, IdSet>,
     messages: HashMap<usize, IdSet>,
+    lenient: HashMap<usize, LenientSet>,
     /// Per multipart/related, the parts with a `Content-Location: cid:…` and no
     /// Content-ID, by that location's addr-spec as written.
     cid_locations: HashMap<usize, IdSet>,
@@ -36,72 +61,67 @@ pub(super) struct CidScopes<'m, 'a> {
 
 impl<'m, 'a> CidScopes<'m, 'a> {
     pub(super) fn new(msg: &'m Message<'a>) -> Self {
-        let ids = msg
-            .entities
-            .iter()
-            .map(|e| {
-                msg.field(e, "content-id")
-                    .and_then(|f| addr_spec_text(msg.value(e, f)))
-            })
-            .collect();
+        let n = msg.entities.len();
+        let mut ids = Ids {
+            exact: vec![None; n],
+            lenient: vec![None; n],
+            present: vec![false; n],
+        };
+        for (i, e) in msg.entities.iter().enumerate() {
+            let Some(f) = msg.field(e, "content-id") else {
+                continue;
+            };
+            ids.present[i] = true;
+            let forms = id_forms(msg.value(e, f));
+            ids.exact[i] = forms.exact.map(text);
+            ids.lenient[i] = forms.lenient.map(|(id, why)| (text(id), why));
+        }
         CidScopes {
             msg,
             ids,
             related: HashMap::new(),
             messages: HashMap::new(),
+            lenient: HashMap::new(),
             cid_locations: HashMap::new(),
         }
     }
 
-    /// Parts directly in the scope of multipart/related `r` (as for [`Self::related_ids`])
-    /// that have no Content-ID and a `Content-Location: cid:X`, by X.
+    fn scope(&self, root: usize, stop_at_related: bool) -> Vec<usize> {
+        scope(self.msg, root, stop_at_related)
+    }
+
+    /// Parts directly in the scope of multipart/related `r` that have no Content-ID and
+    /// a `Content-Location: cid:X`, by X.
     fn related_cid_locations(&mut self, r: usize) -> &IdSet {
         if !self.cid_locations.contains_key(&r) {
             let mut set = IdSet::new();
-            let mut stack: Vec<usize> = self.msg.entities[r].children.clone();
-            while let Some(i) = stack.pop() {
+            for i in self.scope(r, true) {
                 let e = &self.msg.entities[i];
-                if self.ids[i].is_none() && self.msg.field(e, "content-id").is_none() {
-                    if let Some(id) = self.msg.field(e, "content-location").and_then(|f| {
-                        let v = crate::engine::syntax::fold::unfold(self.msg.value(e, f));
-                        let v = String::from_utf8_lossy(&v).trim().to_string();
-                        match cid_url::parse(&v) {
-                            Some(IdUrl::Cid(id)) if !id.raw.is_empty() => Some(id.raw),
-                            _ => None,
-                        }
-                    }) {
-                        set.entry(id).or_insert(i);
-                    }
-                }
-                if self.is_message_boundary(i) || self.is_related(i) {
+                if self.ids.present[i] {
                     continue;
                 }
-                stack.extend(self.msg.entities[i].children.iter().copied());
+                if let Some(id) = self.msg.field(e, "content-location").and_then(|f| {
+                    let v = crate::engine::syntax::fold::unfold(self.msg.value(e, f));
+                    let v = String::from_utf8_lossy(&v).trim().to_string();
+                    match cid_url::parse(&v) {
+                        Some(IdUrl::Cid(id)) if !id.raw.is_empty() => Some(id.raw),
+                        _ => None,
+                    }
+                }) {
+                    set.entry(id).or_insert(i);
+                }
             }
             self.cid_locations.insert(r, set);
         }
         &self.cid_locations[&r]
     }
 
-    fn is_related(&self, i: usize) -> bool {
-        self.msg.entities[i].ctype.is("multipart", "related")
-    }
-
-    /// Crossing into an encapsulated message leaves the scope of a cid: reference.
     fn is_message_boundary(&self, i: usize) -> bool {
-        matches!(
-            self.msg.entities[i].kind,
-            Kind::Message | Kind::ExternalBody
-        )
+        is_message_boundary(self.msg, i)
     }
 
-    /// The multipart/related entities enclosing `i`, innermost first, within its message.
-    fn related_ancestors(&self, i: usize) -> Vec<usize> {
-        self.msg
-            .ancestors(i)
-            .take_while(|&a| !self.is_message_boundary(a))
-            .filter(|&a| self.is_related(a))
-            .collect()
+    pub(super) fn related_ancestors(&self, i: usize) -> Vec<usize> {
+        related_ancestors(self.msg, i)
     }
 
     /// The heading of the message holding `i` (0, or an encapsulated `N.0`).
@@ -116,26 +136,29 @@ impl<'m, 'a> CidScopes<'m, 'a> {
         root
     }
 
-    /// Content-IDs under `root` (itself excluded), not descending into encapsulated
-    /// messages, nor into nested multipart/related when `stop_at_related`.
-    fn walk(&self, root: usize, stop_at_related: bool) -> IdSet {
+    /// The scope a reference of `idx` is resolved in when nothing matches exactly: the
+    /// innermost enclosing multipart/related, else its message. (root, stop at nested
+    /// multipart/related).
+    fn narrowest(&self, idx: usize) -> (usize, bool) {
+        match self.related_ancestors(idx).first() {
+            Some(&r) => (r, true),
+            None => (self.message_root(idx), false),
+        }
+    }
+
+    fn exact_set(&self, root: usize, stop_at_related: bool) -> IdSet {
         let mut set = IdSet::new();
-        let mut stack: Vec<usize> = self.msg.entities[root].children.clone();
-        while let Some(i) = stack.pop() {
-            if let Some(id) = &self.ids[i] {
+        for i in self.scope(root, stop_at_related) {
+            if let Some(id) = &self.ids.exact[i] {
                 set.entry(id.clone()).or_insert(i);
             }
-            if self.is_message_boundary(i) || (stop_at_related && self.is_related(i)) {
-                continue;
-            }
-            stack.extend(self.msg.entities[i].children.iter().copied());
         }
         set
     }
 
     fn related_ids(&mut self, r: usize) -> &IdSet {
         if !self.related.contains_key(&r) {
-            let s = self.walk(r, true);
+            let s = self.exact_set(r, true);
             self.related.insert(r, s);
         }
         &self.related[&r]
@@ -143,8 +166,8 @@ impl<'m, 'a> CidScopes<'m, 'a> {
 
     fn message_ids(&mut self, root: usize) -> &IdSet {
         if !self.messages.contains_key(&root) {
-            let mut s = self.walk(root, false);
-            if let Some(id) = &self.ids[root] {
+            let mut s = self.exact_set(root, false);
+            if let Some(id) = &self.ids.exact[root] {
                 s.entry(id.clone()).or_insert(root);
             }
             self.messages.insert(root, s);
@@ -152,7 +175,58 @@ impl<'m, 'a> CidScopes<'m, 'a> {
         &self.messages[&root]
     }
 
-    /// Message-IDs of the headings of every message enclosing `i`.
+    fn lenient_ids(&mut self, root: usize, stop_at_related: bool) -> &LenientSet {
+        if !self.lenient.contains_key(&root) {
+            let mut set = LenientSet::new();
+            for i in self.scope(root, stop_at_related) {
+                if let Some((id, _)) = &self.ids.lenient[i] {
+                    set.entry(id.clone()).or_default().push(i);
+                }
+            }
+            self.lenient.insert(root, set);
+        }
+        &self.lenient[&root]
+    }
+
+    /// The parts of `idx`'s narrowest scope that `related-ref-mismatch` may mean for
+    /// `r`: a Content-ID equal to it but for ASCII case, or no Content-ID and a file
+    /// name equal to it or to its part before `@`.
+    fn candidates(&self, idx: usize, r: &IdRef) -> Vec<usize> {
+        let (root, stop) = self.narrowest(idx);
+        let forms = [r.decoded.as_str(), r.raw.as_str()];
+        let local = |s: &str| s.split('@').next().unwrap_or(s).to_string();
+        let names = [
+            forms[0].to_string(),
+            forms[1].to_string(),
+            local(forms[0]),
+            local(forms[1]),
+        ];
+        let mut out = Vec::new();
+        for i in self.scope(root, stop) {
+            let e = &self.msg.entities[i];
+            if i == idx || !matches!(e.kind, Kind::Leaf) {
+                continue;
+            }
+            let hit = if self.ids.present[i] {
+                [
+                    self.ids.exact[i].as_deref(),
+                    self.ids.lenient[i].as_ref().map(|(id, _)| id.as_str()),
+                ]
+                .into_iter()
+                .flatten()
+                .any(|id| forms.iter().any(|f| f.eq_ignore_ascii_case(id)))
+            } else {
+                file_names(self.msg, i)
+                    .iter()
+                    .any(|n| names.iter().any(|x| !x.is_empty() && x == n))
+            };
+            if hit {
+                out.push(i);
+            }
+        }
+        out
+    }
+
     /// The message headings that enclose entity `i` (its own message first).
     pub(super) fn message_headings_around(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
         std::iter::once(i)
@@ -163,6 +237,7 @@ impl<'m, 'a> CidScopes<'m, 'a> {
             })
     }
 
+    /// The Message-IDs of the headings of every message enclosing `i`.
     pub(super) fn message_ids_around(&self, i: usize) -> Vec<String> {
         self.message_headings_around(i)
             .filter_map(|a| {
@@ -175,6 +250,57 @@ impl<'m, 'a> CidScopes<'m, 'a> {
     }
 }
 
+fn is_related(msg: &Message, i: usize) -> bool {
+    msg.entities[i].ctype.is("multipart", "related")
+}
+
+/// Crossing into an encapsulated message leaves the scope of a reference.
+fn is_message_boundary(msg: &Message, i: usize) -> bool {
+    matches!(msg.entities[i].kind, Kind::Message | Kind::ExternalBody)
+}
+
+/// The multipart/related entities enclosing `i`, innermost first, within its message.
+pub(super) fn related_ancestors(msg: &Message, i: usize) -> Vec<usize> {
+    msg.ancestors(i)
+        .take_while(|&a| !is_message_boundary(msg, a))
+        .filter(|&a| is_related(msg, a))
+        .collect()
+}
+
+/// The entities directly in the scope of `root` (itself excluded): not descending into
+/// encapsulated messages, nor into nested multipart/related when `stop_at_related`. In
+/// document order.
+pub(super) fn scope(msg: &Message, root: usize, stop_at_related: bool) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut stack: Vec<usize> = msg.entities[root].children.iter().rev().copied().collect();
+    while let Some(i) = stack.pop() {
+        out.push(i);
+        if is_message_boundary(msg, i) || (stop_at_related && is_related(msg, i)) {
+            continue;
+        }
+        stack.extend(msg.entities[i].children.iter().rev().copied());
+    }
+    out
+}
+
+/// The names a reader shows for part `i`: the Content-Disposition `filename` and the
+/// Content-Type `name`.
+pub(super) fn file_names(msg: &Message, i: usize) -> Vec<String> {
+    let e = &msg.entities[i];
+    let mut out = Vec::new();
+    if let Some(f) = msg.field(e, "content-disposition") {
+        if let Some(n) = Disposition::parse(msg.value(e, f)).filename() {
+            out.push(n);
+        }
+    }
+    if let Some(n) = e.ctype.get_str("name") {
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    out
+}
+
 /// The entity of `set` a reference names: by its %-decoded form first, then as written
 /// (RFC 2392 §2 and erratum 454).
 fn lookup(set: &IdSet, r: &IdRef) -> Option<usize> {
@@ -183,12 +309,20 @@ fn lookup(set: &IdSet, r: &IdRef) -> Option<usize> {
 
 /// Where a `cid:` reference leads.
 pub(super) enum Resolution {
-    /// The part whose Content-ID it matches.
-    Found(usize),
+    /// The part whose Content-ID every reader matches; `in_related`: found in an
+    /// enclosing multipart/related (else by RFC 2392's message-wide scope, there being
+    /// no multipart/related around the reference).
+    Found(usize, bool),
+    /// Only a lenient reading of these parts' Content-IDs matches (more than one:
+    /// ambiguous), in the narrowest scope.
+    Lenient(Vec<usize>),
     /// No Content-ID matches, but this part of the enclosing multipart/related has no
     /// Content-ID and `Content-Location: cid:` with the same id (Chrome's "Save as
     /// MHTML" writes its stylesheets so): Chromium finds it, RFC 2392 readers do not.
     LocationOnly(usize),
+    /// No Content-ID matches in any reading, but these parts of the narrowest scope are
+    /// candidates (`related-ref-mismatch`).
+    Candidates(Vec<usize>),
     /// Nothing matches: the innermost enclosing multipart/related (None: there is none)
     /// and a part outside it that has the Content-ID, if any.
     Dangling(Option<usize>, Option<usize>),
@@ -198,21 +332,28 @@ pub(super) fn resolve_cid(scopes: &mut CidScopes, idx: usize, id: &IdRef) -> Res
     let related = scopes.related_ancestors(idx);
     for &rel in &related {
         if let Some(at) = lookup(scopes.related_ids(rel), id) {
-            return Resolution::Found(at);
+            return Resolution::Found(at, true);
         }
     }
     let root = scopes.message_root(idx);
     let elsewhere = lookup(scopes.message_ids(root), id);
-    match (related.first(), elsewhere) {
+    if let (None, Some(at)) = (related.first(), elsewhere) {
         // RFC 2392 scopes cid: to the message; no multipart/related narrows it here.
-        (None, Some(at)) => Resolution::Found(at),
-        _ => {
-            for &rel in &related {
-                if let Some(at) = lookup(scopes.related_cid_locations(rel), id) {
-                    return Resolution::LocationOnly(at);
-                }
-            }
-            Resolution::Dangling(related.first().copied(), elsewhere)
+        return Resolution::Found(at, false);
+    }
+    let (scope, stop) = scopes.narrowest(idx);
+    let lenient = scopes.lenient_ids(scope, stop);
+    if let Some(parts) = lenient.get(&id.decoded).or_else(|| lenient.get(&id.raw)) {
+        return Resolution::Lenient(parts.clone());
+    }
+    for &rel in &related {
+        if let Some(at) = lookup(scopes.related_cid_locations(rel), id) {
+            return Resolution::LocationOnly(at);
         }
     }
+    let candidates = scopes.candidates(idx, id);
+    if !candidates.is_empty() && elsewhere.is_none() {
+        return Resolution::Candidates(candidates);
+    }
+    Resolution::Dangling(related.first().copied(), elsewhere)
 }

@@ -19,7 +19,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::engine::model::analysis::{Context, Finding};
+use crate::engine::syntax::content_location::THIS_MESSAGE;
+
+use crate::engine::model::analysis::{Context, Finding, HtmlPart, Reference, Target};
 use crate::engine::model::mime::{Kind, Message};
 use crate::engine::model::rules::{Rule, Severity};
 use crate::engine::syntax::ascii::clip;
@@ -27,6 +29,7 @@ use crate::engine::syntax::cid_url::{self, IdRef, IdUrl};
 use crate::engine::syntax::decode::{charset_decode, transfer_decode};
 
 use super::cid_scope::{resolve_cid, CidScopes, Resolution};
+use super::location_scope::{Located, LocationScopes};
 use crate::engine::syntax::html_refs::{scan, HtmlRef};
 use crate::engine::syntax::msgid::parse_msg_id;
 
@@ -67,9 +70,13 @@ fn tried(r: &IdRef) -> String {
     }
 }
 
+/// Relative references kept per part as examples (`html-base-remote` names them).
+const RELATIVE_EXAMPLES: usize = 3;
+
 /// What the check of one message carries from one reference to the next.
 struct State<'m, 'a> {
     scopes: CidScopes<'m, 'a>,
+    locations: LocationScopes<'m, 'a>,
     /// Message headings whose Message-ID has been checked.
     message_ids_checked: HashSet<usize>,
     /// Parts given a Content-ID so far, with the edit: one per part, whatever the number
@@ -92,6 +99,7 @@ pub fn check(cx: &mut Context) {
     }
     let mut st = State {
         scopes: CidScopes::new(msg),
+        locations: LocationScopes::new(msg),
         message_ids_checked: HashSet::new(),
         inserted: HashMap::new(),
     };
@@ -103,14 +111,39 @@ pub fn check(cx: &mut Context) {
         let s = scan(&text, MAX_REFS_PER_PART);
         cx.cid_refs_complete &= !s.truncated;
         let path = msg.entities[idx].path.as_str();
-        let mut seen: HashSet<&str> = HashSet::new();
+        let mut part = HtmlPart {
+            idx,
+            own_base: s.base.clone(),
+            ..HtmlPart::default()
+        };
+        // Relative references matter where they name a part, and where a base other
+        // than the message itself sends them somewhere (`html-base-remote`).
+        let base = st.locations.base(idx, s.base.as_deref());
+        let with_locations = st.locations.any_location(idx);
+        let locate = with_locations || base != THIS_MESSAGE;
+        // URL -> its reference in cx.refs, so that a URL is recorded once per part.
+        let mut seen: HashMap<&str, Option<usize>> = HashMap::new();
         for r in &s.refs {
-            let Some(parsed) = cid_url::parse(&r.url) else {
-                continue;
-            };
-            if !seen.insert(r.url.as_str()) {
+            if let Some(&first) = seen.get(r.url.as_str()) {
+                // An image after a link to the same part: what the reader loads counts.
+                if let Some(i) = first {
+                    if !cx.refs[i].loads() {
+                        cx.refs[i].place = r.place.clone();
+                    }
+                }
                 continue;
             }
+            let Some(parsed) = cid_url::parse(&r.url) else {
+                let at = locate
+                    .then(|| locate_ref(cx, &mut st, &mut part, &base, r, with_locations))
+                    .flatten();
+                seen.insert(r.url.as_str(), at);
+                continue;
+            };
+            seen.insert(
+                r.url.as_str(),
+                matches!(parsed, IdUrl::Cid(ref id) if !id.raw.is_empty()).then_some(cx.refs.len()),
+            );
             let problem = cid_url::syntax_problem(&r.url);
             match parsed {
                 IdUrl::Cid(id) if !id.raw.is_empty() => {
@@ -130,6 +163,40 @@ pub fn check(cx: &mut Context) {
                 }
             }
         }
+        cx.html_parts.push(part);
+    }
+}
+
+/// Records where non-`cid:` reference `r` of the part leads: to a part by its
+/// Content-Location (a reference), or, relative, to the base (an example in `part`).
+/// Returns the index of the reference recorded, if any.
+fn locate_ref(
+    cx: &mut Context,
+    st: &mut State,
+    part: &mut HtmlPart,
+    base: &str,
+    r: &HtmlRef,
+    with_locations: bool,
+) -> Option<usize> {
+    match st.locations.locate(part.idx, base, &r.url, with_locations) {
+        Located::Part(at) => {
+            cx.refs.push(Reference {
+                html: part.idx,
+                place: r.place.clone(),
+                url: r.url.clone(),
+                cid: None,
+                target: Target::Location(at),
+            });
+            Some(cx.refs.len() - 1)
+        }
+        Located::Relative => {
+            part.relative_count += 1;
+            if part.relative.len() < RELATIVE_EXAMPLES {
+                part.relative.push(r.url.clone());
+            }
+            None
+        }
+        Located::Other => None,
     }
 }
 
@@ -160,8 +227,26 @@ fn check_cid(
 ) {
     let msg = cx.msg;
     let path = msg.entities[idx].path.as_str();
-    match resolve_cid(&mut st.scopes, idx, id) {
-        Resolution::Found(at) => {
+    let resolution = resolve_cid(&mut st.scopes, idx, id);
+    let target = match &resolution {
+        Resolution::Found(at, in_related) => Target::ContentId {
+            at: *at,
+            in_related: *in_related,
+        },
+        Resolution::Lenient(parts) => Target::Lenient(parts.clone()),
+        Resolution::LocationOnly(at) => Target::CidLocation(*at),
+        Resolution::Candidates(parts) => Target::Candidates(parts.clone()),
+        Resolution::Dangling(..) => Target::Nothing,
+    };
+    cx.refs.push(Reference {
+        html: idx,
+        place: r.place.clone(),
+        url: r.url.clone(),
+        cid: Some((id.raw.clone(), id.decoded.clone())),
+        target,
+    });
+    match resolution {
+        Resolution::Found(at, _) => {
             cx.cid_targets.insert(at);
             if let Some(p) = problem {
                 if content_id_parses(msg, at) {
@@ -180,6 +265,12 @@ fn check_cid(
             let f = location_only(cx, &mut st.inserted, idx, at, r, id);
             cx.report(f);
         }
+        // Reported by `checks::inline` (content-id-malformed), once every reference
+        // is known: whether the repair is safe depends on all of them.
+        Resolution::Lenient(parts) => cx.cid_targets.extend(parts),
+        // Reported by `checks::inline` (related-ref-mismatch), likewise. No reader
+        // finds the part.
+        Resolution::Candidates(_) => cx.cid_dangling = true,
         Resolution::Dangling(rel, elsewhere) => {
             cx.cid_dangling = true;
             let mut f = dangling(msg, path, r, id, rel, elsewhere);
@@ -285,10 +376,7 @@ fn location_only(
         return f;
     };
     // RFC 2392 §2: the Content-ID is the URL's %-decoded form.
-    let writable = !id.decoded.is_empty()
-        && id.decoded.bytes().all(|b| {
-            b.is_ascii_graphic() && !matches!(b, b'<' | b'>' | b'(' | b')' | b'"' | b'\\')
-        });
+    let writable = crate::engine::syntax::msgid::writable_id(&id.decoded);
     if !e.editable() || e.depth == 0 || !writable {
         return f;
     }
@@ -392,7 +480,7 @@ mod tests {
     /// and `@import` of a string or a `url(…)`. Comments are not references.
     #[test]
     fn dangling_cid_in_a_style_element_is_reported() {
-        let raw = "Content-Type: multipart/related; boundary=r; type=\"text/html\"\n\n--r\nContent-Type: text/html\n\n<style>body { background: url(\"cid:gone@b.test\") }</style><img src=\"cid:a@b.test\">\n--r\nContent-Type: image/gif\nContent-ID: <a@b.test>\n\nGIF\n--r--\n";
+        let raw = "Content-Type: multipart/related; boundary=r; type=\"text/html\"\n\n--r\nContent-Type: text/html\n\n<style>body { background: url(\"cid:gone@b.test\") }</style><img src=\"cid:a@b.test\">\n--r\nContent-Type: image/gif\nContent-Disposition: inline\nContent-ID: <a@b.test>\n\nGIF\n--r--\n";
         assert_eq!(
             findings(raw.as_bytes()),
             vec![("1".to_string(), "related-ref-dangling")]
@@ -401,7 +489,7 @@ mod tests {
         assert!(m.contains("gone@b.test"), "{m}");
     }
 
-    const RELATED: &str = "Content-Type: multipart/related; boundary=r; type=\"text/html\"\n\n--r\nContent-Type: text/html\n\n<img src=\"cid:{REF}\">\n--r\nContent-Type: image/gif\nContent-ID: <{ID}>\n\nGIF\n--r--\n";
+    const RELATED: &str = "Content-Type: multipart/related; boundary=r; type=\"text/html\"\n\n--r\nContent-Type: text/html\n\n<img src=\"cid:{REF}\">\n--r\nContent-Type: image/gif\nContent-Disposition: inline\nContent-ID: <{ID}>\n\nGIF\n--r--\n";
 
     fn related(reference: &str, id: &str) -> Vec<u8> {
         RELATED
@@ -451,7 +539,7 @@ mod tests {
 
     #[test]
     fn content_location_cid_never_satisfies_a_cid_ref_and_the_content_id_is_inserted() {
-        let raw = "Content-Type: multipart/related; boundary=r; type=\"text/html\"\n\n--r\nContent-Type: text/html\n\n<img src=\"cid:a@b.test\">\n--r\nContent-Type: image/gif\nContent-Location: cid:a@b.test\n\nGIF\n--r--\n";
+        let raw = "Content-Type: multipart/related; boundary=r; type=\"text/html\"\n\n--r\nContent-Type: text/html\n\n<img src=\"cid:a@b.test\">\n--r\nContent-Type: image/gif\nContent-Disposition: inline\nContent-Location: cid:a@b.test\n\nGIF\n--r--\n";
         assert_eq!(
             findings(raw.as_bytes()),
             vec![("1".to_string(), "related-cid-location-only")]
@@ -506,7 +594,7 @@ mod tests {
     #[test]
     fn sibling_related_dangles_enclosing_related_matches() {
         // 1 = related[html 1.1 -> cid in 2.2 and cid in 1.2 and cid in 0's direct child 3]
-        let raw = "Content-Type: multipart/related; boundary=o; type=\"multipart/related\"\n\n--o\nContent-Type: multipart/related; boundary=a; type=\"text/html\"\n\n--a\nContent-Type: text/html\n\n<img src=\"cid:sib@x.test\"><img src=\"cid:own@x.test\"><img src=\"cid:outer@x.test\">\n--a\nContent-Type: image/gif\nContent-ID: <own@x.test>\n\nG\n--a--\n--o\nContent-Type: multipart/related; boundary=b; type=\"text/plain\"\n\n--b\nContent-Type: text/plain\n\nt\n--b\nContent-Type: image/gif\nContent-ID: <sib@x.test>\n\nG\n--b--\n--o\nContent-Type: image/gif\nContent-ID: <outer@x.test>\n\nG\n--o--\n";
+        let raw = "Content-Type: multipart/related; boundary=o; type=\"multipart/related\"\n\n--o\nContent-Type: multipart/related; boundary=a; type=\"text/html\"\n\n--a\nContent-Type: text/html\n\n<img src=\"cid:sib@x.test\"><img src=\"cid:own@x.test\"><img src=\"cid:outer@x.test\">\n--a\nContent-Type: image/gif\nContent-Disposition: inline\nContent-ID: <own@x.test>\n\nG\n--a--\n--o\nContent-Type: multipart/related; boundary=b; type=\"text/plain\"\n\n--b\nContent-Type: text/plain\n\nt\n--b\nContent-Type: image/gif\nContent-Disposition: inline\nContent-ID: <sib@x.test>\n\nG\n--b--\n--o\nContent-Type: image/gif\nContent-Disposition: inline\nContent-ID: <outer@x.test>\n\nG\n--o--\n";
         assert_eq!(
             findings(raw.as_bytes()),
             vec![("1.1".to_string(), "related-ref-dangling")]
@@ -520,7 +608,7 @@ mod tests {
 
     #[test]
     fn without_related_the_whole_message_is_the_scope() {
-        let raw = "Content-Type: multipart/mixed; boundary=m\n\n--m\nContent-Type: text/html\n\n<img src=\"cid:a@x.test\"><img src=\"cid:nope@x.test\">\n--m\nContent-Type: image/gif\nContent-ID: <a@x.test>\n\nG\n--m\nContent-Type: message/rfc822\n\nContent-Type: image/gif\nContent-ID: <nope@x.test>\n\nG\n--m--\n";
+        let raw = "Content-Type: multipart/mixed; boundary=m\n\n--m\nContent-Type: text/html\n\n<img src=\"cid:a@x.test\"><img src=\"cid:nope@x.test\">\n--m\nContent-Type: image/gif\nContent-Disposition: inline\nContent-ID: <a@x.test>\n\nG\n--m\nContent-Type: message/rfc822\n\nContent-Type: image/gif\nContent-Disposition: inline\nContent-ID: <nope@x.test>\n\nG\n--m--\n";
         // The part inside the attached message is another message: still dangling.
         assert_eq!(
             findings(raw.as_bytes()),
@@ -565,7 +653,7 @@ mod tests {
     #[test]
     fn encoded_html_is_decoded_and_relative_refs_are_not_findings() {
         // "<img src=3D"cid:q@x.test"><img src=3D"images/a.gif">" in QP, Latin-1.
-        let raw = "Content-Type: multipart/related; boundary=r; type=\"text/html\"\n\n--r\nContent-Type: text/html; charset=iso-8859-1\nContent-Transfer-Encoding: quoted-printable\nContent-Location: http://w.test/p/index.html\n\n<p>caf=E9</p><img src=3D\"ci=\nd:q@x.test\"><img src=3D\"images/a.gif\">\n--r\nContent-Type: image/gif\nContent-ID: <q@x.test>\n\nG\n--r--\n";
+        let raw = "Content-Type: multipart/related; boundary=r; type=\"text/html\"\n\n--r\nContent-Type: text/html; charset=iso-8859-1\nContent-Transfer-Encoding: quoted-printable\nContent-Location: http://w.test/p/index.html\n\n<p>caf=E9</p><img src=3D\"ci=\nd:q@x.test\"><img src=3D\"images/a.gif\">\n--r\nContent-Type: image/gif\nContent-Disposition: inline\nContent-ID: <q@x.test>\n\nG\n--r--\n";
         assert!(findings(raw.as_bytes()).is_empty());
         // and when the Content-ID is missing, the decoded reference dangles
         let broken = raw.replace("Content-ID: <q@x.test>\n", "");

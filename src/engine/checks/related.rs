@@ -458,7 +458,7 @@ mod tests {
         String::from_utf8(fix(raw.as_bytes(), &Options::default()).unwrap().0).unwrap()
     }
 
-    const REL: &str = "Content-Type: multipart/related; boundary=b\n\n--b\nContent-Type: text/html\nContent-ID: <root@x>\n\n<img src=cid:img@x>\n--b\nContent-Type: image/gif\nContent-ID: <img@x>\n\nGIF\n--b--\n";
+    const REL: &str = "Content-Type: multipart/related; boundary=b\n\n--b\nContent-Type: text/html\nContent-ID: <root@x>\n\n<img src=cid:img@x>\n--b\nContent-Type: image/gif\nContent-Disposition: inline\nContent-ID: <img@x>\n\nGIF\n--b--\n";
 
     #[test]
     fn type_missing_is_fixed_with_the_root_type() {
@@ -561,7 +561,7 @@ mod tests {
 
     /// Two images with one Content-ID, the HTML naming `ref_id`.
     fn dup_ids(ref_id: &str, start: &str) -> String {
-        format!("Content-Type: multipart/related; boundary=b; type=\"text/html\"{start}\n\n--b\nContent-Type: text/html\n\n<img src=\"cid:{ref_id}\">\n--b\nContent-Type: image/gif\nContent-ID: <img@x>\n\nGIF1\n--b\nContent-Type: image/gif\nContent-ID: <img@x>\n\nGIF2\n--b--\n")
+        format!("Content-Type: multipart/related; boundary=b; type=\"text/html\"{start}\n\n--b\nContent-Type: text/html\n\n<img src=\"cid:{ref_id}\">\n--b\nContent-Type: image/gif\nContent-Disposition: inline\nContent-ID: <img@x>\n\nGIF1\n--b\nContent-Type: image/gif\nContent-Disposition: inline\nContent-ID: <img@x>\n\nGIF2\n--b--\n")
     }
 
     #[test]
@@ -742,7 +742,7 @@ mod tests {
         let mut raw =
             String::from("Content-Type: multipart/related; boundary=b; type=\"image/gif\"\n\n");
         for _ in 0..19_000 {
-            raw.push_str("--b\nContent-Type: image/gif\nContent-ID: <same@x>\nContent-Location: a.gif\n\nx\n");
+            raw.push_str("--b\nContent-Type: image/gif\nContent-Disposition: inline\nContent-ID: <same@x>\nContent-Location: a.gif\n\nx\n");
         }
         raw.push_str("--b--\n");
         let mut junk = String::from("Content-Type: multipart/related; boundary=b");

@@ -94,6 +94,85 @@ impl Analysis {
     }
 }
 
+/// Where a reference of an HTML part leads, as the `html` check resolved it; the rules
+/// of what readers show (`checks::inline`) read these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// The part whose Content-ID every reader matches; `in_related`: found in an
+    /// enclosing multipart/related (else by RFC 2392's message-wide scope, with no
+    /// multipart/related around the reference).
+    ContentId { at: usize, in_related: bool },
+    /// Only a lenient reading of these parts' Content-IDs matches (more than one:
+    /// ambiguous).
+    Lenient(Vec<usize>),
+    /// Only this part's `Content-Location: cid:` matches.
+    CidLocation(usize),
+    /// Nothing matches; these parts are what the reference was likely meant for.
+    Candidates(Vec<usize>),
+    /// The part whose resolved Content-Location, in the same or an enclosing
+    /// multipart/related, the resolved reference equals (RFC 2557 §8.2).
+    Location(usize),
+    /// Nothing.
+    Nothing,
+}
+
+/// One reference of a text/html part to a part of its message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reference {
+    /// The text/html part.
+    pub html: usize,
+    /// `tag@attribute` (or `style` for a style sheet), as the scanner names it.
+    pub place: String,
+    pub url: String,
+    /// For a `cid:` URL, its id as written and %-decoded (RFC 2392 §2).
+    pub cid: Option<(String, String)>,
+    pub target: Target,
+}
+
+impl Reference {
+    /// Whether a reader loads what the reference names into the view (an image, a
+    /// background, a style sheet, a frame) rather than offering it as a link to follow.
+    pub fn loads(&self) -> bool {
+        let (tag, attr) = self.place.split_once('@').unwrap_or((&self.place, ""));
+        !matches!(
+            (tag, attr),
+            ("a" | "area", "href") | (_, "action" | "cite" | "longdesc" | "codebase")
+        )
+    }
+
+    /// The part it leads to when exactly one does.
+    pub fn part(&self) -> Option<usize> {
+        match &self.target {
+            Target::ContentId { at, .. } | Target::CidLocation(at) | Target::Location(at) => {
+                Some(*at)
+            }
+            Target::Lenient(v) | Target::Candidates(v) if v.len() == 1 => Some(v[0]),
+            _ => None,
+        }
+    }
+}
+
+/// What the `html` check saw of one text/html part beyond its references to parts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HtmlPart {
+    pub idx: usize,
+    /// The document's own `<base href>`, if any.
+    pub own_base: Option<String>,
+    /// Relative references that lead to no part of the message (at most a few kept),
+    /// and how many there were.
+    pub relative: Vec<String>,
+    pub relative_count: usize,
+}
+
+/// The Content-IDs something names, per message (by its heading's entity).
+#[derive(Debug, Default)]
+struct UsedIds {
+    /// (message, addr-spec) named by a `cid:` reference or a `start`.
+    ids: HashSet<(usize, Vec<u8>)>,
+    /// Messages with a style sheet that mentions `cid:`: every id counts as used there.
+    css: HashSet<usize>,
+}
+
 /// Findings of one rule listed per part before the rest are only counted: a heading of a
 /// million bad Content-IDs, or an HTML body of a million dangling `cid:` links, must not
 /// cost a million messages (hundreds of MB). Findings that carry an edit are always
@@ -118,6 +197,15 @@ pub(crate) struct Context<'m, 'a> {
     /// large, or too many references), so no Content-ID can be called unreferenced.
     pub cid_refs: Vec<(usize, String, String)>,
     pub cid_refs_complete: bool,
+    /// Every reference of text/html to a part of the message (`cid:` ones whatever they
+    /// lead to, Content-Location ones that lead to a part), in document order.
+    pub refs: Vec<Reference>,
+    /// Each text/html part read, in document order.
+    pub html_parts: Vec<HtmlPart>,
+    /// Entities whose Content-ID `content-id-malformed` reported: `content-id-syntax`
+    /// does not report the same value again.
+    pub malformed_ids: HashSet<usize>,
+    used_ids: std::cell::OnceCell<UsedIds>,
 }
 
 /// The heading of the message holding entity `i` (0, or an encapsulated `N.0`): a
@@ -172,6 +260,10 @@ impl<'m, 'a> Context<'m, 'a> {
             cid_dangling: false,
             cid_refs: Vec::new(),
             cid_refs_complete: true,
+            refs: Vec::new(),
+            html_parts: Vec::new(),
+            malformed_ids: HashSet::new(),
+            used_ids: std::cell::OnceCell::new(),
         }
     }
 
@@ -183,32 +275,39 @@ impl<'m, 'a> Context<'m, 'a> {
         if !self.cid_refs_complete {
             return true;
         }
+        let home = message_root(self.msg, at);
+        let used = self.used_ids.get_or_init(|| self.ids_named());
+        used.css.contains(&home) || used.ids.contains(&(home, id.to_vec()))
+    }
+
+    /// What names Content-IDs in each message, built once per analysis: a message of
+    /// thousands of parts asks for every one of them.
+    fn ids_named(&self) -> UsedIds {
         let msg = self.msg;
-        let home = message_root(msg, at);
-        let named = |raw: &str, decoded: &str| raw.as_bytes() == id || decoded.as_bytes() == id;
-        if self
-            .cid_refs
-            .iter()
-            .any(|(h, raw, dec)| named(raw, dec) && message_root(msg, *h) == home)
-        {
-            return true;
+        let mut used = UsedIds::default();
+        for (h, raw, dec) in &self.cid_refs {
+            let home = message_root(msg, *h);
+            used.ids.insert((home, raw.as_bytes().to_vec()));
+            used.ids.insert((home, dec.as_bytes().to_vec()));
         }
-        msg.entities.iter().enumerate().any(|(i, e)| {
-            let names_it = if e.ctype.is("multipart", "related") {
-                e.ctype
-                    .get("start")
-                    .is_some_and(|s| crate::engine::syntax::msgid::addr_spec(&s.value) == id)
-            } else {
+        for (i, e) in msg.entities.iter().enumerate() {
+            if e.ctype.is("multipart", "related") {
+                if let Some(s) = e.ctype.get("start") {
+                    let id = crate::engine::syntax::msgid::addr_spec(&s.value);
+                    used.ids.insert((message_root(msg, i), id));
+                }
+            } else if e.ctype.is("text", "css")
+                && matches!(e.kind, mime::Kind::Leaf)
                 // A stylesheet may name a part by cid: too; those references are not
                 // followed, so one that mentions cid: at all counts as using every id.
-                e.ctype.is("text", "css")
-                    && matches!(e.kind, mime::Kind::Leaf)
-                    && crate::engine::syntax::decode::transfer_decode(msg.body(e), e.encoding)
-                        .windows(4)
-                        .any(|w| w.eq_ignore_ascii_case(b"cid:"))
-            };
-            names_it && message_root(msg, i) == home
-        })
+                && crate::engine::syntax::decode::transfer_decode(msg.body(e), e.encoding)
+                    .windows(4)
+                    .any(|w| w.eq_ignore_ascii_case(b"cid:"))
+            {
+                used.css.insert(message_root(msg, i));
+            }
+        }
+        used
     }
 
     /// The findings, each rule's count noted where some were only counted, and the edits.

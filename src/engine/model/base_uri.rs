@@ -19,24 +19,61 @@ fn location_field(msg: &Message, e: &Entity, name: &str) -> Option<Location> {
     msg.field(e, name).map(|f| parse_location(msg.value(e, f)))
 }
 
+/// Where an entity's base comes from: the heading that gives it and which of its fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BaseSource {
+    /// The entity whose heading gives the base (the entity itself or an ancestor).
+    pub entity: usize,
+    /// Index among that heading's fields of the field that gives it: the Content-Base
+    /// when `content_base`, else the Content-Location.
+    pub field: usize,
+    /// The base is a Content-Base alone (a Content-Location made absolute by a
+    /// Content-Base beside it counts as the Content-Location).
+    pub content_base: bool,
+    /// The absolute base URI.
+    pub base: String,
+}
+
 /// The absolute base an entity's own heading provides, if any (see the module doc).
-fn heading_base(msg: &Message, e: &Entity) -> Option<String> {
-    let content_base = location_field(msg, e, "content-base")
-        .and_then(|l| as_base(&l.value))
-        .filter(|b| is_absolute(b));
-    if let Some(cl) = location_field(msg, e, "content-location") {
+fn heading_base(msg: &Message, entity: usize) -> Option<BaseSource> {
+    let e = &msg.entities[entity];
+    let first = |name: &'static str| msg.fields_named(e, name).next();
+    let content_base = first("content-base").and_then(|(i, f)| {
+        let l = parse_location(msg.value(e, f));
+        as_base(&l.value).filter(|b| is_absolute(b)).map(|b| (i, b))
+    });
+    if let Some((fi, f)) = first("content-location") {
+        let cl = parse_location(msg.value(e, f));
         if !cl.value.is_empty() {
-            if let Some(abs) = as_base(&cl.value) {
-                return Some(abs);
-            }
-            if let Some(cb) = &content_base {
-                if let Some(r) = resolve_bytes(cb, &cl.value) {
-                    return Some(strip_fragment(&r).to_string());
-                }
+            let base = as_base(&cl.value).or_else(|| {
+                let (_, cb) = content_base.as_ref()?;
+                resolve_bytes(cb, &cl.value).map(|r| strip_fragment(&r).to_string())
+            });
+            if let Some(base) = base {
+                return Some(BaseSource {
+                    entity,
+                    field: fi,
+                    content_base: false,
+                    base,
+                });
             }
         }
     }
-    content_base
+    content_base.map(|(field, base)| BaseSource {
+        entity,
+        field,
+        content_base: true,
+        base,
+    })
+}
+
+/// Where the base of `entity` comes from (see [`base_for`]); None when it is
+/// `thismessage:/`.
+pub fn base_source(msg: &Message, entity: usize) -> Option<BaseSource> {
+    msg.entities.get(entity)?;
+    std::iter::once(entity)
+        .chain(msg.ancestors(entity))
+        .find_map(|i| heading_base(msg, i))
 }
 
 /// The base URI for references inside entity `entity` (e.g. in its text/html body, after
@@ -45,12 +82,8 @@ fn heading_base(msg: &Message, e: &Entity) -> Option<String> {
 /// absolute Content-Base; else `thismessage:/`. Ill-formed octets are %-encoded as in
 /// [`encode_for_comparison`]; a fragment is dropped.
 pub fn base_for(msg: &Message, entity: usize) -> String {
-    let Some(_) = msg.entities.get(entity) else {
-        return THIS_MESSAGE.to_string();
-    };
-    std::iter::once(entity)
-        .chain(msg.ancestors(entity))
-        .find_map(|i| heading_base(msg, &msg.entities[i]))
+    base_source(msg, entity)
+        .map(|s| s.base)
         .unwrap_or_else(|| THIS_MESSAGE.to_string())
 }
 

@@ -41,6 +41,13 @@ pub enum EditKind {
     /// A whole body part of a multipart (heading and body, not the delimiter lines
     /// around it), replaced by a notice part. `field` names the part's Content-Type.
     Part,
+    /// A new header field: the range is empty, at the end of the last field of a part's
+    /// heading, and the replacement is the whole field with its line ending. `field`
+    /// names the new field. Never in the top-level heading (that would be add_header).
+    Insert,
+    /// A header field taken out: the range runs from its name to after its line
+    /// ending, the replacement is empty.
+    Remove,
 }
 
 /// A reference the edit changes, for logs, the report header and `check --actions`.
@@ -60,7 +67,8 @@ pub struct UrlChange {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Edit {
     /// For a field edit, the value's range in the original message (after the colon,
-    /// before the line ending that ends the field); for a part edit, the part's range.
+    /// before the line ending that ends the field); for a part edit, the part's range;
+    /// for an insertion, an empty range where the field goes; for a removal, the field.
     #[serde(skip)]
     pub range: Range<usize>,
     /// The new value: what goes between the colon and the final line ending. It keeps the
@@ -224,6 +232,50 @@ impl EditSet {
             rules: vec![rule],
             requires: Some(rule),
             change: Some(change),
+        });
+        self.edits.len() - 1
+    }
+
+    /// Records that `rule` inserts the field `line` (name, colon, value and line ending)
+    /// at `at`, the end of a heading's last field. One insertion per part and field
+    /// name: a second rule asking for the same field shares the first one's edit.
+    pub fn insert_field(&mut self, at: usize, field: FieldLoc, line: Vec<u8>, rule: Rule) -> usize {
+        if let Some(i) = self.edits.iter().position(|e| {
+            e.kind == EditKind::Insert
+                && e.field.part == field.part
+                && e.field.name.eq_ignore_ascii_case(&field.name)
+        }) {
+            self.also_fixes(i, rule);
+            return i;
+        }
+        self.edits.push(Edit {
+            range: at..at,
+            replacement: line,
+            field,
+            kind: EditKind::Insert,
+            rules: vec![rule],
+            requires: None,
+            change: None,
+        });
+        self.edits.len() - 1
+    }
+
+    /// Records that `rule` takes out the field that spans `range` (name to line ending).
+    pub fn remove_field(&mut self, range: Range<usize>, field: FieldLoc, rule: Rule) -> usize {
+        if let Some(i) = self.find(&range) {
+            self.also_fixes(i, rule);
+            return i;
+        }
+        self.by_range
+            .insert((range.start, range.end), self.edits.len());
+        self.edits.push(Edit {
+            range,
+            replacement: Vec::new(),
+            field,
+            kind: EditKind::Remove,
+            rules: vec![rule],
+            requires: None,
+            change: None,
         });
         self.edits.len() - 1
     }

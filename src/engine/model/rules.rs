@@ -105,6 +105,14 @@ rules! {
     MimeBoundaryMissing = "mime-boundary-missing", Warning, false;
     MessageTooLarge = "message-too-large", Error, false;
     SignedContent = "signed-content", Info, false;
+    // inline parts: what readers show (added by the project from real-world reports)
+    RelatedPartDisposition = "related-part-disposition", Warning, true;
+    RelatedPartDispositionMissing = "related-part-disposition-missing", Info, true;
+    ContentIdMalformed = "content-id-malformed", Warning, true;
+    RelatedRefMismatch = "related-ref-mismatch", Warning, true;
+    CidOutsideRelated = "cid-outside-related", Warning, true;
+    RelatedAttachmentHidden = "related-attachment-hidden", Info, false;
+    HtmlBaseRemote = "html-base-remote", Info, true; // a removal of Content-Base, when policy asks
     // ContentType: URIs (draft-eastlake-cturi)
     CturiUriType = "cturi-uri-type", Info, false;
     CturiUriDenied = "cturi-uri-denied", Error, true; // a strip (strip_denied)
@@ -132,6 +140,6 @@ mod tests {
         for &r in Rule::ALL {
             assert!(seen.insert(r.id()), "duplicate id {}", r.id());
         }
-        assert_eq!(Rule::ALL.len(), 40);
+        assert_eq!(Rule::ALL.len(), 47);
     }
 }

@@ -189,20 +189,148 @@ pub fn addr_spec(value: &[u8]) -> Vec<u8> {
 /// brackets (the closing one may be missing) stripped. A value without brackets keeps
 /// its text (it is `content-id-syntax`, not a different identifier).
 pub(crate) fn lenient_addr_spec(value: &[u8]) -> Vec<u8> {
+    let out = strip_comments(value);
+    let s = out.trim_ascii();
+    let s = match s.strip_prefix(b"<") {
+        Some(inner) => inner.strip_suffix(b">").unwrap_or(inner),
+        None => s,
+    };
+    s.trim_ascii().to_vec()
+}
+
+/// Why a Content-ID that a lenient reader matches is missed by a strict one (the
+/// readers of `content-id-malformed`): Thunderbird and rspamd strip one optional pair of
+/// `<>` and compare the rest octet by octet; Gmail is reported to need the brackets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Malformed {
+    /// `Content-ID: 1312` (Python's `add_attachment(cid=)`, genkgo/mail, dart mailer).
+    NoBrackets,
+    /// `<<x@y>>`: brackets added twice.
+    Doubled,
+    /// `<cid:x@y>`: the URL scheme written into the id.
+    CidPrefix,
+    /// `=?utf-8?Q?…?=`: an RFC 2047 encoded-word, which a msg-id cannot hold.
+    EncodedWord,
+    /// `< x@y >` or `<x @ y>`: white space or comments inside the brackets.
+    SpaceInside,
+    /// `<x@y` or `x@y>`: a bracket without its pair.
+    Unbalanced,
+}
+
+impl Malformed {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Malformed::NoBrackets => "it has no angle brackets",
+            Malformed::Doubled => "it has two pairs of angle brackets",
+            Malformed::CidPrefix => "it holds the cid: scheme inside the brackets",
+            Malformed::EncodedWord => "it is RFC 2047-encoded",
+            Malformed::SpaceInside => "it has white space or comments inside the brackets",
+            Malformed::Unbalanced => "an angle bracket lacks its pair",
+        }
+    }
+}
+
+/// A Content-ID value as the readers that match `cid:` references against it see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdForms {
+    /// What a strict reader compares: the text inside one pair of angle brackets, with
+    /// only white space and comments outside them and none inside. None when the value
+    /// is not so written.
+    pub exact: Option<Vec<u8>>,
+    /// What a lenient reader recovers, when it differs from `exact`: encoded-words
+    /// decoded, comments, white space, every pair of brackets and a `cid:` prefix
+    /// removed; with the first reason a strict reader misses it.
+    pub lenient: Option<(Vec<u8>, Malformed)>,
+}
+
+/// The [`IdForms`] of a Content-ID value.
+pub fn id_forms(value: &[u8]) -> IdForms {
+    let exact = bracketed(value);
+    let mut why: Option<Malformed> = None;
+    let mut note = |w: Malformed| {
+        if why.is_none() {
+            why = Some(w);
+        }
+    };
+    let decoded;
+    let mut text: &[u8] = value;
+    if value.windows(2).any(|w| w == b"=?") {
+        decoded = crate::engine::syntax::decode::rfc2047(value);
+        if decoded != value {
+            note(Malformed::EncodedWord);
+            text = &decoded;
+        }
+    }
+    let trimmed = strip_comments(text);
+    let mut s: &[u8] = trimmed.trim_ascii();
+    let mut pairs = 0;
+    while s.len() >= 2 && s[0] == b'<' && s[s.len() - 1] == b'>' {
+        s = s[1..s.len() - 1].trim_ascii();
+        pairs += 1;
+    }
+    if let Some(inner) = s.strip_prefix(b"<").or_else(|| s.strip_suffix(b">")) {
+        s = inner.trim_ascii();
+        note(Malformed::Unbalanced);
+    }
+    match pairs {
+        0 => note(Malformed::NoBrackets),
+        1 => {}
+        _ => note(Malformed::Doubled),
+    }
+    if s.len() > 4 && s[..4].eq_ignore_ascii_case(b"cid:") {
+        s = &s[4..];
+        note(Malformed::CidPrefix);
+    }
+    let squeezed: Vec<u8> = s
+        .iter()
+        .copied()
+        .filter(|b| !b.is_ascii_whitespace())
+        .collect();
+    if squeezed.len() != s.len() || (pairs == 1 && exact.is_none()) {
+        note(Malformed::SpaceInside);
+    }
+    let lenient = match why {
+        Some(w) if !squeezed.is_empty() && exact.as_deref() != Some(&squeezed[..]) => {
+            Some((squeezed, w))
+        }
+        _ => None,
+    };
+    IdForms { exact, lenient }
+}
+
+/// The text inside one pair of angle brackets that make up the whole value but for
+/// white space and comments around them; None when there is white space, a comment or
+/// another bracket inside, or nothing.
+fn bracketed(value: &[u8]) -> Option<Vec<u8>> {
+    let start = params::skip_cfws(value, 0);
+    let rest = value.get(start..)?;
+    if rest.first() != Some(&b'<') {
+        return None;
+    }
+    let close = rest.iter().position(|&b| b == b'>')?;
+    let inner = &rest[1..close];
+    if inner.is_empty()
+        || inner
+            .iter()
+            .any(|&b| b <= b' ' || b == 0x7f || matches!(b, b'<' | b'(' | b')'))
+    {
+        return None;
+    }
+    let after = start + close + 1;
+    (params::skip_cfws(value, after) == value.len()).then(|| inner.to_vec())
+}
+
+/// `value` without its comments (outside quoted-strings) and line breaks.
+fn strip_comments(value: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(value.len());
-    let mut depth = 0usize;
-    let mut quoted = false;
-    let mut i = 0;
+    let (mut depth, mut quoted, mut i) = (0usize, false, 0);
     while i < value.len() {
         let b = value[i];
         match b {
             b'\r' | b'\n' => {}
             b'\\' if quoted || depth > 0 => {
                 if depth == 0 {
-                    out.push(b);
-                    if let Some(&n) = value.get(i + 1) {
-                        out.push(n);
-                    }
+                    out.extend_from_slice(&value[i..(i + 2).min(value.len())]);
                 }
                 i += 1;
             }
@@ -217,12 +345,16 @@ pub(crate) fn lenient_addr_spec(value: &[u8]) -> Vec<u8> {
         }
         i += 1;
     }
-    let s = out.trim_ascii();
-    let s = match s.strip_prefix(b"<") {
-        Some(inner) => inner.strip_suffix(b">").unwrap_or(inner),
-        None => s,
-    };
-    s.trim_ascii().to_vec()
+    out
+}
+
+/// Whether `id` can be written between angle brackets as a Content-ID that every reader
+/// reads back as `id`: printable ASCII with no bracket, quote, backslash or parenthesis.
+pub fn writable_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.bytes().all(|b| {
+            b.is_ascii_graphic() && !matches!(b, b'<' | b'>' | b'(' | b')' | b'"' | b'\\')
+        })
 }
 
 /// RFC 5322 §3.2.3 atext, with UTF-8 (RFC 6532).
@@ -336,6 +468,47 @@ impl Cur<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn forms(v: &str) -> (Option<String>, Option<(String, Malformed)>) {
+        let f = id_forms(v.as_bytes());
+        let s = |b: Vec<u8>| String::from_utf8(b).unwrap();
+        (f.exact.map(s), f.lenient.map(|(b, w)| (s(b), w)))
+    }
+
+    #[test]
+    fn content_id_forms_as_strict_and_lenient_readers_see_them() {
+        let exact = |v: &str, id: &str| assert_eq!(forms(v), (Some(id.into()), None), "{v}");
+        exact(" <a@b>", "a@b");
+        exact("\r\n <image001.png@01D9C5A1.4B5E2F30>\r\n", "image001.png@01D9C5A1.4B5E2F30");
+        exact(" (c) <a@b> (d)", "a@b");
+        // Gmail's ids have no @: every reader still matches them as written.
+        exact(" <ii_m3x9k2>", "ii_m3x9k2");
+        let lenient = |v: &str, id: &str, why: Malformed, strict: Option<&str>| {
+            assert_eq!(
+                forms(v),
+                (strict.map(str::to_string), Some((id.to_string(), why))),
+                "{v}"
+            )
+        };
+        lenient(" 1312", "1312", Malformed::NoBrackets, None);
+        lenient(" logo@x.test", "logo@x.test", Malformed::NoBrackets, None);
+        lenient(" <<x@y>>", "x@y", Malformed::Doubled, None);
+        lenient(" <cid:x@y>", "x@y", Malformed::CidPrefix, Some("cid:x@y"));
+        lenient(" cid:x@y", "x@y", Malformed::NoBrackets, None);
+        lenient(" < x@y >", "x@y", Malformed::SpaceInside, None);
+        lenient(" <ii_kx81", "ii_kx81", Malformed::Unbalanced, None);
+        lenient(" <a . b @ c>", "a.b@c", Malformed::SpaceInside, None);
+        lenient(
+            " =?utf-8?B?PGxvZ29AeC50ZXN0Pg==?=",
+            "logo@x.test",
+            Malformed::EncodedWord,
+            None,
+        );
+        // Nothing to recover.
+        assert_eq!(forms(" "), (None, None));
+        assert_eq!(forms(" <>"), (None, None));
+        assert_eq!(forms(" (only a comment)"), (None, None));
+    }
 
     #[test]
     fn addr_spec_is_lenient() {

@@ -242,6 +242,59 @@ impl ContentType {
     }
 }
 
+/// Where the subtype of a Content-Type value is written (`related` in
+/// `multipart/related; …`), for a repair that changes the subtype alone.
+pub fn subtype_span(value: &[u8]) -> Option<Range<usize>> {
+    let mut p = Cursor { s: value, i: 0 };
+    p.skip_cfws();
+    if p.token().is_empty() {
+        return None;
+    }
+    p.skip_cfws();
+    if !p.eat(b'/') {
+        return None;
+    }
+    p.skip_cfws();
+    let start = p.i;
+    (!p.token().is_empty()).then_some(start..p.i)
+}
+
+/// A Content-Disposition value (RFC 2183 §2): a disposition type, then parameters in
+/// the syntax of a Content-Type's (RFC 2231 included).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Disposition {
+    /// Lower-case disposition type (`inline`, `attachment`, …); empty when unreadable.
+    pub kind: Name,
+    /// Where the type is written in the value.
+    pub kind_span: Range<usize>,
+    /// The parameters, held as those of a Content-Type with no type (`get`, `trailing`
+    /// and `defects` as there).
+    pub params: ContentType,
+}
+
+impl Disposition {
+    pub fn parse(value: &[u8]) -> Disposition {
+        let mut p = Cursor { s: value, i: 0 };
+        let mut d = Disposition::default();
+        p.skip_cfws();
+        let start = p.i;
+        let t = p.token();
+        if t.is_empty() {
+            d.params.trailing = Some(start);
+            return d;
+        }
+        d.kind = lower(t);
+        d.kind_span = start..p.i;
+        d.params.params = parse_params(&mut p, &mut d.params.trailing, &mut d.params.defects);
+        d
+    }
+
+    /// The file name a reader shows: `filename` (RFC 2183 §2.3, RFC 2231 forms).
+    pub fn filename(&self) -> Option<String> {
+        self.params.get_str("filename")
+    }
+}
+
 fn split_charset(v: &[u8]) -> (Option<String>, Option<String>, &[u8]) {
     let Some(a) = v.iter().position(|&b| b == b'\'') else {
         return (None, None, v);
@@ -611,6 +664,25 @@ impl<'s> Cursor<'s> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dispositions_and_subtype_spans() {
+        let v = b" attachment;\r\n filename=\"image001.png\"; size=1234";
+        let d = Disposition::parse(v);
+        assert_eq!(d.kind, "attachment");
+        assert_eq!(&v[d.kind_span.clone()], b"attachment");
+        assert_eq!(d.filename().as_deref(), Some("image001.png"));
+        assert!(d.params.is_clean());
+        let d = Disposition::parse(b" INLINE; filename*=UTF-8''caf%C3%A9.png");
+        assert_eq!(d.kind, "inline");
+        assert_eq!(d.filename().as_deref(), Some("café.png"));
+        assert_eq!(Disposition::parse(b" ;x").kind, "");
+        let v = b" multipart/mixed; boundary=b";
+        assert_eq!(&v[subtype_span(v).unwrap()], b"mixed");
+        let v = b" (c) Multipart / Mixed (d);boundary=b";
+        assert_eq!(&v[subtype_span(v).unwrap()], b"Mixed");
+        assert_eq!(subtype_span(b" text"), None);
+    }
 
     #[test]
     fn type_subtype_and_params_with_comments_and_quotes() {

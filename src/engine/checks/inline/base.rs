@@ -1,0 +1,109 @@
+//! `html-base-remote`: relative links of an HTML body sent to a network host by a base
+//! taken from a MIME header field.
+//!
+//! RFC 2557 resolves the relative references of an HTML part against the nearest
+//! absolute Content-Location (or, before RFC 2557 §12 removed it, Content-Base) of its
+//! heading or an enclosing one. Thunderbird writes that base into the document as
+//! `<BASE HREF>`, ahead of any the HTML has. Spam and phishing scanners (rspamd,
+//! SpamAssassin) read only the HTML's own `<base>`: they see relative links where the
+//! reader follows links to the host, the BaseStriker trick moved into MIME headers.
+//!
+//! Reported for a text/html part whose references include relative ones that name no
+//! part of the message, when its base comes from a header field and has a network
+//! host. A Content-Base may be removed (policy `fix`): RFC 2557 no longer defines it,
+//! and it is removed only where no Content-Location and no reference of the message
+//! resolves against it. A Content-Location is also the part's name inside the message,
+//! so it is only reported.
+
+use crate::engine::model::analysis::{Context, Finding, Target};
+use crate::engine::model::base_uri::{base_source, BaseSource};
+use crate::engine::model::rules::Rule;
+use crate::engine::syntax::ascii::{clip, excerpt};
+
+/// The host of an absolute URI with an authority (`scheme://host…`), if it names one.
+fn network_host(uri: &str) -> Option<&str> {
+    let (_, rest) = uri.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority.rsplit('@').next()?;
+    let host = host.split(':').next().filter(|h| !h.is_empty())?;
+    Some(host)
+}
+
+pub(super) fn check(cx: &mut Context) {
+    let msg = cx.msg;
+    for k in 0..cx.html_parts.len() {
+        let hp = &cx.html_parts[k];
+        if hp.relative_count == 0 {
+            continue;
+        }
+        let Some(src) = base_source(msg, hp.idx) else {
+            continue;
+        };
+        let Some(host) = network_host(&src.base) else {
+            continue;
+        };
+        let holder = &msg.entities[src.entity];
+        let field_name = if src.content_base {
+            "Content-Base"
+        } else {
+            "Content-Location"
+        };
+        let own = match &hp.own_base {
+            Some(b) => format!(
+                "; the HTML's own <base href=\"{}\"> is not what Thunderbird uses",
+                clip(b)
+            ),
+            None => String::new(),
+        };
+        let examples: Vec<String> = hp
+            .relative
+            .iter()
+            .map(|u| format!("\"{}\"", clip(u)))
+            .collect();
+        let mut f = Finding::new(
+            Rule::HtmlBaseRemote,
+            &msg.entities[hp.idx].path,
+            format!(
+                "{} relative reference{} ({}) resolve against {} from the {field_name} of part {}, which names the host {}: Thunderbird makes it the document's <BASE HREF>, while scanners that read only the HTML see relative links{own} (RFC 2557 §5, §12)",
+                hp.relative_count,
+                if hp.relative_count == 1 { "" } else { "s" },
+                examples.join(", "),
+                excerpt(src.base.as_bytes()),
+                holder.path,
+                excerpt(host.as_bytes())
+            ),
+        );
+        if src.content_base {
+            if let Some(edit) = remove_content_base(cx, &src) {
+                f.message.push_str("; fix: remove the Content-Base");
+                f = f.with_edit(edit);
+            }
+        }
+        cx.report(f);
+    }
+}
+
+/// Offers the removal of the Content-Base `src` names, when nothing of the message
+/// resolves against it: no part below its heading has a Content-Location (whose
+/// meaning it would change) and no reference leads to a part by Content-Location.
+fn remove_content_base(cx: &mut Context, src: &BaseSource) -> Option<usize> {
+    let msg = cx.msg;
+    let e = &msg.entities[src.entity];
+    if !e.editable() {
+        return None;
+    }
+    let below = |i: usize| i == src.entity || msg.ancestors(i).any(|a| a == src.entity);
+    let located = (0..msg.entities.len()).any(|i| {
+        below(i) && msg.field(&msg.entities[i], "content-location").is_some()
+    }) || cx
+        .refs
+        .iter()
+        .any(|r| matches!(r.target, Target::Location(_)) && below(r.html));
+    if located {
+        return None;
+    }
+    let field = msg.fields(e).get(src.field)?;
+    let range = field.start..field.end;
+    let loc = msg.field_loc(e, src.field);
+    Some(cx.edits.remove_field(range, loc, Rule::HtmlBaseRemote))
+}

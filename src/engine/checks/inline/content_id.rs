@@ -1,0 +1,240 @@
+//! Content-IDs that references miss: `content-id-malformed` and `related-ref-mismatch`.
+//!
+//! `content-id-malformed`: a `cid:` reference names a part only when its Content-ID is
+//! read leniently (`msgid::id_forms`): written without angle brackets (`1312`, Python's
+//! `add_attachment(cid=)`), with two pairs (`<<x>>`), with the scheme inside
+//! (`<cid:x>`), RFC 2047-encoded, or with white space inside. Thunderbird and rspamd
+//! strip one pair of brackets and compare the rest; Gmail is reported to need them.
+//! Repair: the value becomes `<id>`, the id the references name, when exactly that part
+//! matches and they all name it alike.
+//!
+//! `related-ref-mismatch`: a `cid:` reference matches no Content-ID in any reading, but
+//! one part of its scope is plainly meant: its Content-ID differs only in letter case (a
+//! gateway upper-cased it), or it has none and its file name is the id or the id's part
+//! before `@` (the sender never set one). Repair: that part gets `Content-ID: <id>`,
+//! inserted, or replacing an id no other reference uses. With several candidates no part
+//! is guessed.
+
+use std::collections::BTreeMap;
+
+use crate::engine::model::analysis::{Context, Finding, Reference, Target};
+use crate::engine::model::mime::Message;
+use crate::engine::model::rules::Rule;
+use crate::engine::syntax::ascii::{clip, excerpt};
+use crate::engine::syntax::msgid::{id_forms, writable_id};
+
+use super::insert_field;
+
+pub(super) fn check(cx: &mut Context) {
+    malformed(cx);
+    mismatch(cx);
+}
+
+/// `place "url" in part P` for a finding's message.
+fn describe(msg: &Message, r: &Reference) -> String {
+    format!(
+        "{} \"{}\" in part {}",
+        r.place,
+        clip(&r.url),
+        msg.entities[r.html].path
+    )
+}
+
+/// The id reference `r` names, in the form that matches `id` (its %-decoded form
+/// unless only the form as written does): what a repaired Content-ID must say.
+fn named_as(r: &Reference, id: &str) -> Option<String> {
+    let (raw, decoded) = r.cid.as_ref()?;
+    Some(if decoded != id && raw == id {
+        raw.clone()
+    } else {
+        decoded.clone()
+    })
+}
+
+/// Replaces the value of part `at`'s only Content-ID field by ` <id>`.
+fn rewrite_id(cx: &mut Context, at: usize, id: &str, rule: Rule) -> Option<usize> {
+    let msg = cx.msg;
+    let e = &msg.entities[at];
+    let mut fields = msg.fields_named(e, "content-id");
+    let (fi, field) = fields.next()?;
+    if fields.next().is_some() || !e.editable() || e.depth == 0 || !writable_id(id) {
+        return None;
+    }
+    let loc = msg.field_loc(e, fi);
+    let value = format!(" <{id}>").into_bytes();
+    Some(cx.edits.rewrite(field.value.clone(), loc, value, rule))
+}
+
+fn malformed(cx: &mut Context) {
+    let msg = cx.msg;
+    // Part -> the references that find it only leniently.
+    let mut by_part: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    let mut ambiguous: Vec<usize> = Vec::new();
+    for (n, r) in cx.refs.iter().enumerate() {
+        match &r.target {
+            Target::Lenient(parts) if parts.len() == 1 => by_part.entry(parts[0]).or_default().push(n),
+            Target::Lenient(_) => ambiguous.push(n),
+            _ => {}
+        }
+    }
+    for (at, refs) in by_part {
+        let e = &msg.entities[at];
+        let Some(field) = msg.field(e, "content-id") else {
+            continue;
+        };
+        let value = msg.value(e, field);
+        let forms = id_forms(value);
+        let Some((lenient, why)) = forms.lenient else {
+            continue;
+        };
+        let lenient = String::from_utf8_lossy(&lenient).into_owned();
+        let first = &cx.refs[refs[0]];
+        let mut f = Finding::new(
+            Rule::ContentIdMalformed,
+            &e.path,
+            format!(
+                "Content-ID \"{}\" is found by {} only when read leniently: {} (RFC 2045 §7, RFC 2392 §2); readers that compare it as written (Gmail is reported among them) do not show the part there",
+                excerpt(value),
+                describe(msg, first),
+                why.describe()
+            ),
+        );
+        let names: Vec<String> = refs
+            .iter()
+            .filter_map(|&n| named_as(&cx.refs[n], &lenient))
+            .collect();
+        let one = names.iter().all(|x| *x == names[0]);
+        // Every reference that leads to the part, strictly or not, must still do so.
+        let strict_users = cx
+            .refs
+            .iter()
+            .any(|r| matches!(r.target, Target::ContentId { at: a, .. } if a == at));
+        if let (true, false, Some(id)) = (one, strict_users, names.first()) {
+            if let Some(edit) = rewrite_id(cx, at, id, Rule::ContentIdMalformed) {
+                f.message.push_str(&format!("; fix: Content-ID: <{}>", clip(id)));
+                f = f.with_edit(edit);
+            }
+        }
+        cx.malformed_ids.insert(at);
+        cx.report(f);
+    }
+    for n in ambiguous {
+        let r = &cx.refs[n];
+        let Target::Lenient(parts) = &r.target else {
+            continue;
+        };
+        let paths: Vec<&str> = parts.iter().map(|&p| msg.entities[p].path.as_str()).collect();
+        let f = Finding::new(
+            Rule::ContentIdMalformed,
+            &msg.entities[r.html].path,
+            format!(
+                "{} matches, when read leniently, the Content-IDs of parts {}: none is a msg-id every reader matches, and which one is meant cannot be told (RFC 2045 §7, RFC 2392 §2)",
+                describe(msg, r),
+                paths.join(", ")
+            ),
+        );
+        cx.report(f);
+    }
+}
+
+/// Why part `c` is the candidate for id `x`: what the finding says of it.
+fn why_candidate(msg: &Message, c: usize) -> String {
+    let e = &msg.entities[c];
+    match msg.field(e, "content-id") {
+        Some(f) => format!(
+            "part {} has Content-ID \"{}\", which differs only in letter case",
+            e.path,
+            excerpt(msg.value(e, f))
+        ),
+        None => format!(
+            "part {} has no Content-ID, and its file name is the id",
+            e.path
+        ),
+    }
+}
+
+fn mismatch(cx: &mut Context) {
+    let msg = cx.msg;
+    // Candidate part -> references that mean it.
+    let mut by_part: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    let mut findings = Vec::new();
+    for (n, r) in cx.refs.iter().enumerate() {
+        if let Target::Candidates(parts) = &r.target {
+            if parts.len() == 1 {
+                by_part.entry(parts[0]).or_default().push(n);
+            } else {
+                let paths: Vec<&str> =
+                    parts.iter().map(|&p| msg.entities[p].path.as_str()).collect();
+                let f = Finding::new(
+                    Rule::RelatedRefMismatch,
+                    &msg.entities[r.html].path,
+                    format!(
+                        "{} matches no Content-ID; parts {} could each be meant (a Content-ID in another letter case, or a file name), so none is changed (RFC 2392 §2, RFC 2557 §8.3)",
+                        describe(msg, r),
+                        paths.join(", ")
+                    ),
+                );
+                findings.push(f);
+            }
+        }
+    }
+    for f in findings {
+        cx.report(f);
+    }
+    for (c, refs) in by_part {
+        let names: Vec<String> = refs
+            .iter()
+            .filter_map(|&n| cx.refs[n].cid.as_ref().map(|(_, d)| d.clone()))
+            .collect();
+        let one = !names.is_empty() && names.iter().all(|x| *x == names[0]);
+        // Another reference that finds the part by the id it has now keeps it.
+        let in_use = cx.refs.iter().any(|r| {
+            matches!(&r.target, Target::ContentId { at, .. } if *at == c)
+                || matches!(&r.target, Target::Lenient(v) if v.contains(&c))
+        });
+        let has_id = msg.field(&msg.entities[c], "content-id").is_some();
+        let edit = match (one, in_use, has_id) {
+            (true, false, true) => rewrite_id(cx, c, &names[0], Rule::RelatedRefMismatch),
+            (true, _, false) if writable_id(&names[0]) => insert_field(
+                cx,
+                c,
+                "Content-ID",
+                &format!("<{}>", names[0]),
+                Rule::RelatedRefMismatch,
+            ),
+            _ => None,
+        };
+        for (k, &n) in refs.iter().enumerate() {
+            let r = &cx.refs[n];
+            let mut f = Finding::new(
+                Rule::RelatedRefMismatch,
+                &msg.entities[r.html].path,
+                format!(
+                    "{} matches no Content-ID, but {} (RFC 2392 §2, RFC 2557 §8.3)",
+                    describe(msg, r),
+                    why_candidate(msg, c)
+                ),
+            );
+            match edit {
+                Some(i) => {
+                    if k == 0 {
+                        f.message.push_str(&format!(
+                            "; fix: Content-ID: <{}> on part {}",
+                            clip(&names[0]),
+                            msg.entities[c].path
+                        ));
+                    }
+                    f = f.with_edit(i);
+                }
+                None if !one => f
+                    .message
+                    .push_str("; references name it in different forms, so it is not changed"),
+                None if in_use => f.message.push_str(
+                    "; another reference finds it by its present Content-ID, so it is not changed",
+                ),
+                None => {}
+            }
+            cx.report(f);
+        }
+    }
+}

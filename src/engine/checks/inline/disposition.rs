@@ -1,0 +1,142 @@
+//! The disposition of a part that the HTML shows: `related-part-disposition` and
+//! `related-part-disposition-missing`.
+//!
+//! A part that an HTML body inside multipart/related loads (an image, a background, a
+//! style sheet) is part of the body, and `Content-Disposition: inline` says so (RFC
+//! 2183 §2.1). Send APIs that default to `attachment` (SendGrid, Postmark, nodemailer
+//! users) make readers that follow the disposition list it as an attachment, and some
+//! show it a second time below the body. Outlook and IBM Notes write no disposition,
+//! and Thunderbird for Android hides an image from the attachment list only when it is
+//! explicitly `inline`, has a Content-ID and an `image/*` type.
+//!
+//! Only references that every reader resolves count (a Content-ID read strictly, inside
+//! the same or an enclosing multipart/related, or a Content-Location there): a part that
+//! only a lenient reader finds is `content-id-malformed` or `related-ref-mismatch`
+//! first. Links (`<a href>`) do not count: a linked attachment is meant as one.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::engine::model::analysis::{Context, Finding, Reference, Target};
+use crate::engine::model::mime::Message;
+use crate::engine::model::rules::Rule;
+use crate::engine::syntax::ascii::clip;
+use crate::engine::syntax::params::Disposition;
+
+use super::insert_field;
+
+/// The part a reference shows in the body of a multipart/related, if it shows one;
+/// `becoming_related`: the multipart/mixed entities that `cid-outside-related` repairs.
+fn shown_part(msg: &Message, r: &Reference, becoming_related: &BTreeSet<usize>) -> Option<usize> {
+    if !r.loads() {
+        return None;
+    }
+    match r.target {
+        Target::ContentId {
+            at,
+            in_related: true,
+        }
+        | Target::CidLocation(at)
+        | Target::Location(at) => Some(at),
+        Target::ContentId {
+            at,
+            in_related: false,
+        } => msg.entities[at]
+            .parent
+            .filter(|p| becoming_related.contains(p))
+            .map(|_| at),
+        _ => None,
+    }
+}
+
+pub(super) fn check(cx: &mut Context, becoming_related: &BTreeSet<usize>) {
+    let msg = cx.msg;
+    // Part -> the first reference that shows it, in document order of the parts.
+    let mut shown: BTreeMap<usize, usize> = BTreeMap::new();
+    for (n, r) in cx.refs.iter().enumerate() {
+        if let Some(at) = shown_part(msg, r, becoming_related) {
+            shown.entry(at).or_insert(n);
+        }
+    }
+    for (at, n) in shown {
+        check_part(cx, at, n);
+    }
+}
+
+fn check_part(cx: &mut Context, at: usize, n: usize) {
+    let msg = cx.msg;
+    let e = &msg.entities[at];
+    let r = &cx.refs[n];
+    let by = format!(
+        "{} \"{}\" in part {}",
+        r.place,
+        clip(&r.url),
+        msg.entities[r.html].path
+    );
+    let fields: Vec<usize> = msg
+        .fields_named(e, "content-disposition")
+        .map(|(i, _)| i)
+        .collect();
+    let Some(&fi) = fields.first() else {
+        if e.ctype.mtype != "image" {
+            return;
+        }
+        let mut f = Finding::new(
+            Rule::RelatedPartDispositionMissing,
+            &e.path,
+            format!(
+                "{} is shown by {by} but has no Content-Disposition: readers that hide only images marked inline from the attachment list (Thunderbird for Android) list it as an attachment (RFC 2183 §2.1)",
+                e.ctype.essence()
+            ),
+        );
+        if let Some(edit) = insert_field(
+            cx,
+            at,
+            "Content-Disposition",
+            "inline",
+            Rule::RelatedPartDispositionMissing,
+        ) {
+            f.message
+                .push_str("; fix: insert Content-Disposition: inline");
+            f = f.with_edit(edit);
+        }
+        cx.report(f);
+        return;
+    };
+    let field = &msg.fields(e)[fi];
+    let value = msg.value(e, field);
+    let d = Disposition::parse(value);
+    if d.kind != "attachment" {
+        return;
+    }
+    let mut f = Finding::new(
+        Rule::RelatedPartDisposition,
+        &e.path,
+        format!(
+            "{} is shown by {by} but has Content-Disposition: attachment: readers list it as an attachment, and some show it a second time below the body (RFC 2183 §2.1)",
+            e.ctype.essence()
+        ),
+    );
+    // One field, read to its end, in the original bytes: the type alone is replaced.
+    if fields.len() == 1 && d.params.is_clean() && e.editable() && e.depth > 0 {
+        let current = cx.edits.pending(&field.value).unwrap_or(value);
+        let d_now = Disposition::parse(current);
+        if d_now.kind == "attachment" {
+            let mut new = current[..d_now.kind_span.start].to_vec();
+            new.extend_from_slice(b"inline");
+            new.extend_from_slice(&current[d_now.kind_span.end..]);
+            let loc = msg.field_loc(e, fi);
+            let edit =
+                cx.edits
+                    .rewrite(field.value.clone(), loc, new, Rule::RelatedPartDisposition);
+            f.message
+                .push_str("; fix: make it inline, keeping its parameters");
+            f = f.with_edit(edit);
+        }
+    } else if fields.len() > 1 {
+        f.message.push_str(&format!(
+            "; it has {} Content-Disposition fields, so it is not changed",
+            fields.len()
+        ));
+    }
+    cx.report(f);
+}
