@@ -142,7 +142,7 @@ struct Context {
 impl Context {
     /// The daemon's analysis of one message and its verdict (the plan without the
     /// actions).
-    fn one(&self, raw: &[u8]) -> (Vec<Finding>, Plan) {
+    fn one(&self, raw: &[u8]) -> (Vec<Finding>, Plan, usize) {
         let given = self.cfg.as_received(raw);
         let (analysis, scopes) = analyse(
             &self.cfg,
@@ -155,7 +155,7 @@ impl Context {
             self.cfg
                 .planner()
                 .verdict_scoped(self.direction, &analysis, given.received(), &scopes);
-        (analysis.findings, plan)
+        (analysis.findings, plan, analysis.shown_parts)
     }
 }
 
@@ -430,6 +430,64 @@ struct Stats {
     /// Messages whose analysis failed: (input order, source, why).
     failed: Vec<(Seq, String, String)>,
     known_forms: KnownForms,
+    inline: InlineStats,
+}
+
+/// Inline images: how many messages show some, how many of them some reader shows
+/// wrongly (`Rule::misshows_inline`), what the configuration repairs, and who sent them.
+#[derive(Default)]
+struct InlineStats {
+    /// Messages whose HTML shows parts of the message.
+    with_images: u64,
+    /// Messages with a finding of a rule under which a reader shows an inline part
+    /// wrongly.
+    misshown: u64,
+    /// Of those, messages where the configuration fixes such a finding.
+    repaired: u64,
+    /// By sender form (see [`sender`]): messages, repaired, the first example.
+    senders: HashMap<String, Sender>,
+}
+
+#[derive(Clone)]
+struct Sender {
+    messages: u64,
+    repaired: u64,
+    example: (Seq, String, Option<String>),
+}
+
+/// Senders listed in the summary.
+const SHOWN_SENDERS: usize = 10;
+/// Sender forms kept; more are counted together.
+const MAX_SENDERS: usize = 10_000;
+
+/// Who produced a message, as an admin recognises it: its `X-Mailer`, else its
+/// `User-Agent`, else the domain of its Message-ID (its last three labels: Gmail and
+/// Exchange Online set no X-Mailer, but their ids say `mail.gmail.com` and
+/// `prod.outlook.com`). Digits are kept: a version is part of the answer.
+fn sender(raw: &[u8]) -> String {
+    for name in ["X-Mailer", "User-Agent"] {
+        if let Some(v) = scope::first_value(raw, name).filter(|v| !v.is_empty()) {
+            let v: String = v.chars().take(60).collect();
+            return format!("{name}: {v}");
+        }
+    }
+    let domain = scope::first_value(raw, "Message-ID").and_then(|id| {
+        let right = id
+            .trim()
+            .trim_matches(['<', '>'])
+            .rsplit_once('@')?
+            .1
+            .to_string();
+        let labels: Vec<&str> = right.split('.').collect();
+        let keep = labels.len().saturating_sub(3);
+        Some(labels[keep..].join(".").to_ascii_lowercase())
+    });
+    match domain {
+        Some(d) if !d.is_empty() => {
+            format!("Message-ID @{}", d.chars().take(60).collect::<String>())
+        }
+        _ => "(no X-Mailer, User-Agent or Message-ID)".to_string(),
+    }
 }
 
 /// The forms of finding messages already seen: mail from the same sender or software
@@ -467,6 +525,8 @@ struct Form {
     messages: u64,
     /// The first message (in input order) with this form: (order, source, Message-ID).
     example: (Seq, String, Option<String>),
+    /// What sent that example ([`sender`]).
+    sender: String,
 }
 
 fn rule_index(r: Rule) -> usize {
@@ -476,7 +536,7 @@ fn rule_index(r: Rule) -> usize {
 impl Stats {
     fn add(&mut self, ctx: &Context, seq: Seq, m: &Message) {
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ctx.one(&m.bytes)));
-        let Ok((findings, plan)) = run else {
+        let Ok((findings, plan, shown_parts)) = run else {
             self.failed
                 .push((seq, m.source.clone(), "the analysis failed (panic)".into()));
             return;
@@ -497,6 +557,8 @@ impl Stats {
             *e = (*e).max(*a);
         }
         let mut message_id = None;
+        let mut from = None;
+        self.count_inline(seq, m, &strongest, shown_parts, &mut message_id, &mut from);
         for (r, a) in strongest {
             let rs = &mut self.rules[rule_index(r)];
             rs.messages += 1;
@@ -529,6 +591,7 @@ impl Stats {
                             .clone();
                         f.messages += 1;
                         f.example = (seq, m.source.clone(), id);
+                        f.sender = from.get_or_insert_with(|| sender(&m.bytes)).clone();
                     }
                     None => {
                         let id = message_id
@@ -539,10 +602,64 @@ impl Stats {
                             Form {
                                 messages: 1,
                                 example: (seq, m.source.clone(), id),
+                                sender: from.get_or_insert_with(|| sender(&m.bytes)).clone(),
                             },
                         );
                     }
                 }
+            }
+        }
+    }
+
+    /// The inline-image counts of one message: `strongest` is each rule's strongest
+    /// action in it. The Message-ID and sender are read once per message, if at all.
+    fn count_inline(
+        &mut self,
+        seq: Seq,
+        m: &Message,
+        strongest: &BTreeMap<Rule, Action>,
+        shown_parts: usize,
+        message_id: &mut Option<Option<String>>,
+        from: &mut Option<String>,
+    ) {
+        let st = &mut self.inline;
+        st.with_images += u64::from(shown_parts > 0);
+        if !strongest.keys().any(|r| r.misshows_inline()) {
+            return;
+        }
+        st.misshown += 1;
+        let repaired = strongest
+            .iter()
+            .any(|(r, a)| r.misshows_inline() && *a == Action::Fix);
+        st.repaired += u64::from(repaired);
+        let who = from.get_or_insert_with(|| sender(&m.bytes)).clone();
+        let key = if st.senders.len() >= MAX_SENDERS && !st.senders.contains_key(&who) {
+            "(other senders)".to_string()
+        } else {
+            who
+        };
+        let mut id = || {
+            message_id
+                .get_or_insert_with(|| scope::first_value(&m.bytes, "Message-ID"))
+                .clone()
+        };
+        match st.senders.get_mut(&key) {
+            Some(s) => {
+                s.messages += 1;
+                s.repaired += u64::from(repaired);
+                if seq < s.example.0 {
+                    s.example = (seq, m.source.clone(), id());
+                }
+            }
+            None => {
+                st.senders.insert(
+                    key,
+                    Sender {
+                        messages: 1,
+                        repaired: u64::from(repaired),
+                        example: (seq, m.source.clone(), id()),
+                    },
+                );
             }
         }
     }
@@ -573,6 +690,7 @@ impl Stats {
                         m.messages += f.messages;
                         if f.example.0 < m.example.0 {
                             m.example = f.example;
+                            m.sender = f.sender;
                         }
                     }
                     None => {
@@ -583,6 +701,24 @@ impl Stats {
         }
         self.failed.extend(o.failed);
         self.failed.sort();
+        let (mine, theirs) = (&mut self.inline, o.inline);
+        mine.with_images += theirs.with_images;
+        mine.misshown += theirs.misshown;
+        mine.repaired += theirs.repaired;
+        for (who, s) in theirs.senders {
+            match mine.senders.get_mut(&who) {
+                Some(m) => {
+                    m.messages += s.messages;
+                    m.repaired += s.repaired;
+                    if s.example.0 < m.example.0 {
+                        m.example = s.example;
+                    }
+                }
+                None => {
+                    mine.senders.insert(who, s);
+                }
+            }
+        }
     }
 }
 
@@ -758,6 +894,7 @@ impl<'a> Summary<'a> {
                 writeln!(out, "  {name:<20} {n:>8}  {}", by.join(", "))?;
             }
         }
+        self.inline_text(out)?;
         let rules = self.rules();
         if rules.is_empty() {
             writeln!(out, "\nrules: no findings")?;
@@ -774,7 +911,8 @@ impl<'a> Summary<'a> {
                 .collect();
             writeln!(
                 out,
-                "  {:<34} {:>8} {:>7.2}%  {:<7}  {}",
+                "{} {:<34} {:>8} {:>7.2}%  {:<7}  {}",
+                if r.rule.misshows_inline() { " *" } else { "  " },
                 r.rule.id(),
                 r.stats.messages,
                 100.0 * self.share(r.stats.messages),
@@ -785,11 +923,56 @@ impl<'a> Summary<'a> {
                 writeln!(out, "      {:>6}  {text}", f.messages)?;
                 writeln!(
                     out,
-                    "              e.g. {} {}",
+                    "              e.g. {} {} ({})",
                     f.example.1,
-                    f.example.2.as_deref().unwrap_or("(no Message-ID)")
+                    f.example.2.as_deref().unwrap_or("(no Message-ID)"),
+                    f.sender
                 )?;
             }
+        }
+        Ok(())
+    }
+
+    /// The senders of inline images some reader shows wrongly, most messages first.
+    fn senders(&self) -> Vec<(&String, &Sender)> {
+        let mut v: Vec<(&String, &Sender)> = self.stats.inline.senders.iter().collect();
+        v.sort_by(|a, b| {
+            b.1.messages
+                .cmp(&a.1.messages)
+                .then(a.1.example.0.cmp(&b.1.example.0))
+        });
+        v.truncate(SHOWN_SENDERS);
+        v
+    }
+
+    fn inline_text(&self, out: &mut impl Write) -> std::io::Result<()> {
+        let st = &self.stats.inline;
+        writeln!(out, "\ninline images:")?;
+        let line = |out: &mut dyn Write, what: &str, n: u64| {
+            writeln!(out, "  {what:<44} {n:>8} {:>7.2}%", 100.0 * self.share(n))
+        };
+        line(
+            out,
+            "messages whose HTML shows parts of them",
+            st.with_images,
+        )?;
+        line(out, "some reader shows wrongly", st.misshown)?;
+        line(out, "the configuration repairs", st.repaired)?;
+        if st.misshown == 0 {
+            return Ok(());
+        }
+        writeln!(
+            out,
+            "  shown wrongly, by sender (messages, repaired; rules: those marked * above):"
+        )?;
+        for (who, s) in self.senders() {
+            writeln!(out, "      {:>6} {:>6}  {who}", s.messages, s.repaired)?;
+            writeln!(
+                out,
+                "              e.g. {} {}",
+                s.example.1,
+                s.example.2.as_deref().unwrap_or("(no Message-ID)")
+            )?;
         }
         Ok(())
     }
@@ -820,11 +1003,13 @@ impl<'a> Summary<'a> {
                     "messages": r.stats.messages,
                     "share": self.share(r.stats.messages),
                     "actions": by(&r.stats.actions),
+                    "misshows_inline": r.rule.misshows_inline(),
                     "examples": r.forms.iter().map(|(text, f)| json!({
                         "form": text,
                         "messages": f.messages,
                         "source": f.example.1,
                         "message_id": f.example.2,
+                        "sender": f.sender,
                     })).collect::<Vec<_>>(),
                 })
             })
@@ -841,6 +1026,18 @@ impl<'a> Summary<'a> {
             "verdicts": verdicts,
             "scopes": scopes,
             "rules": rules,
+            "inline": {
+                "with_images": st.inline.with_images,
+                "misshown": st.inline.misshown,
+                "repaired": st.inline.repaired,
+                "senders": self.senders().iter().map(|(who, s)| json!({
+                    "sender": who,
+                    "messages": s.messages,
+                    "repaired": s.repaired,
+                    "source": s.example.1,
+                    "message_id": s.example.2,
+                })).collect::<Vec<_>>(),
+            },
         });
         serde_json::to_writer_pretty(&mut *out, &v).map_err(std::io::Error::other)?;
         writeln!(out)

@@ -69,7 +69,7 @@ pub fn check(raw: &[u8], opts: &Options) -> Analysis {
     let msg = mime::Message::parse(raw, &opts.limits);
     let mut cx = Context::new(&msg, opts);
     run(&mut cx);
-    let (mut findings, edits) = cx.finish();
+    let (mut findings, edits, shown_parts) = cx.finish();
     let edits = edits.into_vec();
     if opts.octets_not_given > 0 {
         // Only the top-level heading can still be changed (change_header); the rest of
@@ -85,7 +85,11 @@ pub fn check(raw: &[u8], opts: &Options) -> Analysis {
     findings.extend(signed);
     // Document order, whichever check found them: part 2 before part 10.
     findings.sort_by_cached_key(|f| part_order(&f.part));
-    Analysis { findings, edits }
+    Analysis {
+        findings,
+        edits,
+        shown_parts,
+    }
 }
 
 /// Sort key of a part path: its numbers, so that `2.10` follows `2.9`.
@@ -178,6 +182,7 @@ mod tests {
         Analysis {
             findings: vec![Finding::new(Rule::RelatedTypeMissing, "0", "m").with_edit(0)],
             edits: vec![edit],
+            shown_parts: 0,
         }
     }
 

@@ -132,6 +132,7 @@ mod tests {
         let a = Analysis {
             findings: vec![Finding::new(Rule::RelatedCidDuplicate, "1", "dup")],
             edits: Vec::new(),
+            shown_parts: 0,
         };
         let raw = b"Subject: hi\r\n\r\nbody\r\n";
         let plan = |toml: &str, dry_run: bool| {

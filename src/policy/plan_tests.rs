@@ -131,6 +131,7 @@ fn analysis() -> Analysis {
             Finding::new(Rule::RelatedCidDuplicate, "1", "dup"),
         ],
         edits: vec![e1, e2],
+        shown_parts: 0,
     }
 }
 

@@ -48,6 +48,10 @@ pub struct Analysis {
     pub findings: Vec<Finding>,
     /// Edits on offer, at most one per header field; findings point at them.
     pub edits: Vec<Edit>,
+    /// Parts of the message that an HTML body shows by reference (an image, a
+    /// background, a style sheet): the message has inline images when this is not 0.
+    #[serde(skip)]
+    pub shown_parts: usize,
 }
 
 impl Analysis {
@@ -310,11 +314,18 @@ impl<'m, 'a> Context<'m, 'a> {
         used
     }
 
-    /// The findings, each rule's count noted where some were only counted, and the edits.
-    pub(crate) fn finish(self) -> (Vec<Finding>, EditSet) {
+    /// The findings, each rule's count noted where some were only counted, the edits
+    /// and the number of parts HTML shows by reference.
+    pub(crate) fn finish(self) -> (Vec<Finding>, EditSet, usize) {
+        let shown: HashSet<usize> = self
+            .refs
+            .iter()
+            .filter(|r| r.loads())
+            .filter_map(Reference::part)
+            .collect();
         let mut findings = self.findings;
         note_unlisted(&mut findings, &self.per_place);
-        (findings, self.edits)
+        (findings, self.edits, shown.len())
     }
 
     pub fn report(&mut self, f: Finding) {

@@ -118,6 +118,25 @@ rules! {
     CturiUriDenied = "cturi-uri-denied", Error, true; // a strip (strip_denied)
 }
 
+impl Rule {
+    /// The rules under which some reader shows an inline part wrongly: an image listed
+    /// as an attachment, shown twice, or not shown at all (what `survey` sums up as
+    /// inline images readers show wrongly).
+    pub fn misshows_inline(self) -> bool {
+        matches!(
+            self,
+            Rule::RelatedPartDisposition
+                | Rule::RelatedPartDispositionMissing
+                | Rule::ContentIdMalformed
+                | Rule::RelatedRefMismatch
+                | Rule::CidOutsideRelated
+                | Rule::RelatedAttachmentHidden
+                | Rule::RelatedRefDangling
+                | Rule::RelatedCidLocationOnly
+        )
+    }
+}
+
 impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.id())

@@ -352,9 +352,9 @@ fn strip_comments(value: &[u8]) -> Vec<u8> {
 /// reads back as `id`: printable ASCII with no bracket, quote, backslash or parenthesis.
 pub fn writable_id(id: &str) -> bool {
     !id.is_empty()
-        && id.bytes().all(|b| {
-            b.is_ascii_graphic() && !matches!(b, b'<' | b'>' | b'(' | b')' | b'"' | b'\\')
-        })
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !matches!(b, b'<' | b'>' | b'(' | b')' | b'"' | b'\\'))
 }
 
 /// RFC 5322 §3.2.3 atext, with UTF-8 (RFC 6532).
@@ -479,7 +479,10 @@ mod tests {
     fn content_id_forms_as_strict_and_lenient_readers_see_them() {
         let exact = |v: &str, id: &str| assert_eq!(forms(v), (Some(id.into()), None), "{v}");
         exact(" <a@b>", "a@b");
-        exact("\r\n <image001.png@01D9C5A1.4B5E2F30>\r\n", "image001.png@01D9C5A1.4B5E2F30");
+        exact(
+            "\r\n <image001.png@01D9C5A1.4B5E2F30>\r\n",
+            "image001.png@01D9C5A1.4B5E2F30",
+        );
         exact(" (c) <a@b> (d)", "a@b");
         // Gmail's ids have no @: every reader still matches them as written.
         exact(" <ii_m3x9k2>", "ii_m3x9k2");

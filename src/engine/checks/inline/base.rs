@@ -93,12 +93,12 @@ fn remove_content_base(cx: &mut Context, src: &BaseSource) -> Option<usize> {
         return None;
     }
     let below = |i: usize| i == src.entity || msg.ancestors(i).any(|a| a == src.entity);
-    let located = (0..msg.entities.len()).any(|i| {
-        below(i) && msg.field(&msg.entities[i], "content-location").is_some()
-    }) || cx
-        .refs
-        .iter()
-        .any(|r| matches!(r.target, Target::Location(_)) && below(r.html));
+    let located = (0..msg.entities.len())
+        .any(|i| below(i) && msg.field(&msg.entities[i], "content-location").is_some())
+        || cx
+            .refs
+            .iter()
+            .any(|r| matches!(r.target, Target::Location(_)) && below(r.html));
     if located {
         return None;
     }

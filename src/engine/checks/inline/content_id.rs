@@ -72,7 +72,9 @@ fn malformed(cx: &mut Context) {
     let mut ambiguous: Vec<usize> = Vec::new();
     for (n, r) in cx.refs.iter().enumerate() {
         match &r.target {
-            Target::Lenient(parts) if parts.len() == 1 => by_part.entry(parts[0]).or_default().push(n),
+            Target::Lenient(parts) if parts.len() == 1 => {
+                by_part.entry(parts[0]).or_default().push(n)
+            }
             Target::Lenient(_) => ambiguous.push(n),
             _ => {}
         }
@@ -111,7 +113,8 @@ fn malformed(cx: &mut Context) {
             .any(|r| matches!(r.target, Target::ContentId { at: a, .. } if a == at));
         if let (true, false, Some(id)) = (one, strict_users, names.first()) {
             if let Some(edit) = rewrite_id(cx, at, id, Rule::ContentIdMalformed) {
-                f.message.push_str(&format!("; fix: Content-ID: <{}>", clip(id)));
+                f.message
+                    .push_str(&format!("; fix: Content-ID: <{}>", clip(id)));
                 f = f.with_edit(edit);
             }
         }
@@ -123,7 +126,10 @@ fn malformed(cx: &mut Context) {
         let Target::Lenient(parts) = &r.target else {
             continue;
         };
-        let paths: Vec<&str> = parts.iter().map(|&p| msg.entities[p].path.as_str()).collect();
+        let paths: Vec<&str> = parts
+            .iter()
+            .map(|&p| msg.entities[p].path.as_str())
+            .collect();
         let f = Finding::new(
             Rule::ContentIdMalformed,
             &msg.entities[r.html].path,
@@ -163,8 +169,10 @@ fn mismatch(cx: &mut Context) {
             if parts.len() == 1 {
                 by_part.entry(parts[0]).or_default().push(n);
             } else {
-                let paths: Vec<&str> =
-                    parts.iter().map(|&p| msg.entities[p].path.as_str()).collect();
+                let paths: Vec<&str> = parts
+                    .iter()
+                    .map(|&p| msg.entities[p].path.as_str())
+                    .collect();
                 let f = Finding::new(
                     Rule::RelatedRefMismatch,
                     &msg.entities[r.html].path,

@@ -57,7 +57,10 @@ pub(super) fn check(cx: &mut Context) -> BTreeSet<usize> {
     // One repair per multipart/mixed, whichever HTML part asks for it.
     let mut repaired: BTreeMap<usize, Option<usize>> = BTreeMap::new();
     for ((html, m), shown) in found {
-        let paths: Vec<&str> = shown.iter().map(|&p| msg.entities[p].path.as_str()).collect();
+        let paths: Vec<&str> = shown
+            .iter()
+            .map(|&p| msg.entities[p].path.as_str())
+            .collect();
         let mut f = Finding::new(
             Rule::CidOutsideRelated,
             &msg.entities[html].path,
@@ -95,8 +98,8 @@ pub(super) fn check(cx: &mut Context) -> BTreeSet<usize> {
 fn body_child(msg: &Message, m: usize, html: usize) -> Option<usize> {
     let first = *msg.entities[m].children.first()?;
     let e = &msg.entities[first];
-    let holds = first == html
-        || (e.ctype.is("multipart", "alternative") && e.children.contains(&html));
+    let holds =
+        first == html || (e.ctype.is("multipart", "alternative") && e.children.contains(&html));
     holds.then_some(first)
 }
 
@@ -129,11 +132,7 @@ fn repair(cx: &mut Context, html: usize, m: usize, shown: &BTreeSet<usize>) -> O
     new.extend_from_slice(b"related");
     let tail = &value[sub.end..];
     // `; type="…"` after the last parameter, on a line of its own when that one is full.
-    let at = ct
-        .params
-        .last()
-        .map_or(sub.end, |p| p.value_span.end)
-        - sub.end;
+    let at = ct.params.last().map_or(sub.end, |p| p.value_span.end) - sub.end;
     new.extend_from_slice(&tail[..at]);
     let line_start = new.iter().rposition(|&b| b == b'\n').map_or(0, |n| n + 1);
     let name_len = if line_start == 0 {

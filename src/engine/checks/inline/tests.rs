@@ -137,13 +137,18 @@ fn cid_images_beside_the_html_in_mixed_make_it_related() {
             ("3".to_string(), "related-part-disposition-missing", true)
         ]
     );
-    assert_eq!(fixed(&bare), fixed(raw).replace(
-        "Content-Disposition: inline\r\nContent-ID: <a@x.test>\r\n",
-        "Content-ID: <a@x.test>\r\nContent-Disposition: inline\r\n"
-    ).replace(
-        "Content-Disposition: inline\r\nContent-ID: <b@x.test>\r\n",
-        "Content-ID: <b@x.test>\r\nContent-Disposition: inline\r\n"
-    ));
+    assert_eq!(
+        fixed(&bare),
+        fixed(raw)
+            .replace(
+                "Content-Disposition: inline\r\nContent-ID: <a@x.test>\r\n",
+                "Content-ID: <a@x.test>\r\nContent-Disposition: inline\r\n"
+            )
+            .replace(
+                "Content-Disposition: inline\r\nContent-ID: <b@x.test>\r\n",
+                "Content-ID: <b@x.test>\r\nContent-Disposition: inline\r\n"
+            )
+    );
     // The HTML inside a multipart/alternative: the type is the alternative's.
     let alt = "Content-Type: multipart/mixed;\r\n boundary=\"m\"\r\n\r\n--m\r\nContent-Type: multipart/alternative; boundary=a\r\n\r\n--a\r\nContent-Type: text/plain\r\n\r\nt\r\n--a\r\nContent-Type: text/html\r\n\r\n<img src=\"cid:a@x.test\">\r\n--a--\r\n--m\r\nContent-Type: image/png\r\nContent-Disposition: inline\r\nContent-ID: <a@x.test>\r\n\r\nA\r\n--m--\r\n";
     assert_eq!(found(alt), one("1.2", "cid-outside-related", true));
@@ -202,7 +207,9 @@ fn content_ids_only_a_lenient_reader_matches_are_rewritten() {
             .all(|(_, r, fixable)| !fixable && *r != "related-ref-dangling"),
         "{f:?}"
     );
-    assert!(f.iter().any(|(p, r, _)| p == "1" && *r == "content-id-malformed"));
+    assert!(f
+        .iter()
+        .any(|(p, r, _)| p == "1" && *r == "content-id-malformed"));
 }
 
 #[test]
@@ -244,10 +251,7 @@ fn a_reference_whose_part_has_another_id_or_none_gets_it() {
     );
     assert_eq!(found(&two), one("1", "related-ref-mismatch", false));
     // Another reference finds the part by the id it has: it is not taken from it.
-    let used = upper.replace(
-        "<p><img",
-        "<p><img src=\"cid:IMAGE001.PNG@01D1B2C3\"><img",
-    );
+    let used = upper.replace("<p><img", "<p><img src=\"cid:IMAGE001.PNG@01D1B2C3\"><img");
     assert_eq!(found(&used), one("1", "related-ref-mismatch", false));
     // Nothing like it: still dangling.
     let none = related(
@@ -277,16 +281,16 @@ fn an_attachment_nothing_references_inside_related_is_reported() {
     );
     assert!(found(&img).is_empty());
     // A root that is not HTML references its parts in its own way.
-    let sgml = raw.replace("type=\"text/html\"", "type=\"application/x-sgml\"").replacen(
-        "Content-Type: text/html",
-        "Content-Type: application/x-sgml",
-        1,
-    );
-    assert!(
-        !found(&sgml)
-            .iter()
-            .any(|f| f.1 == "related-attachment-hidden")
-    );
+    let sgml = raw
+        .replace("type=\"text/html\"", "type=\"application/x-sgml\"")
+        .replacen(
+            "Content-Type: text/html",
+            "Content-Type: application/x-sgml",
+            1,
+        );
+    assert!(!found(&sgml)
+        .iter()
+        .any(|f| f.1 == "related-attachment-hidden"));
 }
 
 #[test]
@@ -342,10 +346,17 @@ fn repairs_are_withheld_under_a_dkim_signature() {
         )
     );
     let a = check(raw.as_bytes(), &Options::default());
-    let rules: Vec<(&str, bool)> = a.findings.iter().map(|f| (f.rule.id(), f.fixable)).collect();
+    let rules: Vec<(&str, bool)> = a
+        .findings
+        .iter()
+        .map(|f| (f.rule.id(), f.fixable))
+        .collect();
     assert_eq!(
         rules,
-        [("signed-content", false), ("related-part-disposition", false)]
+        [
+            ("signed-content", false),
+            ("related-part-disposition", false)
+        ]
     );
     let opts = Options {
         fix_signed: true,
