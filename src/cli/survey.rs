@@ -911,8 +911,8 @@ impl<'a> Summary<'a> {
                 .collect();
             writeln!(
                 out,
-                "{} {:<34} {:>8} {:>7.2}%  {:<7}  {}",
-                if r.rule.misshows_inline() { " *" } else { "  " },
+                "{}{:<34} {:>8} {:>7.2}%  {:<7}  {}",
+                if r.rule.misshows_inline() { "* " } else { "  " },
                 r.rule.id(),
                 r.stats.messages,
                 100.0 * self.share(r.stats.messages),

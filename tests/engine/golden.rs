@@ -5,7 +5,8 @@
 //! `max_parts`, `max_message_size`).
 //!
 //! Every fixture runs twice, as stored (LF) and with CRLF line endings. On a mismatch the
-//! actual result is written beside the fixture as `NAME.failed` / `NAME.fixed.failed`.
+//! actual result is written beside the fixture as `NAME.failed` / `NAME.fixed.failed` (the
+//! CRLF variant's as `NAME.fixed-crlf.failed`).
 
 use crate::support::invariants::fix_and_verify;
 use crate::support::message::{fixtures_dir, to_crlf};
@@ -143,7 +144,13 @@ fn golden_fixtures() {
                 None => raw.clone(),
             };
             if fixed != want_fixed {
-                fs::write(eml.with_extension("fixed.failed"), &fixed).unwrap();
+                // Each variant its own file: the LF one is what `.fixed.eml` holds.
+                let ext = if crlf {
+                    "fixed-crlf.failed"
+                } else {
+                    "fixed.failed"
+                };
+                fs::write(eml.with_extension(ext), &fixed).unwrap();
                 failures.push(format!(
                     "{name}: fixed output differs from {}",
                     fixed_path.display()

@@ -188,7 +188,9 @@ fn a_scope_may_fix_signed_mail() {
     );
     let other = plan(SCOPES, fixture, &["--macro", "{auth_authen}=bob"]);
     assert!(
-        other.contains("rules: related-type-missing signed-content\n"),
+        other.contains(
+            "rules: related-part-disposition-missing related-type-missing signed-content\n"
+        ),
         "{other}"
     );
     assert!(!other.contains("change_header: Content-Type"), "{other}");

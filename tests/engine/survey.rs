@@ -293,3 +293,107 @@ fn a_progress_bar_only_on_a_terminal() {
         "the bar is cleared at the end: {tty:?}"
     );
 }
+
+/// A Sent folder of the shapes readers show wrongly (`tests/fixtures/inline`, one
+/// message per shape): the summary counts the messages with inline images, those some
+/// reader shows wrongly and those the configuration repairs, and names the senders.
+#[test]
+fn the_survey_sums_up_inline_images_and_their_senders() {
+    let dir = tree("inline");
+    let sent = dir.join("Sent");
+    let inline = fixture_path("inline/disposition-attachment.eml");
+    let fixtures = inline.parent().unwrap();
+    let mut n = 0;
+    for e in std::fs::read_dir(fixtures).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        if name.ends_with(".eml") && !name.ends_with(".fixed.eml") {
+            write(
+                &sent.join("cur").join(format!("{n}.{name}:2,S")),
+                &std::fs::read(&p).unwrap(),
+            );
+            n += 1;
+        }
+    }
+    std::fs::create_dir_all(sent.join("new")).unwrap();
+    std::fs::create_dir_all(sent.join("tmp")).unwrap();
+    assert_eq!(n, 8);
+    let o = bin()
+        .args([
+            "survey",
+            "--jobs",
+            "2",
+            "--direction",
+            "outbound",
+            "--format",
+            "json",
+        ])
+        .arg(&sent)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let inline = &v["inline"];
+    // Every shape but the remote base shows an image; all of those but the two with no
+    // repair on by default (a missing disposition is logged, a hidden attachment only
+    // reported) are repaired.
+    assert_eq!(inline["with_images"], 7, "{v:#}");
+    assert_eq!(inline["misshown"], 7, "{v:#}");
+    assert_eq!(inline["repaired"], 5, "{v:#}");
+    let senders: Vec<&str> = inline["senders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sender"].as_str().unwrap())
+        .collect();
+    assert!(
+        senders.contains(&"X-Mailer: Microsoft Outlook 16.0"),
+        "{senders:?}"
+    );
+    assert!(
+        senders
+            .iter()
+            .any(|s| s.starts_with("X-Mailer: nodemailer (6.9.8;")),
+        "{senders:?}"
+    );
+    assert!(
+        senders.contains(&"Message-ID @monitor.example.org"),
+        "{senders:?}"
+    );
+    let rule = |id: &str| {
+        v["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["rule"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {id} in {v:#}"))
+    };
+    assert_eq!(rule("cid-outside-related")["misshows_inline"], true);
+    assert_eq!(rule("html-base-remote")["misshows_inline"], false);
+    assert_eq!(
+        rule("related-part-disposition")["examples"][0]["sender"]
+            .as_str()
+            .unwrap()
+            .split(';')
+            .next(),
+        Some("X-Mailer: nodemailer (6.9.8")
+    );
+    // The text summary says the same, and marks the rules it counts.
+    let o = bin()
+        .args(["survey", "--jobs", "1", "--direction", "outbound"])
+        .arg(&sent)
+        .output()
+        .unwrap();
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        t.contains("\n  some reader shows wrongly                           7   87.50%\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains("\n  the configuration repairs                           5   62.50%\n"),
+        "{t}"
+    );
+    assert!(t.contains("\n* cid-outside-related "), "{t}");
+    assert!(t.contains("\n  html-base-remote "), "{t}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
