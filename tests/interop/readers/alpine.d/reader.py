@@ -7,7 +7,7 @@ quoting needed) in a temporary directory; Alpine runs read-only on a throwaway p
 seen) inside a private tmux server (its own socket, always killed). What is read off
 the screen:
 
-- the message view (pager, paged to its end): `shown`, and its "Parts/Attachments:"
+- the message view (a 250x300 window, paged to its end): `shown`, and its "Parts/Attachments:"
   list: every part Alpine knows of, "Shown" when its text is in the view, "OK" when
   it can be viewed but is not shown, blank when Alpine cannot display it (images,
   PDFs: no viewer) and shows only a "[ Part N, Type ... ]" box in its place;
@@ -42,8 +42,8 @@ sys.path.insert(0, os.path.join(here, "..", "..", "lib"))
 import readerlib  # noqa: E402
 
 NAME = "alpine"
-WIDTH, HEIGHT = 250, 60
-DEADLINE = 40.0
+WIDTH, HEIGHT = 250, 300
+DEADLINE = 45.0
 MAX_PAGES = 40
 MAX_PARTS = 100
 
@@ -320,7 +320,7 @@ feature-list=quit-without-confirm,
         out["shown"] = re.sub(r"\n{3,}", "\n\n", shown).strip("\n")
         status = {}
         in_parts = False
-        for l in pages[0]:
+        for l in text:   # the list may go on past the first page
             if l.startswith("Parts/Attachments:"):
                 in_parts = True
                 continue
@@ -332,15 +332,21 @@ feature-list=quit-without-confirm,
 
         # The attachment index, then "About" for each entry.
         tm.keys(">")
-        lines = tm.wait(lambda ls: screen_is("ATTACHMENT INDEX")(ls)
-                        and any(INDEX_LINE.match(l) for l in ls), "the attachment index")
-        entries = [m for m in (INDEX_LINE.match(l) for l in lines[1:]) if m][:MAX_PARTS]
+        lines = tm.wait(lambda ls: screen_is("ATTACHMENT INDEX")(ls) and len(ls) > 1,
+                        "the attachment index", settle=0.15)
+        entries = [m for m in (INDEX_LINE.match(l) for l in lines[1:]) if m]
+        if len(entries) > MAX_PARTS:
+            out["defects"].append("attachment index: more than %d entries, rest not read" % MAX_PARTS)
+            entries = entries[:MAX_PARTS]
         single = not status   # no Parts/Attachments list: one part shown
         # Alpine numbers a single-part message's body "1"; IMAP and the contract "0".
         msg = email.message_from_bytes(raw, policy=email.policy.compat32)
         top_single = not msg.is_multipart()
+        if not entries:
+            out["defects"].append("attachment index: no entry read: %s" % " / ".join(
+                l.strip() for l in lines[1:] if l.strip())[:300])
         # The index opens on the first part not shown; go up to the first entry.
-        at = selected_entry(tm.capture(escapes=True))
+        at = selected_entry(tm.capture(escapes=True)) if entries else 0
         if at is None:
             raise RuntimeError("no entry of the attachment index is selected")
         for _ in range(at):

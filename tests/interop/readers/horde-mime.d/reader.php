@@ -65,8 +65,8 @@ try {
             $h = Horde_Mime_Headers::parseHeaders($hdr);
             $v = $h->getValue('Content-Location');
             $loc = ($v === null) ? null : $v;
-        } catch (Exception $e) {
-            $out['defects'][] = "$path: getRawPartText: " . $e->getMessage();
+        } catch (Throwable $e) {   // Horde's own code may throw an Error here
+            $out['defects'][] = "$path: Content-Location not read: getRawPartText: " . $e->getMessage();
         }
         $n = [
             'path' => $path, 'parent' => $parent, 'mime_id' => $p->getMimeId(),
