@@ -7,7 +7,7 @@ quoting needed) in a temporary directory; Alpine runs read-only on a throwaway p
 seen) inside a private tmux server (its own socket, always killed). What is read off
 the screen:
 
-- the message view (a 250x300 window, paged to its end): `shown`, and its "Parts/Attachments:"
+- the message view (a 250x200 window, paged to its end): `shown`, and its "Parts/Attachments:"
   list: every part Alpine knows of, "Shown" when its text is in the view, "OK" when
   it can be viewed but is not shown, blank when Alpine cannot display it (images,
   PDFs: no viewer) and shows only a "[ Part N, Type ... ]" box in its place;
@@ -42,7 +42,7 @@ sys.path.insert(0, os.path.join(here, "..", "..", "lib"))
 import readerlib  # noqa: E402
 
 NAME = "alpine"
-WIDTH, HEIGHT = 250, 300
+WIDTH, HEIGHT = 250, 200       # Alpine draws at most 200 rows
 DEADLINE = 45.0
 MAX_PAGES = 40
 MAX_PARTS = 100
@@ -299,21 +299,21 @@ feature-list=quit-without-confirm,
         # percentage, or END on the last page.
         tm.keys("Enter")
         lines = tm.wait(lambda ls: screen_is("MESSAGE TEXT")(ls), "the message view")
-        pages = [lines[1:]]
+        # Rows 1..HEIGHT-2 are the text (no key menu); the last row is the status line.
+        pages = [lines[1:HEIGHT - 1]]
         for _ in range(MAX_PAGES):
             if re.search(r"\b(ALL|END)\b", title(lines)):
                 break
             prev = lines
             tm.keys("Space")
             lines = tm.wait(lambda ls: screen_is("MESSAGE TEXT")(ls) and ls != prev, "the next page")
-            pages.append(lines[1:])
+            pages.append(lines[1:HEIGHT - 1])
         else:
             out["defects"].append("pager: more than %d pages, rest not read" % MAX_PAGES)
-        status_re = re.compile(r"^\s*\[.*\]\s*$")
         text = []
         for p in pages:
             p = list(p)
-            while p and (not p[-1].strip() or status_re.match(p[-1])):
+            while p and not p[-1].strip():
                 p.pop()
             text.extend(l.rstrip() for l in p)
         shown = "\n".join(text)
