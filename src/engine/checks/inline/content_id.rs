@@ -21,7 +21,7 @@ use crate::engine::model::analysis::{Context, Finding, Reference, Target};
 use crate::engine::model::mime::Message;
 use crate::engine::model::rules::Rule;
 use crate::engine::syntax::ascii::{clip, excerpt};
-use crate::engine::syntax::msgid::{id_forms, writable_id};
+use crate::engine::syntax::msgid::{id_forms, parse_msg_id, writable_id};
 
 use super::insert_field;
 
@@ -201,9 +201,13 @@ fn mismatch(cx: &mut Context) {
                 || matches!(&r.target, Target::Lenient(v) if v.contains(&c))
         });
         let has_id = msg.field(&msg.entities[c], "content-id").is_some();
+        // A field added where there was none must itself be well-formed: an id with no
+        // `@` (a bare file name) is not a msg-id, and libraries that parse Content-IDs
+        // (Ruby's mail) report the new field as a defect (docs/INTEROP.md).
+        let msg_id = one && parse_msg_id(format!("<{}>", names[0]).as_bytes()).is_ok();
         let edit = match (one, in_use, has_id) {
             (true, false, true) => rewrite_id(cx, c, &names[0], Rule::RelatedRefMismatch),
-            (true, _, false) if writable_id(&names[0]) => insert_field(
+            (true, _, false) if writable_id(&names[0]) && msg_id => insert_field(
                 cx,
                 c,
                 "Content-ID",
@@ -239,6 +243,9 @@ fn mismatch(cx: &mut Context) {
                     .push_str("; references name it in different forms, so it is not changed"),
                 None if in_use => f.message.push_str(
                     "; another reference finds it by its present Content-ID, so it is not changed",
+                ),
+                None if !has_id && !msg_id => f.message.push_str(
+                    "; not inserted: the id has no @, so the new Content-ID would not be a msg-id",
                 ),
                 None => {}
             }

@@ -224,17 +224,30 @@ fn a_reference_whose_part_has_another_id_or_none_gets_it() {
         fixed(&upper),
         upper.replace("<IMAGE001.PNG@01D1B2C3>", "<image001.png@01d1b2c3>")
     );
-    // No Content-ID, and the file name is the reference (osTicket, apprise).
+    // No Content-ID, and the file name is the reference (osTicket, apprise): reported,
+    // but a Content-ID with no @ is not a msg-id, and is not added.
     let named = related(
         "chart.png",
         "Content-Type: image/png; name=\"chart.png\"\r\nContent-Disposition: inline; filename=\"chart.png\"",
+    );
+    assert_eq!(found(&named), one("1", "related-ref-mismatch", false));
+    let a = check(named.as_bytes(), &Options::default());
+    assert!(
+        a.findings[0].message.contains("not inserted"),
+        "{}",
+        a.findings[0].message
+    );
+    // The same with an id that is one: inserted.
+    let named = related(
+        "chart.png@x.test",
+        "Content-Type: image/png; name=\"chart.png@x.test\"\r\nContent-Disposition: inline",
     );
     assert_eq!(found(&named), one("1", "related-ref-mismatch", true));
     assert_eq!(
         fixed(&named),
         named.replace(
-            "filename=\"chart.png\"\r\n",
-            "filename=\"chart.png\"\r\nContent-ID: <chart.png>\r\n"
+            "Content-Disposition: inline\r\n",
+            "Content-Disposition: inline\r\nContent-ID: <chart.png@x.test>\r\n"
         )
     );
     // The file name is the id's part before @ (Outlook-style ids, name kept).
