@@ -341,3 +341,49 @@ fn http_get(port: u16, path: &str) -> String {
     s.read_to_string(&mut out).unwrap();
     out
 }
+
+/// The repairs of what readers show go through the protocol as `fix --as-milter` makes
+/// them: a disposition and a Content-ID inside the body (replace_body), a top-level
+/// multipart/mixed made related (change_header), and a top-level Content-Base taken
+/// out (change_header with no value, which deletes the field).
+#[test]
+fn inline_part_repairs_reach_the_mta_as_fix_as_milter_makes_them() {
+    let Some(py) = python() else { return };
+    let cfg = "trusted_networks = []\n[policy.inbound]\n\"html-base-remote\" = \"fix\"\n";
+    let d = Daemon::start(cfg, &[]);
+    // The remote base on the top-level heading instead of the HTML part's.
+    let top_base = String::from_utf8(msg("inline/base-remote.eml"))
+        .unwrap()
+        .replace(
+            "Content-Base: https://login.example-attacker.test/portal/\r\n",
+            "",
+        )
+        .replace(
+            "MIME-Version: 1.0\r\n",
+            "MIME-Version: 1.0\r\nContent-Base: https://login.example-attacker.test/portal/\r\n",
+        )
+        .into_bytes();
+    let cases = [
+        ("disposition-attachment", msg("inline/disposition-attachment.eml")),
+        ("content-id-doubled", msg("inline/content-id-doubled.eml")),
+        ("cid-in-mixed", msg("inline/cid-in-mixed.eml")),
+        ("top-level Content-Base", top_base),
+    ];
+    for (name, m) in &cases {
+        let v = run(&py, &d, "message", "postfix", &[m]);
+        let want = mta::as_milter("inbound", cfg, m);
+        assert!(
+            message::header_values(&want, "X-MIMERef")
+                .iter()
+                .any(|h| h.contains("fixed=")),
+            "{name}: fix --as-milter fixes it:\n{}",
+            String::from_utf8_lossy(&want)
+        );
+        assert_same(name, delivered(&v, 0), &want, &d);
+    }
+    let last = delivered(&run(&py, &d, "message", "postfix", &[&cases[3].1]), 0).unwrap();
+    assert!(
+        !String::from_utf8_lossy(&last).contains("Content-Base"),
+        "the field is gone"
+    );
+}
