@@ -246,6 +246,17 @@ pub struct IdForms {
 /// The [`IdForms`] of a Content-ID value.
 pub fn id_forms(value: &[u8]) -> IdForms {
     let exact = bracketed(value);
+    // Nearly every Content-ID: one pair of brackets, nothing a lenient reader reads
+    // differently. Parsed once per part, so the common case skips the copies below.
+    if let Some(id) = &exact {
+        let cid = id.len() > 4 && id[..4].eq_ignore_ascii_case(b"cid:");
+        if !cid && !value.windows(2).any(|w| w == b"=?") {
+            return IdForms {
+                exact,
+                lenient: None,
+            };
+        }
+    }
     let mut why: Option<Malformed> = None;
     let mut note = |w: Malformed| {
         if why.is_none() {
