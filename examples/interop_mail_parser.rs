@@ -77,7 +77,8 @@ fn html_refs(text: &str) -> Vec<String> {
 /// The references loaded as images: img (and input type=image) src, any background
 /// attribute, CSS url(...); decoded as html_refs decodes them.
 fn image_refs(text: &str) -> Vec<String> {
-    let tag = regex::Regex::new(r#"<([A-Za-z][A-Za-z0-9-]*)((?:[^>"']|"[^"]*"|'[^']*')*)>"#).unwrap();
+    let tag =
+        regex::Regex::new(r#"<([A-Za-z][A-Za-z0-9-]*)((?:[^>"']|"[^"]*"|'[^']*')*)>"#).unwrap();
     let attr = regex::Regex::new(
         r#"(?i)\b(src|href|background)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>"']+))"#,
     )
@@ -253,7 +254,10 @@ fn main() {
             "attachment": listed.contains(&n.id),
         });
         if bodies.contains(&n.id)
-            && matches!(msg.parts.get(n.id).map(|p| &p.body), Some(PartType::InlineBinary(_)))
+            && matches!(
+                msg.parts.get(n.id).map(|p| &p.body),
+                Some(PartType::InlineBinary(_))
+            )
         {
             entry["appended"] = json!(true);
         }
