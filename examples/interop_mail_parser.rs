@@ -3,6 +3,12 @@
 //! the reader contract's JSON object (tests/interop/README.md). Relative references are
 //! joined with the `iri-string` crate (RFC 3986 §5.2). The product's own engine is not
 //! used. Run through tests/interop/readers/rust-mail-parser.
+//!
+//! Listed: the parts `Message::attachments()` returns (the crate puts every non-text
+//! leaf there, inline images too, and text parts that are not a body); shown: the
+//! text/html parts of `Message::html_bodies()`; an image/audio/video part that
+//! `html_bodies()` lists is displayed in sequence with the body (RFC 8621 htmlBody):
+//! `appended`. The crate has no cid: lookup: images by the contract's rule.
 
 use std::fmt::Write as _;
 
@@ -68,6 +74,54 @@ fn html_refs(text: &str) -> Vec<String> {
     out
 }
 
+/// The references loaded as images: img (and input type=image) src, any background
+/// attribute, CSS url(...); decoded as html_refs decodes them.
+fn image_refs(text: &str) -> Vec<String> {
+    let tag =
+        regex::Regex::new(r#"<([A-Za-z][A-Za-z0-9-]*)((?:[^>"']|"[^"]*"|'[^']*')*)>"#).unwrap();
+    let attr = regex::Regex::new(
+        r#"(?i)\b(src|href|background)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>"']+))"#,
+    )
+    .unwrap();
+    let input_image = regex::Regex::new(r#"(?i)\btype\s*=\s*["']?image\b"#).unwrap();
+    let css = regex::Regex::new(r#"(?i)url\(\s*(?:"([^"]*)"|'([^']*)'|([^)\s]*))\s*\)"#).unwrap();
+    let dec = |v: &str| {
+        v.replace("&amp;", "&")
+            .replace("&quot;", "\"")
+            .replace("&#39;", "'")
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .trim()
+            .to_string()
+    };
+    let mut out = Vec::new();
+    for t in tag.captures_iter(text) {
+        let name = t[1].to_ascii_lowercase();
+        let attrs = &t[2];
+        let img = name == "img" || (name == "input" && input_image.is_match(attrs));
+        for c in attr.captures_iter(attrs) {
+            let a = c[1].to_ascii_lowercase();
+            let Some(v) = c.get(2).or(c.get(3)).or(c.get(4)) else {
+                continue;
+            };
+            let v = dec(v.as_str());
+            if !v.is_empty() && (a == "background" || (a == "src" && img)) {
+                out.push(v);
+            }
+        }
+    }
+    for c in css.captures_iter(text) {
+        let Some(v) = c.get(1).or(c.get(2)).or(c.get(3)) else {
+            continue;
+        };
+        let v = dec(v.as_str());
+        if !v.is_empty() {
+            out.push(v);
+        }
+    }
+    out
+}
+
 fn pct_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
@@ -88,6 +142,7 @@ fn pct_decode(s: &str) -> String {
 }
 
 struct Node {
+    id: usize,
     path: String,
     parent: Option<usize>,
     ct: Option<String>,
@@ -141,6 +196,7 @@ fn main() {
                 .map(str::to_string)
         };
         let mut node = Node {
+            id,
             path: path.clone(),
             parent,
             ct: ct.clone(),
@@ -172,6 +228,9 @@ fn main() {
             }
         }
     }
+    let id_of = |p: &mail_parser::MessagePart| msg.parts.iter().position(|q| std::ptr::eq(q, p));
+    let listed: Vec<usize> = msg.attachments().filter_map(id_of).collect();
+    let bodies: Vec<usize> = msg.html_bodies().filter_map(id_of).collect();
     for i in 0..nodes.len() {
         let mut base = "thismessage:/".to_string();
         let mut p = nodes[i].parent;
@@ -189,10 +248,20 @@ fn main() {
         }
         nodes[i].resolved = nodes[i].cl.as_ref().and_then(|cl| join(&base, cl.trim()));
         let n = &nodes[i];
-        out["parts"].as_array_mut().unwrap().push(json!({
+        let mut entry = json!({
             "part": n.path, "content_type": n.ct, "content_id": n.cid,
             "content_location": n.cl, "resolved": n.resolved,
-        }));
+            "attachment": listed.contains(&n.id),
+        });
+        if bodies.contains(&n.id)
+            && matches!(
+                msg.parts.get(n.id).map(|p| &p.body),
+                Some(PartType::InlineBinary(_))
+            )
+        {
+            entry["appended"] = json!(true);
+        }
+        out["parts"].as_array_mut().unwrap().push(entry);
     }
     for (i, n) in nodes.iter().enumerate() {
         if n.ct.as_deref() != Some("multipart/related") {
@@ -236,6 +305,22 @@ fn main() {
             refs.push(json!({"from": n.path, "ref": r, "to": to}));
         }
     }
+    let mut images: Vec<Value> = Vec::new();
+    for n in &nodes {
+        let Some(html) = &n.html else { continue };
+        if !bodies.contains(&n.id) {
+            continue;
+        }
+        for r in image_refs(html) {
+            let to = refs
+                .iter()
+                .find(|x| x["from"] == json!(n.path) && x["ref"] == json!(r))
+                .map(|x| x["to"].clone())
+                .unwrap_or(Value::Null);
+            images.push(json!({"from": n.path, "ref": r, "to": to}));
+        }
+    }
     out["refs"] = Value::Array(refs);
+    out["images"] = Value::Array(images);
     println!("{out}");
 }

@@ -95,7 +95,8 @@ def params(lst):
 
 def walk(bs, path="0", parent=None, nodes=None):
     """Flatten a BODYSTRUCTURE into nodes: path, parent, content_type, params, id,
-    location (body-fld-loc of the extension data), encoding."""
+    location (body-fld-loc of the extension data), encoding, disposition (body-fld-dsp:
+    (type lower-cased, params) or None)."""
     if nodes is None:
         nodes = []
     if bs and isinstance(bs[0], list):  # multipart: parts..., subtype, ext
@@ -109,7 +110,7 @@ def walk(bs, path="0", parent=None, nodes=None):
         n = {"path": path, "parent": parent, "content_type": "multipart/" + sub,
              "params": params(ext[0]) if ext else {}, "id": None,
              "location": s(ext[3]) if len(ext) > 3 and isinstance(ext[3], bytes) else None,
-             "encoding": None}
+             "encoding": None, "disposition": disposition(ext[1] if len(ext) > 1 else None)}
         nodes.append(n)
         for k, kid in enumerate(kids, 1):
             walk(kid, str(k) if path == "0" else "%s.%d" % (path, k), path, nodes)
@@ -129,7 +130,15 @@ def walk(bs, path="0", parent=None, nodes=None):
     ext = bs[ext_at:]
     if len(ext) > 3 and isinstance(ext[3], bytes):
         n["location"] = s(ext[3])
+    n["disposition"] = disposition(ext[1] if len(ext) > 1 else None)
     return nodes
+
+
+def disposition(dsp):
+    """body-fld-dsp: ("type" params) or NIL."""
+    if not isinstance(dsp, list) or not dsp or not isinstance(dsp[0], bytes):
+        return None
+    return (s(dsp[0]).lower(), params(dsp[1]) if len(dsp) > 1 else {})
 
 
 def decode_body(data, encoding, charset):

@@ -88,3 +88,57 @@ def new(reader, version):
 def emit(out):
     json.dump(out, sys.stdout, ensure_ascii=False)
     sys.stdout.write("\n")
+
+
+# ------------------------------------------------------------------ images, attachments
+# What a person sees of each part (tests/interop/README.md, "Each entry of `parts` also
+# carries ..."): the readers add `attachment` / `appended` to their `parts` entries and an
+# `images` list, each by its own program's rule; the helpers below are the shared pieces.
+
+TAG = re.compile(r"""<([A-Za-z][A-Za-z0-9-]*)((?:[^>"']|"[^"]*"|'[^']*')*)>""")
+TAGATTR = re.compile(r"""\b(src|href|background)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>"']+))""", re.I)
+
+
+def _unent(v):
+    return re.sub(r"&(amp|quot|#39|lt|gt);", lambda e: ENTITIES[e.group(0)], v).strip()
+
+
+def image_refs(text):
+    """The references of an HTML text that a renderer loads as images: `src` of `<img>`
+    and `<input type=image>`, any `background` attribute, and CSS `url(...)`, decoded as
+    html_refs() decodes them (so each is also one of html_refs()), in document order for
+    the attributes, then the CSS ones."""
+    out = []
+    for t in TAG.finditer(text):
+        tag = t.group(1).lower()
+        for m in TAGATTR.finditer(t.group(2)):
+            name = m.group(1).lower()
+            v = _unent(next(g for g in m.groups()[1:] if g is not None))
+            if not v:
+                continue
+            if name == "background" or (name == "src" and (tag == "img" or (
+                    tag == "input" and re.search(r"""\btype\s*=\s*["']?image\b""", t.group(2), re.I)))):
+                out.append(v)
+    for m in CSSURL.finditer(text):
+        v = _unent(next(g for g in m.groups() if g is not None))
+        if v:
+            out.append(v)
+    return out
+
+
+def refs_to(out):
+    """(from, ref) -> the part the contract's rule gives (out["refs"], first of each)."""
+    d = {}
+    for r in out["refs"]:
+        d.setdefault((r["from"], r["ref"]), r["to"])
+    return d
+
+
+def set_attachments(out, listed, appended=(), null=False):
+    """Mark every `parts` entry: attachment true for the paths in `listed`, else false
+    (null for all when the reader has no attachment list); appended true for `appended`."""
+    listed, appended = set(listed), set(appended)
+    for p in out["parts"]:
+        p["attachment"] = None if null else p["part"] in listed
+        if p["part"] in appended:
+            p["appended"] = True

@@ -202,7 +202,7 @@ async function main() {
   const version = `Chromium ${context.browser() ? context.browser().version() : ''}`.trim();
   const result = {
     reader: 'chromium', version: '', ok: true, error: null,
-    extbody: [], parts: [], related: [], refs: [], defects: [], shown: '',
+    extbody: [], parts: [], related: [], refs: [], images: [], defects: [], shown: '',
     screenshot: null, screenshot_sha256: null,
   };
   try {
@@ -280,6 +280,14 @@ async function main() {
           loaded.push(`${fromTxt} ${r.ref} -> ${to}`);
         }
         result.refs.push({ from: fromTxt, ref: r.ref, to: to === null ? null : scrub(to) });
+        // An image shows the part it came from when it decoded (a broken image, or one
+        // not from the message, names no part); `from` as for refs (Chromium does not
+        // say which part its document came from).
+        if (r.kind === 'img' || r.kind === 'background') {
+          const shownImg = r.to !== null || (r.kind === 'background' && to !== null);
+          result.images.push({ from: fromTxt, ref: r.ref,
+                               to: shownImg && partOf.has(r.url) ? partOf.get(r.url) : null });
+        }
       }
       if (i === 0) {
         result.related.push({ part: '0', type: null, root: scrub(`${info.contentType} ${info.baseURI}`) });

@@ -8,6 +8,9 @@ them; a Content-Location the BODYSTRUCTURE lacks is taken from the part's MIME h
 as a client that reads it there would. References go to the first part with a matching
 Content-ID (a first-match client), resolved with urllib.parse.urljoin.
 
+What a person sees (`attachment`, `images`) is what Thunderbird for Android (K-9 Mail)
+makes of that structure, the rule of phone and IMAP clients: see k9_view() below.
+
 Usage: server.py dovecot|cyrus FILE.eml. Reader contract: tests/interop/README.md."""
 import os
 import sys
@@ -45,6 +48,114 @@ def extbody_url(p):
             v = urllib.parse.unquote(v, errors="replace")
         out += v
     return out
+
+
+def k9_view(nodes):
+    """Thunderbird for Android's (K-9 Mail's) view of a message, on the BODYSTRUCTURE
+    (thunderbird/thunderbird-android: MessageExtractor.findViewablesAndAttachments,
+    AttachmentInfoExtractor, AttachmentResolver, K9WebViewClient). Returns (listed
+    paths, displayed text/html paths, cid map).
+
+    - Every leaf that is not a text/plain or text/html body (a body: no disposition
+      `attachment`, no disposition filename; in a multipart/alternative the first text
+      and the HTML alternative) is an attachment, except application/pgp-signature and
+      text/rfc822-headers; of a multipart/signed only the first part counts.
+    - The attachment list leaves out an "inline attachment": disposition `inline`, a
+      Content-ID and an image/* type (AttachmentInfoExtractor).
+    - HTML shown: every HTML body, in an alternative the HTML if any (else its text).
+    - cid map: Content-ID (from the first `<` to the last `>` stripped) -> part, over all
+      leaves; the first in document order wins (AttachmentResolver's stack walk puts
+      later parts first)."""
+    kids = {}
+    for n in nodes:
+        kids.setdefault(n["parent"], []).append(n)
+
+    def is_multi(n):
+        return n["content_type"].startswith("multipart/")
+
+    def textual(n):
+        d = n.get("disposition")
+        att = d is not None and (d[0] == "attachment" or "filename" in d[1])
+        return not att and n["content_type"] in ("text/html", "text/plain", "application/pgp")
+
+    atts, shown = [], []
+
+    def find_text(n, direct):
+        out = []
+        for k in kids.get(n["path"], []):
+            if is_multi(k):
+                tv = find_text(k, False)
+                if tv:
+                    out += tv
+                    if direct:
+                        break
+            elif textual(k) and k["content_type"] == "text/plain":
+                out.append(k)
+                if direct:
+                    break
+        return out
+
+    def find_atts(n, known):
+        for k in kids.get(n["path"], []):
+            if is_multi(k):
+                find_atts(k, known)
+            elif k["path"] not in known:
+                atts.append(k)
+
+    def find_html(n, known, direct):
+        out, found = [], False
+        for k in kids.get(n["path"], []):
+            if is_multi(k):
+                if direct and found:
+                    find_atts(k, known)
+                else:
+                    hv = find_html(k, known, False)
+                    if hv:
+                        found = True
+                        out += hv
+            elif not (direct and found) and textual(k) and k["content_type"] == "text/html":
+                out.append(k)
+                found = True
+            elif k["path"] not in known:
+                atts.append(k)
+        return out
+
+    def walk(n):
+        ct = n["content_type"]
+        if is_multi(n):
+            if ct == "multipart/alternative":
+                text = find_text(n, True)
+                html = find_html(n, {t["path"] for t in text}, True)
+                shown.extend(h["path"] for h in html if h["content_type"] == "text/html")
+            elif ct == "multipart/signed":
+                for k in kids.get(n["path"], [])[:1]:
+                    walk(k)
+            else:
+                for k in kids.get(n["path"], []):
+                    walk(k)
+        elif ct == "message/rfc822" and (n.get("disposition") or ("",))[0] != "attachment":
+            pass  # its own viewables (the reader does not descend into it)
+        elif textual(n):
+            if ct == "text/html":
+                shown.append(n["path"])
+        elif ct not in ("application/pgp-signature", "text/rfc822-headers"):
+            atts.append(n)
+
+    walk(next(n for n in nodes if n["parent"] is None))
+
+    def inline_attachment(n):
+        d = n.get("disposition")
+        return (d is not None and d[0] == "inline" and n["id"] is not None
+                and n["content_type"].startswith("image/"))
+
+    listed = [n["path"] for n in atts if not inline_attachment(n)]
+    cids = {}
+    for n in reversed([n for n in nodes if not is_multi(n)]):
+        if n["id"] is not None:
+            c = n["id"]
+            i, j = c.find("<"), c.rfind(">")
+            cids[c[i + 1:j] if i != -1 and j != -1 else c] = n["path"]
+    return listed, shown, cids
 
 
 def main():
@@ -87,6 +198,15 @@ def main():
                 node["html"] = imapclient.decode_body(body or b"", n["encoding"], p.get("charset"))
             n["node"] = node
         readerlib.finish(out, [n["node"] for n in nodes])
+        listed, shown, cids = k9_view(nodes)
+        readerlib.set_attachments(out, listed)
+        out["images"] = []
+        for path in shown:
+            for ref in readerlib.image_refs(next(n["node"]["html"] for n in nodes if n["path"] == path) or ""):
+                # the WebView hands K-9 the cid: URL with the scheme lower-cased and its
+                # scheme-specific part %-decoded; anything else is remote content
+                to = cids.get(urllib.parse.unquote(ref[4:])) if ref[:4].lower() == "cid:" else None
+                out["images"].append({"from": path, "ref": ref, "to": to})
     finally:
         try:
             m.logout()

@@ -15,7 +15,13 @@ server (its own socket, always killed). What is read off the screen:
 - the attachment menu (<view-attachments>, window widened to 1000 columns), and
   <edit-type> on each entry: every part's media type and parameters as parsed. The
   external-body `url` is that prompt's URL parameter, exactly as NeoMutt holds it
-  (folding whitespace it kept stays in).
+  (folding whitespace it kept stays in);
+- `attachment`: read off the pager. A part the pager does not display but stands in
+  for with a notice ("[-- image/png is unsupported (use 'v' to view this part) --]",
+  "This is an attachment", "... attachment is not included", "... has been deleted")
+  is one a person has to fetch from the attachment menu: true; a part shown inline, a
+  container, or an alternative not chosen: false. NeoMutt shows no HTML without a
+  mailcap entry, so `images` is empty.
 
 Prints one JSON object; exit 0 whatever the message; exit 1 only when neomutt or tmux
 cannot run.
@@ -163,6 +169,39 @@ def pager_status(lines):
     return m.group(1) if m else None
 
 
+TYPE_LINE = re.compile(r"^\[-- Type: ([^\s,;]+)[,;]")
+NOTICE = re.compile(r"^\[-- (?:This is an attachment|This \S+ attachment |.* is unsupported\b|.* has been deleted\b)")
+
+
+def pager_attachments(text, nodes):
+    """Paths of the parts the pager stands in for with a notice. Each part the
+    pager shows in a multipart gets a "[-- Type: x/y, ... --]" line (in tree order; the
+    chosen part of an alternative gets none); the lines up to the next such block are
+    its content."""
+    lines = text.split("\n")
+    if not nodes[0]["ctype"].startswith("multipart/"):
+        body = lines[next((i for i, l in enumerate(lines) if l == ""), len(lines)):]
+        return {"0"} if any(NOTICE.match(l) for l in body) else set()
+    blocks = []
+    for l in lines:
+        m = TYPE_LINE.match(l)
+        if m:
+            blocks.append([m.group(1).lower(), False])
+        elif l.startswith("[-- Attachment #"):
+            continue
+        elif blocks and NOTICE.match(l):
+            blocks[-1][1] = True
+    out, i = set(), 1
+    for ctype, notice in blocks:
+        j = next((k for k in range(i, len(nodes)) if nodes[k]["ctype"] == ctype), None)
+        if j is None:
+            continue
+        if notice:
+            out.add(nodes[j]["path"])
+        i = j + 1
+    return out
+
+
 ATT_LINE = re.compile(r"^#(\d+) ([ *|`>-]*)([A-Za-z0-9][^\s/]*/\S+) \[(.*)\]\s*$")
 
 
@@ -185,7 +224,7 @@ def main():
         die("neomutt -v failed: %s" % e)
 
     out = {"reader": NAME, "version": version, "ok": True, "error": None, "extbody": [],
-           "parts": [], "related": [], "refs": [], "defects": [], "shown": "",
+           "parts": [], "related": [], "refs": [], "images": [], "defects": [], "shown": "",
            "screenshot": None, "screenshot_sha256": None}
 
     tmp = tempfile.mkdtemp(prefix="mimeref-neomutt-")
@@ -297,13 +336,15 @@ unignore from: to: cc: subject: date: mime-version: content-type: content-id: co
                 raw_ct = read_edit_type(tm)
                 ct, params = split_params(raw_ct)
                 nodes.append({"path": p, "parent": parent, "ctype": ct, "params": params, "raw": raw_ct})
+        listed = pager_attachments(text, nodes)
         for n in nodes:
             if len(n["raw"]) >= WIDE - len(PROMPT) - 2:
                 out["defects"].append("part %s: Content-Type prompt may be cut at %d columns" % (n["path"], WIDE))
             cid = param(n["params"], "content-id")
             out["parts"].append({"part": n["path"], "content_type": n["ctype"],
                                  "content_id": cid, "content_location": None, "resolved": None,
-                                 "neomutt_content_type": n["raw"]})
+                                 "neomutt_content_type": n["raw"],
+                                 "attachment": n["path"] in listed})
             if n["ctype"] == "message/external-body":
                 out["extbody"].append({"part": n["path"],
                                        "access_type": param(n["params"], "access-type"),

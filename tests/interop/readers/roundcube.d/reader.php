@@ -41,7 +41,7 @@ if (empty($message->headers)) {
     fail("rcube_message could not load the message");
 }
 
-$out = ['parts' => [], 'content' => [], 'extbody' => []];
+$out = ['parts' => [], 'content' => [], 'extbody' => [], 'listed' => [], 'appended' => []];
 // Every part Roundcube's parse knows, by its IMAP section number.
 $walk = function ($part, $parent) use (&$walk, &$out) {
     $id = $part->mime_id === '' || $part->mime_id === null ? '0' : (string) $part->mime_id;
@@ -80,13 +80,80 @@ foreach ($message->parts as $part) {
         }
         $refs[] = ['ref' => $ref, 'to' => $target];
     }
-    $out['content'][] = ['part' => (string) $part->mime_id, 'refs' => $refs,
+    // the image references, each where wash_uri sends it (the URL the browser loads)
+    $images = [];
+    foreach (image_refs_of($html) as $ref) {
+        $to = $wash_uri->invoke($washer, $ref, false, true);
+        $images[] = ['ref' => $ref,
+                     'to' => is_string($to) && preg_match('/[?&]_part=([0-9.]+)/', $to, $mm) ? $mm[1] : null];
+    }
+    $out['content'][] = ['part' => (string) $part->mime_id, 'refs' => $refs, 'images' => $images,
                          'cid_map' => array_map(function ($u) {
                              return preg_match('/[?&]_part=([0-9.]+)/', $u, $mm) ? $mm[1] : $u;
                          }, $map)];
 }
+// The message view (program/actions/mail/show.php, rcmail_action_mail_show): the
+// attachment list is rcube_message's `attachments` without the images that
+// is_attachment() calls inline (disposition inline with a Content-ID, or a child of a
+// multipart/related) (message_attachments()); the images that are listed are also shown
+// after the body (message_body(), 'inline_images' on by default).
+$is_attachment = new ReflectionMethod('rcmail_action_mail_show', 'is_attachment');
+$is_attachment->setAccessible(true);
+foreach ($message->attachments as $attach_prop) {
+    $mimetype = rcube_mime::fix_mimetype($attach_prop->mimetype);
+    if ($mimetype == 'application/octet-stream' && !empty($attach_prop->filename)
+        && ($type = rcube_mime::file_ext_type($attach_prop->filename))) {
+        $mimetype = $type;
+    }
+    $normal = $is_attachment->invoke(null, $message, $attach_prop);
+    if (strpos($mimetype, 'image/') === 0 && !$normal) {
+        continue;
+    }
+    $out['listed'][] = (string) $attach_prop->mime_id;
+    if ($app->config->get('inline_images', true) && rcmail_action_mail_show::part_image_type($attach_prop) && $normal) {
+        $out['appended'][] = (string) $attach_prop->mime_id;
+    }
+}
 $storage->close();
 echo json_encode($out, JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_INVALID_UTF8_SUBSTITUTE), "\n";
+
+// The references loaded as images: img (and input type=image) src, any background
+// attribute, CSS url(...); decoded as refs_of() decodes them.
+function image_refs_of($text) {
+    $out = [];
+    $dec = function ($v) {
+        return trim(strtr($v, ['&amp;' => '&', '&quot;' => '"', '&#39;' => "'", '&lt;' => '<', '&gt;' => '>']));
+    };
+    preg_match_all('/<([A-Za-z][A-Za-z0-9-]*)((?:[^>"\']|"[^"]*"|\'[^\']*\')*)>/', $text, $tags, PREG_SET_ORDER);
+    foreach ($tags as $t) {
+        $tag = strtolower($t[1]);
+        $img = $tag == 'img' || ($tag == 'input' && preg_match('/\btype\s*=\s*["\']?image\b/i', $t[2]));
+        preg_match_all('/\b(src|href|background)\s*=\s*(?:"([^"]*)"|\'([^\']*)\'|([^\s>"\']+))/i', $t[2], $ms, PREG_SET_ORDER);
+        foreach ($ms as $m) {
+            $v = '';
+            for ($i = 2; $i <= 4; $i++) {
+                if (isset($m[$i]) && $m[$i] !== '') { $v = $m[$i]; break; }
+            }
+            $v = $dec($v);
+            $name = strtolower($m[1]);
+            if ($v !== '' && ($name == 'background' || ($name == 'src' && $img))) {
+                $out[] = $v;
+            }
+        }
+    }
+    preg_match_all('/url\(\s*(?:"([^"]*)"|\'([^\']*)\'|([^)\s]*))\s*\)/i', $text, $ms, PREG_SET_ORDER);
+    foreach ($ms as $m) {
+        $v = '';
+        for ($i = 1; $i <= 3; $i++) {
+            if (isset($m[$i]) && $m[$i] !== '') { $v = $m[$i]; break; }
+        }
+        $v = $dec($v);
+        if ($v !== '') {
+            $out[] = $v;
+        }
+    }
+    return $out;
+}
 
 // src, href, background attributes and CSS url(...), entities decoded: the same
 // references the other readers list (tests/interop/lib/readerlib.py).

@@ -5,7 +5,9 @@ against a private IMAP server (Dovecot or Cyrus, lib/imapserver.py). The message
 delivered over LMTP, then reader.php loads it as Roundcube's message view does and
 reports each part as rcube_message holds it and, for each HTML part it shows, where
 its cid map (the last part with a Content-ID wins) sends each reference. `resolved`
-uses urllib.parse.urljoin on Roundcube's Content-Location values.
+uses urllib.parse.urljoin on Roundcube's Content-Location values. `attachment` and
+`appended` are the message view's (show.php): its attachment list, and the image
+attachments it shows after the body; `images` where washtml sends each image.
 
 Usage: reader.py dovecot|cyrus FILE.eml. Reader contract: tests/interop/README.md."""
 import json
@@ -74,6 +76,9 @@ def main():
     readerlib.finish(out, nodes)
     out["refs"] = [{"from": c["part"], "ref": r["ref"], "to": r["to"]}
                    for c in raw["content"] for r in c["refs"]]
+    readerlib.set_attachments(out, raw["listed"], raw["appended"])
+    out["images"] = [{"from": c["part"], "ref": r["ref"], "to": r["to"]}
+                     for c in raw["content"] for r in c["images"]]
     readerlib.emit(out)
 
 

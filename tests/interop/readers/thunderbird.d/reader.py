@@ -101,7 +101,8 @@ if (arguments[0]) { w.moveTo(0, 0); w.resizeTo(arguments[1], arguments[2]); w.fo
 const refs = [];
 for (const img of d.images) {
   refs.push({kind: "img", ref: img.getAttribute("src"), url: img.currentSrc || img.src,
-             loaded: img.naturalWidth > 0, size: img.naturalWidth + "x" + img.naturalHeight});
+             loaded: img.naturalWidth > 0, size: img.naturalWidth + "x" + img.naturalHeight,
+             attached: img.classList.contains("moz-attached-image")});
 }
 for (const l of d.querySelectorAll('link[rel~="stylesheet" i]')) {
   if (/^(chrome|resource):/.test(l.href)) continue;  // Thunderbird's own message CSS
@@ -188,12 +189,25 @@ def imap_path(tb_part, top_multipart):
     return tb_part
 
 
-def source_refs(raw):
+def source_refs(raw, img_from=None):
     """src/href of img and stylesheet links per text/html part, in document order, as
-    written (Thunderbird replaces resolved cid: URLs before display)."""
+    written (Thunderbird replaces resolved cid: URLs before display); img_from, when
+    given, gets the part (IMAP section number) of each img."""
     imgs, links = [], []
     try:
         msg = email.message_from_bytes(raw, policy=email.policy.compat32)
+        paths = {}
+
+        def number(part, path):
+            paths[id(part)] = path
+            if part.is_multipart() and isinstance(part.get_payload(), list):
+                for i, k in enumerate(part.get_payload(), 1):
+                    number(k, str(i) if path == "0" else "%s.%d" % (path, i))
+
+        try:
+            number(msg, "0")
+        except Exception:
+            pass
         for part in msg.walk():
             if part.get_content_type() != "text/html":
                 continue
@@ -211,6 +225,8 @@ def source_refs(raw):
                     v = (v.replace("&amp;", "&").replace("&quot;", '"').replace("&#39;", "'")
                          .replace("&lt;", "<").replace("&gt;", ">").strip())
                     (imgs if tag == "img" else links).append(v)
+                    if tag == "img" and img_from is not None:
+                        img_from.append(paths.get(id(part)))
         top_multipart = msg.get_content_maintype() == "multipart"
     except Exception:
         top_multipart = False
@@ -237,7 +253,7 @@ def main():
         die("thunderbird --version failed: %s" % e)
 
     out = {"reader": NAME, "version": version, "ok": True, "error": None, "extbody": [],
-           "parts": [], "related": [], "refs": [], "defects": [], "shown": "",
+           "parts": [], "related": [], "refs": [], "images": [], "defects": [], "shown": "",
            "screenshot": None, "screenshot_sha256": None}
     tmp = tempfile.mkdtemp(prefix="mimeref-thunderbird-")
     msgfile = os.path.join(tmp, "message.eml")
@@ -352,7 +368,8 @@ def main():
         out["screenshot_sha256"] = sig or None
 
         # What it showed.
-        imgs, links, top_multipart = source_refs(raw)
+        img_from = []
+        imgs, links, top_multipart = source_refs(raw, img_from)
         loaded = []
         msgurl_re = re.compile(r"^mailbox://.*?[?&]part=([0-9.]+)")
         dom_imgs = [r for r in info["refs"] if r["kind"] == "img"]
@@ -380,12 +397,34 @@ def main():
                 if r["loaded"]:
                     to = imap_path(m.group(1), top_multipart) if m else "background %s" % r["url"]
                 out["refs"].append({"from": "message pane background", "ref": r["ref"], "to": to})
+        # Images: the pane's img elements a reference put there (not the images libmime
+        # appends after the body, class moz-attached-image), matched to the img src of
+        # the source by order, and CSS backgrounds; the part when it loaded from one.
+        ref_imgs = [r for r in dom_imgs if not r.get("attached")]
+        same = len(ref_imgs) == len(imgs)
+        for i, r in enumerate(ref_imgs):
+            m = msgurl_re.match(r["url"] or "")
+            out["images"].append({"from": (img_from[i] if same and img_from[i] else "message pane"),
+                                  "ref": imgs[i] if same else r["ref"],
+                                  "to": imap_path(m.group(1), top_multipart) if m and r["loaded"] else None})
+        for r in info["refs"]:
+            if r["kind"] == "background":
+                m = msgurl_re.match(r["url"] or "")
+                out["images"].append({"from": "message pane background", "ref": r["ref"],
+                                      "to": imap_path(m.group(1), top_multipart) if m and r["loaded"] else None})
+        appended = set()
+        for r in dom_imgs:
+            m = msgurl_re.match(r["url"] or "")
+            if r.get("attached") and m:
+                appended.add(imap_path(m.group(1), top_multipart))
         for a in info["atts"]:
             m = msgurl_re.match(a["url"] or "")
             p = imap_path(m.group(1), top_multipart) if m else None
             out["parts"].append({"part": p, "content_type": a["contentType"], "content_id": None,
                                  "content_location": None, "resolved": None,
-                                 "attachment_name": a["name"]})
+                                 "attachment_name": a["name"], "attachment": True})
+            if p in appended:
+                out["parts"][-1]["appended"] = True
             if a["external"] or a["link"] or a["contentType"] == "message/external-body":
                 out["extbody"].append({"part": p, "access_type": None, "url": a["url"]})
         for n in info["notif"]:
