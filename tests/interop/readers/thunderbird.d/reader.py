@@ -233,6 +233,27 @@ def source_refs(raw, img_from=None):
     return imgs, links, top_multipart
 
 
+def leaves(raw):
+    """(IMAP section number, media type) of each leaf of the message, in order; the
+    parts of an attached message are not opened (Thunderbird lists it whole)."""
+    out = []
+    try:
+        msg = email.message_from_bytes(raw, policy=email.policy.compat32)
+
+        def walk(part, path):
+            kids = part.get_payload() if part.is_multipart() else None
+            if part.get_content_maintype() == "multipart" and isinstance(kids, list):
+                for i, k in enumerate(kids, 1):
+                    walk(k, str(i) if path == "0" else "%s.%d" % (path, i))
+            else:
+                out.append((path, part.get_content_type()))
+
+        walk(msg, "0")
+    except Exception:
+        return []
+    return out
+
+
 def main():
     if len(sys.argv) != 2:
         die("usage: thunderbird FILE.eml")
@@ -417,9 +438,11 @@ def main():
             m = msgurl_re.match(r["url"] or "")
             if r.get("attached") and m:
                 appended.add(imap_path(m.group(1), top_multipart))
+        listed = set()
         for a in info["atts"]:
             m = msgurl_re.match(a["url"] or "")
             p = imap_path(m.group(1), top_multipart) if m else None
+            listed.add(p)
             out["parts"].append({"part": p, "content_type": a["contentType"], "content_id": None,
                                  "content_location": None, "resolved": None,
                                  "attachment_name": a["name"], "attachment": True})
@@ -427,6 +450,14 @@ def main():
                 out["parts"][-1]["appended"] = True
             if a["external"] or a["link"] or a["contentType"] == "message/external-body":
                 out["extbody"].append({"part": p, "access_type": None, "url": a["url"]})
+        # The parts Thunderbird does not list, so that a part that leaves the list (now
+        # shown in the body) or is only appended after it, or shown nowhere, says so
+        # instead of looking lost: the message's leaves, numbered as above.
+        for p, ctype in leaves(raw):
+            if p not in listed:
+                out["parts"].append({"part": p, "content_type": ctype, "content_id": None,
+                                     "content_location": None, "resolved": None,
+                                     "attachment": False, "appended": p in appended})
         for n in info["notif"]:
             if n:
                 out["defects"].append("notification: %s" % n)
