@@ -512,8 +512,14 @@ mod tests {
         assert_eq!(c.report, crate::policy::report::Report::default());
         assert_eq!(c.replies, crate::policy::plan::Replies::default());
         assert_eq!(c.policy.oversize_action, crate::policy::Action::Report);
-        assert_eq!(c.policy.inbound, crate::policy::Policy::default());
-        assert_eq!(c.policy.outbound, crate::policy::Policy::default());
+        assert_eq!(
+            c.policy.inbound,
+            crate::policy::Policy::builtin(Direction::Inbound)
+        );
+        assert_eq!(
+            c.policy.outbound,
+            crate::policy::Policy::builtin(Direction::Outbound)
+        );
     }
 
     fn errs(text: &str) -> Vec<String> {

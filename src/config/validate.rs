@@ -148,9 +148,10 @@ impl Validator<'_> {
     fn policy(
         &mut self,
         raw: Option<BTreeMap<Spanned<String>, Spanned<String>>>,
-        dir: &str,
+        direction: Direction,
     ) -> Policy {
-        Policy::new(self.policy_entries(raw, &format!("[policy.{dir}]")))
+        let table = format!("[policy.{}]", direction.as_str());
+        Policy::new(direction, self.policy_entries(raw, &table))
     }
 
     /// A table of rule patterns and actions; `table` names it in messages.
@@ -398,8 +399,8 @@ impl Validator<'_> {
         let report = self.report(raw.report.take().unwrap_or_default());
         let replies = self.replies(raw.reply.take().unwrap_or_default());
         let rpol = raw.policy.take().unwrap_or_default();
-        let inbound = self.policy(rpol.inbound, "inbound");
-        let outbound = self.policy(rpol.outbound, "outbound");
+        let inbound = self.policy(rpol.inbound, Direction::Inbound);
+        let outbound = self.policy(rpol.outbound, Direction::Outbound);
         let scopes = self.scopes(
             raw.scope.take(),
             (&inbound, &outbound),

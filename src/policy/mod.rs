@@ -157,17 +157,28 @@ pub struct Policy {
     entries: Vec<(Pattern, Action)>,
     /// Resolved once per rule so that the per-message path is a lookup.
     table: Vec<Action>,
+    /// The direction whose built-in defaults fill what no entry matches.
+    direction: Direction,
 }
 
 impl Policy {
     /// `entries` in configuration order; a rule no entry matches gets its built-in
-    /// default, [`builtin`].
-    pub fn new(entries: Vec<(Pattern, Action)>) -> Policy {
+    /// default for `direction`, [`builtin`].
+    pub fn new(direction: Direction, entries: Vec<(Pattern, Action)>) -> Policy {
         let table = Rule::ALL
             .iter()
-            .map(|&r| resolve(&entries, r.id()).unwrap_or(builtin(r)))
+            .map(|&r| resolve(&entries, r.id()).unwrap_or(builtin(r, direction)))
             .collect();
-        Policy { entries, table }
+        Policy {
+            entries,
+            table,
+            direction,
+        }
+    }
+
+    /// The built-in defaults of `direction` alone: a `[policy.*]` table with no key.
+    pub fn builtin(direction: Direction) -> Policy {
+        Policy::new(direction, Vec::new())
     }
 
     pub fn action(&self, rule: Rule) -> Action {
@@ -175,7 +186,7 @@ impl Policy {
             .iter()
             .position(|r| *r == rule)
             .and_then(|i| self.table.get(i).copied())
-            .unwrap_or_else(|| builtin(rule))
+            .unwrap_or_else(|| builtin(rule, self.direction))
     }
 
     /// `base` with `entries` over it: a rule one of `entries` matches takes its action
@@ -188,7 +199,7 @@ impl Policy {
             .map(|(i, &r)| {
                 resolve(&entries, r.id())
                     .or_else(|| base.table.get(i).copied())
-                    .unwrap_or(builtin(r))
+                    .unwrap_or(builtin(r, base.direction))
             })
             .collect();
         let mut all = base.entries.clone();
@@ -196,6 +207,7 @@ impl Policy {
         Policy {
             entries: all,
             table,
+            direction: base.direction,
         }
     }
 
@@ -243,11 +255,6 @@ impl Policies {
     }
 }
 
-impl Default for Policy {
-    fn default() -> Self {
-        Policy::new(Vec::new())
-    }
-}
 
 /// The action of a rule that no policy key matches: `fix` (a finding with no repair on
 /// offer is reported), except for the rules below, which are only logged. Each of them
@@ -262,19 +269,30 @@ impl Default for Policy {
 ///   whole body) for no reader who looks at the mail.
 /// - `extbody-inner-content-id-missing`: no reader tried looks at the phantom heading's
 ///   Content-ID.
-/// - `related-part-disposition-missing`: only Thunderbird for Android's attachment list
-///   reads the missing disposition, and the insertion would change most HTML mail that
-///   Outlook sends.
 /// - `html-base-remote`: its repair takes out a header field; the admin asks for it.
-pub fn builtin(rule: Rule) -> Action {
+///
+/// And, on inbound mail only, the inline-part rules under which every reader still shows
+/// the image, but listed as an attachment or twice (`related-part-disposition`,
+/// `related-part-disposition-missing`, `cid-outside-related`): mail from outside is
+/// DKIM-signed, so the repair is withheld on nearly all of it and the sender alone can
+/// make it; outbound, before the signer, is where they are repaired. Where a reader
+/// shows no image at all (`content-id-malformed`, `related-ref-mismatch`) they are
+/// fixed, or reported, both ways, as `related-ref-dangling` is.
+pub fn builtin(rule: Rule, direction: Direction) -> Action {
     match rule {
         Rule::ExtbodyUrlWordTooLong
         | Rule::LocationLineTooLong
         | Rule::RelatedTypeMissing
         | Rule::RelatedTypeMismatch
         | Rule::ExtbodyInnerContentIdMissing
-        | Rule::RelatedPartDispositionMissing
         | Rule::HtmlBaseRemote => Action::Log,
+        Rule::RelatedPartDisposition
+        | Rule::RelatedPartDispositionMissing
+        | Rule::CidOutsideRelated
+            if direction == Direction::Inbound =>
+        {
+            Action::Log
+        }
         _ => Action::Fix,
     }
 }
@@ -295,6 +313,7 @@ mod tests {
 
     fn pol(entries: &[(&str, Action)]) -> Policy {
         Policy::new(
+            Direction::Inbound,
             entries
                 .iter()
                 .map(|(p, a)| (Pattern::parse(p).unwrap(), *a))
@@ -343,7 +362,7 @@ mod tests {
 
     #[test]
     fn defaults_fix_what_is_fixable_and_report_the_rest() {
-        let p = Policy::default();
+        let p = Policy::builtin(Direction::Inbound);
         assert_eq!(p.action_for(Rule::ExtbodyUrlUnquoted, true), Action::Fix);
         assert_eq!(
             p.action_for(Rule::RelatedCidDuplicate, false),
@@ -356,7 +375,7 @@ mod tests {
 
     #[test]
     fn harmless_rules_are_only_logged_unless_a_key_matches() {
-        let p = Policy::default();
+        let p = Policy::builtin(Direction::Inbound);
         for r in [
             Rule::ExtbodyUrlWordTooLong,
             Rule::LocationLineTooLong,
@@ -368,6 +387,33 @@ mod tests {
         assert_eq!(p.action_for(Rule::LocationLineTooLong, true), Action::Fix);
         let p = pol(&[("related-cid-duplicate", Action::Reject)]);
         assert_eq!(p.action_for(Rule::RelatedTypeMissing, true), Action::Log);
+    }
+
+    #[test]
+    fn inline_parts_readers_still_show_are_fixed_outbound_and_logged_inbound() {
+        let (inb, outb) = (
+            Policy::builtin(Direction::Inbound),
+            Policy::builtin(Direction::Outbound),
+        );
+        for r in [
+            Rule::RelatedPartDisposition,
+            Rule::RelatedPartDispositionMissing,
+            Rule::CidOutsideRelated,
+        ] {
+            assert_eq!(inb.action_for(r, true), Action::Log, "{}", r.id());
+            assert_eq!(outb.action_for(r, true), Action::Fix, "{}", r.id());
+            assert_eq!(outb.action_for(r, false), Action::Report, "{}", r.id());
+        }
+        // No reader shows these images at all: fixed, else reported, both ways.
+        for r in [Rule::ContentIdMalformed, Rule::RelatedRefMismatch] {
+            assert_eq!(inb.action_for(r, false), Action::Report, "{}", r.id());
+            assert_eq!(outb.action_for(r, true), Action::Fix, "{}", r.id());
+        }
+        // The removal of a Content-Base is the admin's to ask for.
+        assert_eq!(outb.action_for(Rule::HtmlBaseRemote, true), Action::Log);
+        // A scope over the inbound policy keeps its defaults.
+        let scoped = Policy::layered(&inb, Vec::new());
+        assert_eq!(scoped.action(Rule::CidOutsideRelated), Action::Log);
     }
 
     #[test]
@@ -395,7 +441,8 @@ mod tests {
             over(&[]),
             Policy {
                 entries: base.entries.clone(),
-                table: base.table.clone()
+                table: base.table.clone(),
+                direction: Direction::Inbound,
             }
         );
     }

@@ -28,8 +28,8 @@ impl Setup {
             .collect();
         Setup {
             policies: Policies {
-                inbound: Policy::new(entries),
-                outbound: Policy::default(),
+                inbound: Policy::new(Direction::Inbound, entries),
+                outbound: Policy::builtin(Direction::Outbound),
                 oversize_action: Action::Report,
                 scopes: Scopes::new(Vec::new()),
             },

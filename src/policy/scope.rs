@@ -886,7 +886,7 @@ mod tests {
             .iter()
             .map(|(p, a)| (Pattern::parse(p).unwrap(), *a))
             .collect();
-        let base = Policy::default();
+        let base = Policy::builtin(Direction::Inbound);
         Effect::Override(Box::new(Overrides {
             inbound: Policy::layered(&base, e.clone()),
             outbound: Policy::layered(&base, e),
@@ -1030,8 +1030,8 @@ mod tests {
 
     fn policies() -> Policies {
         Policies {
-            inbound: Policy::default(),
-            outbound: Policy::default(),
+            inbound: Policy::builtin(Direction::Inbound),
+            outbound: Policy::builtin(Direction::Outbound),
             oversize_action: Action::Report,
             scopes: Scopes::default(),
         }

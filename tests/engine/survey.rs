@@ -333,12 +333,11 @@ fn the_survey_sums_up_inline_images_and_their_senders() {
         .unwrap();
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     let inline = &v["inline"];
-    // Every shape but the remote base shows an image; all of those but the two with no
-    // repair on by default (a missing disposition is logged, a hidden attachment only
-    // reported) are repaired.
+    // Every shape but the remote base shows an image; outbound, all of those but the
+    // hidden attachment (no header-only repair) are repaired by the built-in defaults.
     assert_eq!(inline["with_images"], 7, "{v:#}");
     assert_eq!(inline["misshown"], 7, "{v:#}");
-    assert_eq!(inline["repaired"], 5, "{v:#}");
+    assert_eq!(inline["repaired"], 6, "{v:#}");
     let senders: Vec<&str> = inline["senders"]
         .as_array()
         .unwrap()
@@ -390,10 +389,18 @@ fn the_survey_sums_up_inline_images_and_their_senders() {
         "{t}"
     );
     assert!(
-        t.contains("\n  the configuration repairs                           5   62.50%\n"),
+        t.contains("\n  the configuration repairs                           6   75.00%\n"),
         "{t}"
     );
     assert!(t.contains("\n* cid-outside-related "), "{t}");
+    // Inbound, only the images no reader shows are repaired by default.
+    let o = bin()
+        .args(["survey", "--jobs", "1", "--direction", "inbound", "--format", "json"])
+        .arg(&sent)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["inline"]["repaired"], 3, "{v:#}");
     assert!(t.contains("\n  html-base-remote "), "{t}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
