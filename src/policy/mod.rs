@@ -255,7 +255,6 @@ impl Policies {
     }
 }
 
-
 /// The action of a rule that no policy key matches: `fix` (a finding with no repair on
 /// offer is reported), except for the rules below, which are only logged. Each of them
 /// is harmless to every reader tried (docs/INTEROP.md), and its repair would change

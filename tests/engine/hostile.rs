@@ -635,3 +635,28 @@ fn fuzz_rfc822_long_content_type_fixes_whole() {
         &mimeref_milter::engine::Options::default(),
     );
 }
+
+/// Found by the engine fuzz target: an image whose Content-ID only a lenient reader
+/// matches and which has no Content-Disposition. The Content-ID repair makes the
+/// reference find it, so the disposition is offered in the same pass: fixing once
+/// leaves nothing to fix.
+#[test]
+fn fuzz_engine_malformed_id_and_missing_disposition_fix_in_one_pass() {
+    let raw = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/fuzz-engine-malformed-id-no-disposition.eml"
+    ))
+    .unwrap();
+    let (fixed, a) = crate::support::invariants::fix_and_verify(
+        "fuzz engine",
+        &raw,
+        &mimeref_milter::engine::Options::default(),
+    );
+    let rules: Vec<&str> = a.findings.iter().map(|f| f.rule.id()).collect();
+    assert!(rules.contains(&"content-id-malformed"), "{rules:?}");
+    assert!(
+        rules.contains(&"related-part-disposition-missing"),
+        "{rules:?}"
+    );
+    assert!(String::from_utf8_lossy(&fixed).contains("Content-Disposition: inline"));
+}

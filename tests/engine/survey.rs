@@ -395,7 +395,15 @@ fn the_survey_sums_up_inline_images_and_their_senders() {
     assert!(t.contains("\n* cid-outside-related "), "{t}");
     // Inbound, only the images no reader shows are repaired by default.
     let o = bin()
-        .args(["survey", "--jobs", "1", "--direction", "inbound", "--format", "json"])
+        .args([
+            "survey",
+            "--jobs",
+            "1",
+            "--direction",
+            "inbound",
+            "--format",
+            "json",
+        ])
         .arg(&sent)
         .output()
         .unwrap();

@@ -364,7 +364,10 @@ fn inline_part_repairs_reach_the_mta_as_fix_as_milter_makes_them() {
         )
         .into_bytes();
     let cases = [
-        ("disposition-attachment", msg("inline/disposition-attachment.eml")),
+        (
+            "disposition-attachment",
+            msg("inline/disposition-attachment.eml"),
+        ),
         ("content-id-doubled", msg("inline/content-id-doubled.eml")),
         ("cid-in-mixed", msg("inline/cid-in-mixed.eml")),
         ("top-level Content-Base", top_base),

@@ -82,6 +82,8 @@ struct State<'m, 'a> {
     /// Parts given a Content-ID so far, with the edit: one per part, whatever the number
     /// of references to it.
     inserted: HashMap<usize, Option<usize>>,
+    /// The HTML part being read lies in a multipart/related.
+    in_related: bool,
 }
 
 /// Reports dangling `cid:` references, malformed `cid:`/`mid:` URLs and `mid:` URLs to
@@ -102,6 +104,7 @@ pub fn check(cx: &mut Context) {
         locations: LocationScopes::new(msg),
         message_ids_checked: HashSet::new(),
         inserted: HashMap::new(),
+        in_related: false,
     };
     for idx in htmls {
         let Some(text) = html_text(msg, idx) else {
@@ -111,6 +114,7 @@ pub fn check(cx: &mut Context) {
         let s = scan(&text, MAX_REFS_PER_PART);
         cx.cid_refs_complete &= !s.truncated;
         let path = msg.entities[idx].path.as_str();
+        st.in_related = !st.scopes.related_ancestors(idx).is_empty();
         let mut part = HtmlPart {
             idx,
             own_base: s.base.clone(),
@@ -186,6 +190,7 @@ fn locate_ref(
                 url: r.url.clone(),
                 cid: None,
                 target: Target::Location(at),
+                in_related: true,
             });
             Some(cx.refs.len() - 1)
         }
@@ -244,6 +249,7 @@ fn check_cid(
         url: r.url.clone(),
         cid: Some((id.raw.clone(), id.decoded.clone())),
         target,
+        in_related: st.in_related,
     });
     match resolution {
         Resolution::Found(at, _) => {

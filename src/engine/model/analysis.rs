@@ -131,6 +131,8 @@ pub struct Reference {
     /// For a `cid:` URL, its id as written and %-decoded (RFC 2392 §2).
     pub cid: Option<(String, String)>,
     pub target: Target,
+    /// The HTML part lies in a multipart/related (of its own message).
+    pub in_related: bool,
 }
 
 impl Reference {

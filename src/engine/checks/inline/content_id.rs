@@ -15,7 +15,7 @@
 //! inserted, or replacing an id no other reference uses. With several candidates no part
 //! is guessed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::engine::model::analysis::{Context, Finding, Reference, Target};
 use crate::engine::model::mime::Message;
@@ -25,9 +25,11 @@ use crate::engine::syntax::msgid::{id_forms, parse_msg_id, writable_id};
 
 use super::insert_field;
 
-pub(super) fn check(cx: &mut Context) {
-    malformed(cx);
-    mismatch(cx);
+/// Reports both rules; returns the parts whose Content-ID repair is on offer.
+pub(super) fn check(cx: &mut Context) -> BTreeSet<usize> {
+    let mut repaired = malformed(cx);
+    repaired.extend(mismatch(cx));
+    repaired
 }
 
 /// `place "url" in part P` for a finding's message.
@@ -65,8 +67,9 @@ fn rewrite_id(cx: &mut Context, at: usize, id: &str, rule: Rule) -> Option<usize
     Some(cx.edits.rewrite(field.value.clone(), loc, value, rule))
 }
 
-fn malformed(cx: &mut Context) {
+fn malformed(cx: &mut Context) -> BTreeSet<usize> {
     let msg = cx.msg;
+    let mut repaired = BTreeSet::new();
     // Part -> the references that find it only leniently.
     let mut by_part: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     let mut ambiguous: Vec<usize> = Vec::new();
@@ -116,6 +119,7 @@ fn malformed(cx: &mut Context) {
                 f.message
                     .push_str(&format!("; fix: Content-ID: <{}>", clip(id)));
                 f = f.with_edit(edit);
+                repaired.insert(at);
             }
         }
         cx.malformed_ids.insert(at);
@@ -141,6 +145,7 @@ fn malformed(cx: &mut Context) {
         );
         cx.report(f);
     }
+    repaired
 }
 
 /// Why part `c` is the candidate for id `x`: what the finding says of it.
@@ -159,8 +164,9 @@ fn why_candidate(msg: &Message, c: usize) -> String {
     }
 }
 
-fn mismatch(cx: &mut Context) {
+fn mismatch(cx: &mut Context) -> BTreeSet<usize> {
     let msg = cx.msg;
+    let mut repaired = BTreeSet::new();
     // Candidate part -> references that mean it.
     let mut by_part: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     let mut findings = Vec::new();
@@ -216,6 +222,9 @@ fn mismatch(cx: &mut Context) {
             ),
             _ => None,
         };
+        if edit.is_some() {
+            repaired.insert(c);
+        }
         for (k, &n) in refs.iter().enumerate() {
             let r = &cx.refs[n];
             let mut f = Finding::new(
@@ -252,4 +261,5 @@ fn mismatch(cx: &mut Context) {
             cx.report(f);
         }
     }
+    repaired
 }

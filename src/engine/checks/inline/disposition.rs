@@ -14,7 +14,7 @@
 //! only a lenient reader finds is `content-id-malformed` or `related-ref-mismatch`
 //! first. Links (`<a href>`) do not count: a linked attachment is meant as one.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use crate::engine::model::analysis::{Context, Finding, Reference, Target};
 use crate::engine::model::mime::Message;
@@ -22,38 +22,33 @@ use crate::engine::model::rules::Rule;
 use crate::engine::syntax::ascii::clip;
 use crate::engine::syntax::params::Disposition;
 
-use super::insert_field;
+use super::{insert_field, Repaired};
 
-/// The part a reference shows in the body of a multipart/related, if it shows one;
-/// `becoming_related`: the multipart/mixed entities that `cid-outside-related` repairs.
-fn shown_part(msg: &Message, r: &Reference, becoming_related: &BTreeSet<usize>) -> Option<usize> {
+/// The part a reference shows in the body of a multipart/related, if it shows one, once
+/// the repairs on offer (`after`) are made: a Content-ID repaired, a multipart/mixed made
+/// related.
+fn shown_part(msg: &Message, r: &Reference, after: &Repaired) -> Option<usize> {
     if !r.loads() {
         return None;
     }
     match r.target {
-        Target::ContentId {
-            at,
-            in_related: true,
-        }
-        | Target::CidLocation(at)
-        | Target::Location(at) => Some(at),
-        Target::ContentId {
-            at,
-            in_related: false,
-        } => msg.entities[at]
-            .parent
-            .filter(|p| becoming_related.contains(p))
-            .map(|_| at),
-        _ => None,
+        Target::CidLocation(at) | Target::Location(at) => Some(at),
+        _ => match after.target(r)? {
+            (at, true) => Some(at),
+            (at, false) => msg.entities[at]
+                .parent
+                .filter(|p| after.related.contains(p))
+                .map(|_| at),
+        },
     }
 }
 
-pub(super) fn check(cx: &mut Context, becoming_related: &BTreeSet<usize>) {
+pub(super) fn check(cx: &mut Context, after: &Repaired) {
     let msg = cx.msg;
     // Part -> the first reference that shows it, in document order of the parts.
     let mut shown: BTreeMap<usize, usize> = BTreeMap::new();
     for (n, r) in cx.refs.iter().enumerate() {
-        if let Some(at) = shown_part(msg, r, becoming_related) {
+        if let Some(at) = shown_part(msg, r, after) {
             shown.entry(at).or_insert(n);
         }
     }

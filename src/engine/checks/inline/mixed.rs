@@ -17,10 +17,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::engine::model::analysis::{Context, Finding, Target};
+use crate::engine::model::analysis::{Context, Finding};
 use crate::engine::model::mime::{Kind, Message};
 use crate::engine::model::rules::Rule;
 use crate::engine::syntax::params::{subtype_span, ContentType};
+
+use super::Repaired;
 
 /// RFC 5322 §2.1.1 soft line limit: the inserted `type=` goes on a new line beyond it.
 const SOFT_LINE: usize = 78;
@@ -31,17 +33,14 @@ fn is_mixed(msg: &Message, i: usize) -> bool {
 }
 
 /// Reports the rule; returns the multipart/mixed entities whose repair is on offer.
-pub(super) fn check(cx: &mut Context) -> BTreeSet<usize> {
+/// `after`: the Content-ID repairs on offer, which make more references lead to parts.
+pub(super) fn check(cx: &mut Context, after: &Repaired) -> BTreeSet<usize> {
     let msg = cx.msg;
     // (HTML part, the multipart/mixed) -> the parts it shows that are that mixed's
     // children.
     let mut found: BTreeMap<(usize, usize), BTreeSet<usize>> = BTreeMap::new();
     for r in &cx.refs {
-        let Target::ContentId {
-            at,
-            in_related: false,
-        } = r.target
-        else {
+        let Some((at, false)) = after.target(r) else {
             continue;
         };
         if !r.loads() {

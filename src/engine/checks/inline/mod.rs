@@ -21,18 +21,52 @@ mod disposition;
 mod hidden;
 mod mixed;
 
-use crate::engine::model::analysis::Context;
+use std::collections::BTreeSet;
+
+use crate::engine::model::analysis::{Context, Reference, Target};
 use crate::engine::model::rules::Rule;
 
 /// Runs the rules, after the `html` check has recorded the references.
 pub fn check(cx: &mut Context) {
-    content_id::check(cx);
-    // Before the dispositions: a multipart/mixed that its repair makes related shows
-    // its images as related parts, whose dispositions then count.
-    let becoming_related = mixed::check(cx);
-    disposition::check(cx, &becoming_related);
+    // Each rule judges the message as the repairs offered before it leave it, so that
+    // fixing everything once leaves nothing to fix: a Content-ID repaired makes its
+    // references lead to the part (for the mixed and disposition rules), and a
+    // multipart/mixed made related makes its images related parts (for dispositions).
+    let repaired_ids = content_id::check(cx);
+    let after = Repaired {
+        ids: repaired_ids,
+        related: BTreeSet::new(),
+    };
+    let related = mixed::check(cx, &after);
+    let after = Repaired { related, ..after };
+    disposition::check(cx, &after);
     hidden::check(cx);
     base::check(cx);
+}
+
+/// What the repairs on offer so far change about where references lead.
+struct Repaired {
+    /// Parts whose Content-ID is repaired (`content-id-malformed`, `related-ref-mismatch`):
+    /// the references that find them only leniently, or by candidate, will find them.
+    ids: BTreeSet<usize>,
+    /// multipart/mixed entities made multipart/related (`cid-outside-related`).
+    related: BTreeSet<usize>,
+}
+
+impl Repaired {
+    /// The part reference `r` will lead to once the Content-ID repairs are made, and
+    /// whether through a multipart/related around it.
+    fn target(&self, r: &Reference) -> Option<(usize, bool)> {
+        match &r.target {
+            Target::ContentId { at, in_related } => Some((*at, *in_related)),
+            Target::Lenient(v) | Target::Candidates(v)
+                if v.len() == 1 && self.ids.contains(&v[0]) =>
+            {
+                Some((v[0], r.in_related))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Offers the insertion of the field `name: value` at the end of entity `i`'s heading:

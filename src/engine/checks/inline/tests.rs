@@ -381,3 +381,27 @@ fn repairs_are_withheld_under_a_dkim_signature() {
         raw.replace("attachment", "inline")
     );
 }
+
+#[test]
+fn repairs_that_depend_on_each_other_are_offered_in_one_pass() {
+    // Bare ids in a multipart/mixed with no disposition: the ids are repaired, which
+    // makes the images the HTML's, which makes the mixed related, which makes their
+    // dispositions count. All in one pass, so that fixing again finds nothing.
+    let raw = "Content-Type: multipart/mixed; boundary=m\r\n\r\n--m\r\nContent-Type: text/html\r\n\r\n<img src=\"cid:a@x.test\">\r\n--m\r\nContent-Type: image/png\r\nContent-ID: a@x.test\r\n\r\nA\r\n--m--\r\n";
+    let mut f = found(raw);
+    f.sort();
+    assert_eq!(
+        f,
+        [
+            ("1".to_string(), "cid-outside-related", true),
+            ("2".to_string(), "content-id-malformed", true),
+            ("2".to_string(), "related-part-disposition-missing", true),
+        ]
+    );
+    let out = fixed(raw);
+    assert!(
+        out.contains("Content-ID: <a@x.test>\r\nContent-Disposition: inline\r\n"),
+        "{out}"
+    );
+    assert!(out.starts_with("Content-Type: multipart/related; boundary=m; type=\"text/html\""));
+}
