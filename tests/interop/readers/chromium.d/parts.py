@@ -2,7 +2,7 @@
 """Leaf parts of a message with digests of their decoded bodies, so that the chromium
 reader can tell which part a resource Chromium loaded from the archive came from.
 Paths are IMAP section numbers (0 the top-level entity, its children 1, 2, then 2.1).
-Prints JSON: [{"part": "2", "sha256": [hex, ...], "content_id", "content_location"}] (several digests per part: the
+Prints JSON: [{"part": "2", "sha256": [hex, ...], "content_type", "content_id", "content_location"}] (several digests per part: the
 bytes, and for text the bytes with CRLF turned into LF, also without trailing line ends)."""
 import email
 import email.policy
@@ -34,7 +34,7 @@ def walk(part, path, out):
             pass
     cid = part.get("Content-ID")
     loc = part.get("Content-Location")
-    out.append({"part": path, "sha256": sorted(ds),
+    out.append({"part": path, "sha256": sorted(ds), "content_type": part.get_content_type(),
                 "content_id": str(cid).strip().strip("<>") if cid is not None else None,
                 "content_location": "".join(str(loc).split()) if loc is not None else None})
 

@@ -73,7 +73,8 @@ function pixelHash(file) {
 
 // The temporary file name must not leak into the JSON: it differs per run.
 function scrub(s) {
-  return String(s).split(fileUrl).join('file:///MESSAGE.mht').split(mht).join('/MESSAGE.mht');
+  return String(s).split(fileUrl).join('file:///MESSAGE.mht').split(mht).join('/MESSAGE.mht')
+    .split(tmp).join('/TMP');
 }
 
 // Runs inside each frame of the archive.
@@ -232,8 +233,15 @@ async function main() {
     const ctype = resp ? (resp.headers()['content-type'] || null) : null;
 
     let partOf = new Map();
-    try { partOf = await resourceParts(page, partDigests()); } catch (e) {
+    const digests = partDigests();
+    try { partOf = await resourceParts(page, digests); } catch (e) {
       result.defects.push(scrub(`resource to part mapping failed: ${e.message.split('\n')[0]}`));
+    }
+    // Chromium has no attachment list: each leaf says so (attachment null), so that
+    // the matrix tells "no list" from "not reported".
+    for (const p of digests.parts) {
+      result.parts.push({ part: p.part, content_type: p.content_type || null, content_id: null,
+        content_location: null, resolved: null, attachment: null });
     }
     const loaded = [];
     const frames = page.frames();
