@@ -660,3 +660,26 @@ fn fuzz_engine_malformed_id_and_missing_disposition_fix_in_one_pass() {
     );
     assert!(String::from_utf8_lossy(&fixed).contains("Content-Disposition: inline"));
 }
+
+/// Found by the engine fuzz target: an HTML part with two Content-Base fields. Taking
+/// out one would leave the other as the remote base, so no removal is offered.
+#[test]
+fn fuzz_engine_two_content_bases_offer_no_removal() {
+    let raw = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/fuzz-engine-two-content-bases.eml"
+    ))
+    .unwrap();
+    let (fixed, a) = crate::support::invariants::fix_and_verify(
+        "fuzz engine",
+        &raw,
+        &mimeref_milter::engine::Options::default(),
+    );
+    let f = a
+        .findings
+        .iter()
+        .find(|f| f.rule.id() == "html-base-remote")
+        .expect("reported");
+    assert!(!f.fixable, "{}", f.message);
+    assert_eq!(fixed, raw);
+}

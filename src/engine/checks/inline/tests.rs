@@ -334,6 +334,19 @@ fn a_remote_base_from_a_mime_header_is_reported_and_content_base_may_go() {
             1,
         );
     assert_eq!(found(&needed), one("1", "html-base-remote", false));
+    // Two Content-Base fields, or one above that would take its place: taking one out
+    // would not end the remote base, so nothing is offered.
+    let two = raw.replace(
+        "Content-Base: http://login.example.net/\r\n",
+        "Content-Base: http://login.example.net/\r\nContent-Base: http://other.example.net/\r\n",
+    );
+    assert_eq!(found(&two), one("1", "html-base-remote", false));
+    let above = raw.replacen(
+        "\r\n\r\n",
+        "\r\nContent-Base: http://other.example.net/\r\n\r\n",
+        1,
+    );
+    assert_eq!(found(&above), one("1", "html-base-remote", false));
     // A top-level Content-Base nothing else needs may go too (change_header).
     let top = raw
         .replace("Content-Base: http://login.example.net/\r\n", "")
