@@ -41,7 +41,11 @@
 //!     value both repairs make
 //!   - `related`: multipart/related and Content-Location (RFC 2387, RFC 2557)
 //!   - `html`: references inside text/html (RFC 2557 §8, RFC 2392); `cid_scope`: which
-//!     Content-IDs a `cid:` reference may name (RFC 2557 §8.3)
+//!     Content-IDs a `cid:` reference may name (RFC 2557 §8.3), also as lenient readers
+//!     read them; `location_scope`: which part a URL names by Content-Location
+//!   - `inline/`: what readers show of the parts those references lead to (the
+//!     catalogue's "Inline parts"): `disposition`, `content_id`, `mixed`, `hidden`,
+//!     `base`
 //!   - `ids`: Content-ID rules; `cturi`: Content-Types that stand for a URI
 //!   - `signed`: fixes withheld from DKIM-signed, multipart/signed and S/MIME messages
 //!
@@ -139,7 +143,10 @@ fn run(cx: &mut Context) {
 pub mod fuzzing {
     /// Content-Type and RFC 2231 parameter parsing.
     pub mod params {
-        pub use crate::engine::syntax::params::{percent_decode, skip_cfws, ContentType};
+        pub use crate::engine::syntax::msgid::id_forms;
+        pub use crate::engine::syntax::params::{
+            percent_decode, skip_cfws, subtype_span, ContentType, Disposition,
+        };
     }
     /// The HTML reference scanner.
     pub mod html {

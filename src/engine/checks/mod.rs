@@ -1,6 +1,8 @@
 //! The checks: each reads the model and reports findings, offering edits. Uses
-//! `syntax`, `model` and `rewriting`; no check uses another (`cid_scope` is the
-//! `html` check's own part: which Content-IDs a `cid:` reference may name).
+//! `syntax`, `model` and `rewriting`; no check uses another (`cid_scope` and
+//! `location_scope` are the `html` check's own parts: which Content-IDs a `cid:`
+//! reference may name, which part a URL names by Content-Location). `inline` reads
+//! what `html` recorded in the context (`Context::refs`), as `ids` does.
 pub(crate) mod cid_scope;
 pub mod cturi;
 pub mod extbody;
