@@ -84,14 +84,20 @@ pub(super) fn check(cx: &mut Context) {
 }
 
 /// Offers the removal of the Content-Base `src` names, when that ends the remote base
-/// and nothing of the message resolves against it: it is its heading's only one, no
-/// enclosing heading gives a base of its own (which would take its place), no part
-/// below its heading has a Content-Location (whose meaning it would change) and no
-/// reference leads to a part by Content-Location.
+/// and nothing of the message resolves against it: it is the message's only Content-Base
+/// (with another, removing one would let the next take its place, one repair after
+/// the other), no enclosing heading gives a base by Content-Location, no part below
+/// its heading has a Content-Location (whose meaning it would change) and no reference
+/// leads to a part by Content-Location.
 fn remove_content_base(cx: &mut Context, src: &BaseSource) -> Option<usize> {
     let msg = cx.msg;
     let e = &msg.entities[src.entity];
-    if !e.editable() || msg.fields_named(e, "content-base").count() != 1 {
+    let bases: usize = msg
+        .entities
+        .iter()
+        .map(|x| msg.fields_named(x, "content-base").count())
+        .sum();
+    if !e.editable() || bases != 1 {
         return None;
     }
     if e.parent.is_some_and(|p| base_source(msg, p).is_some()) {
