@@ -690,3 +690,27 @@ fn fuzz_engine_several_content_bases_offer_no_removal() {
         assert!(bases.iter().all(|f| !f.fixable), "{file}: {bases:?}");
     }
 }
+
+/// Every input the engine fuzz target found (`tests/fixtures/fuzz-engine-*.eml`) keeps
+/// the invariants of a fix: among them a part that two references could each mean by
+/// a different id, which is given neither (repairing it for one changed whom the other
+/// could mean, one repair after another).
+#[test]
+fn fuzz_engine_inputs_keep_the_fix_invariants() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        if name.starts_with("fuzz-engine-") && name.ends_with(".eml") {
+            let raw = std::fs::read(&p).unwrap();
+            crate::support::invariants::fix_and_verify(
+                &name,
+                &raw,
+                &mimeref_milter::engine::Options::default(),
+            );
+            n += 1;
+        }
+    }
+    assert!(n >= 4, "{n} inputs");
+}

@@ -169,8 +169,17 @@ fn mismatch(cx: &mut Context) -> BTreeSet<usize> {
     let mut repaired = BTreeSet::new();
     // Candidate part -> references that mean it.
     let mut by_part: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    // Candidate part -> every id some reference could mean it for, also where it is one
+    // of several candidates: a part claimed for two ids is given neither, or the repair
+    // for one would change whom the other may mean (one repair after another).
+    let mut claims: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
     let mut findings = Vec::new();
     for (n, r) in cx.refs.iter().enumerate() {
+        if let (Target::Candidates(parts), Some((_, id))) = (&r.target, &r.cid) {
+            for &p in parts {
+                claims.entry(p).or_default().insert(id.clone());
+            }
+        }
         if let Target::Candidates(parts) = &r.target {
             if parts.len() == 1 {
                 by_part.entry(parts[0]).or_default().push(n);
@@ -195,12 +204,17 @@ fn mismatch(cx: &mut Context) -> BTreeSet<usize> {
     for f in findings {
         cx.report(f);
     }
+    let claimed_once: BTreeSet<usize> = claims
+        .iter()
+        .filter(|(_, ids)| ids.len() == 1)
+        .map(|(&p, _)| p)
+        .collect();
     for (c, refs) in by_part {
         let names: Vec<String> = refs
             .iter()
             .filter_map(|&n| cx.refs[n].cid.as_ref().map(|(_, d)| d.clone()))
             .collect();
-        let one = !names.is_empty() && names.iter().all(|x| *x == names[0]);
+        let one = !names.is_empty() && claimed_once.contains(&c);
         // Another reference that finds the part by the id it has now keeps it.
         let in_use = cx.refs.iter().any(|r| {
             matches!(&r.target, Target::ContentId { at, .. } if *at == c)

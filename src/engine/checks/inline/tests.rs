@@ -257,6 +257,19 @@ fn a_reference_whose_part_has_another_id_or_none_gets_it() {
     );
     assert_eq!(found(&outlook), one("1", "related-ref-mismatch", true));
     assert!(fixed(&outlook).contains("Content-ID: <chart.png@01D1B2C3>\r\n"));
+    // One part two references could each mean, by different ids: given neither.
+    let contested = related(
+        "chart.png@a.test",
+        "Content-Type: image/png; name=\"chart.png\"\r\nContent-Disposition: inline",
+    )
+    .replace("<p><img", "<p><img src=\"cid:chart.png@b.test\"><img");
+    let f = found(&contested);
+    assert_eq!(f.len(), 2, "{f:?}");
+    assert!(
+        f.iter()
+            .all(|(_, r, fixable)| *r == "related-ref-mismatch" && !fixable),
+        "{f:?}"
+    );
     // Two parts could be meant: none is guessed.
     let two = related(
         "chart.png",
