@@ -86,9 +86,9 @@ pub(super) fn check(cx: &mut Context) {
 /// Offers the removal of the Content-Base `src` names, when that ends the remote base
 /// and nothing of the message resolves against it: it is the message's only Content-Base
 /// (with another, removing one would let the next take its place, one repair after
-/// the other), no enclosing heading gives a base by Content-Location, no part below
-/// its heading has a Content-Location (whose meaning it would change) and no reference
-/// leads to a part by Content-Location.
+/// the other), no enclosing heading gives a base by Content-Location, and no part of
+/// the message has a Content-Location (whose resolution, or that of a reference to
+/// it, the removal would change).
 fn remove_content_base(cx: &mut Context, src: &BaseSource) -> Option<usize> {
     let msg = cx.msg;
     let e = &msg.entities[src.entity];
@@ -103,13 +103,17 @@ fn remove_content_base(cx: &mut Context, src: &BaseSource) -> Option<usize> {
     if e.parent.is_some_and(|p| base_source(msg, p).is_some()) {
         return None;
     }
-    let below = |i: usize| i == src.entity || msg.ancestors(i).any(|a| a == src.entity);
-    let located = (0..msg.entities.len())
-        .any(|i| below(i) && msg.field(&msg.entities[i], "content-location").is_some())
+    // Without it, relative references resolve against another base, and may then name
+    // a part by its Content-Location (one repair making the next): with any
+    // Content-Location in the message, the Content-Base stays.
+    let located = msg
+        .entities
+        .iter()
+        .any(|x| msg.field(x, "content-location").is_some())
         || cx
             .refs
             .iter()
-            .any(|r| matches!(r.target, Target::Location(_)) && below(r.html));
+            .any(|r| matches!(r.target, Target::Location(_)));
     if located {
         return None;
     }
