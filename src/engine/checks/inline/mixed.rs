@@ -73,7 +73,7 @@ pub(super) fn check(cx: &mut Context, after: &Repaired) -> BTreeSet<usize> {
         );
         let edit = *repaired
             .entry(m)
-            .or_insert_with(|| repair(cx, html, m, &shown));
+            .or_insert_with(|| repair(cx, after, html, m, &shown));
         match edit {
             Some(i) => {
                 f.message
@@ -104,11 +104,28 @@ fn body_child(msg: &Message, m: usize, html: usize) -> Option<usize> {
 
 /// Offers `multipart/mixed` → `multipart/related; type="…"` on `m`'s Content-Type, when
 /// its first child is the body holding `html` and every other child is in `shown`.
-fn repair(cx: &mut Context, html: usize, m: usize, shown: &BTreeSet<usize>) -> Option<usize> {
+fn repair(
+    cx: &mut Context,
+    after: &Repaired,
+    html: usize,
+    m: usize,
+    shown: &BTreeSet<usize>,
+) -> Option<usize> {
     let msg = cx.msg;
     let first = body_child(msg, m, html)?;
     let e = &msg.entities[m];
     if !e.children.iter().skip(1).all(|c| shown.contains(c)) || e.children.len() < 2 {
+        return None;
+    }
+    // Made related, the mixed is the scope of every cid: reference in its first child
+    // (RFC 2557 §8.3): one that leads outside it now would lead nowhere then.
+    let inside = |p: usize| p == m || msg.ancestors(p).any(|a| a == m);
+    let leaves = cx.refs.iter().any(|r| {
+        (r.html == first || msg.ancestors(r.html).any(|a| a == first))
+            && r.cid.is_some()
+            && after.target(r).is_some_and(|(at, _)| !inside(at))
+    });
+    if leaves {
         return None;
     }
     if !e.editable() {
