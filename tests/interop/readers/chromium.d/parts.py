@@ -11,10 +11,16 @@ import json
 import sys
 
 
-def walk(part, path, out):
+def walk(part, path, out, inner=False):
     if part.is_multipart():
+        # An encapsulated message (message/rfc822, external-body) is one part to a
+        # person; its own parts are searched for resources, marked `inner`.
+        message = part.get_content_maintype() == "message"
+        if message:
+            out.append({"part": path, "sha256": [], "content_type": part.get_content_type(),
+                        "content_id": None, "content_location": None, "inner": inner})
         for i, k in enumerate(part.get_payload(), 1):
-            walk(k, str(i) if path == "0" else "%s.%d" % (path, i), out)
+            walk(k, str(i) if path == "0" else "%s.%d" % (path, i), out, inner or message)
         return
     try:
         body = part.get_payload(decode=True) or b""
@@ -34,7 +40,7 @@ def walk(part, path, out):
             pass
     cid = part.get("Content-ID")
     loc = part.get("Content-Location")
-    out.append({"part": path, "sha256": sorted(ds), "content_type": part.get_content_type(),
+    out.append({"part": path, "sha256": sorted(ds), "content_type": part.get_content_type(), "inner": inner,
                 "content_id": str(cid).strip().strip("<>") if cid is not None else None,
                 "content_location": "".join(str(loc).split()) if loc is not None else None})
 

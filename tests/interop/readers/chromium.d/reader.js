@@ -239,7 +239,7 @@ async function main() {
     }
     // Chromium has no attachment list: each leaf says so (attachment null), so that
     // the matrix tells "no list" from "not reported".
-    for (const p of digests.parts) {
+    for (const p of digests.parts.filter((x) => !x.inner)) {
       result.parts.push({ part: p.part, content_type: p.content_type || null, content_id: null,
         content_location: null, resolved: null, attachment: null });
     }
