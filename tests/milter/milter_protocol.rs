@@ -349,7 +349,8 @@ fn http_get(port: u16, path: &str) -> String {
 #[test]
 fn inline_part_repairs_reach_the_mta_as_fix_as_milter_makes_them() {
     let Some(py) = python() else { return };
-    let cfg = "trusted_networks = []\n[policy.inbound]\n\"html-base-remote\" = \"fix\"\n";
+    // Inbound, with the repairs the defaults make outbound asked for.
+    let cfg = "trusted_networks = []\n[policy.inbound]\n\"related-part-disposition\" = \"fix\"\n\"cid-outside-related\" = \"fix\"\n\"html-base-remote\" = \"fix\"\n";
     let d = Daemon::start(cfg, &[]);
     // The remote base on the top-level heading instead of the HTML part's.
     let top_base = String::from_utf8(msg("inline/base-remote.eml"))

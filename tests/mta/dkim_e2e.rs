@@ -304,7 +304,7 @@ fn opendkim_before_mimeref_withholds_the_fix_and_the_signature_holds() {
         "{text}"
     );
     assert!(
-        log.contains("signed-content info: a DKIM-Signature covers what the fixes for related-cid-location-only would change: fixes withheld"),
+        log.contains("signed-content info: a DKIM-Signature covers what the fixes for related-cid-location-only, related-part-disposition-missing would change: fixes withheld"),
         "{log}"
     );
     assert!(
@@ -537,7 +537,7 @@ fn sendmail_opendkim_before_mimeref_withholds_the_fix_and_the_signature_holds() 
         "{text}"
     );
     assert!(
-        log.contains("signed-content info: a DKIM-Signature covers what the fixes for related-cid-location-only would change: fixes withheld"),
+        log.contains("signed-content info: a DKIM-Signature covers what the fixes for related-cid-location-only, related-part-disposition-missing would change: fixes withheld"),
         "{log}"
     );
     assert!(
