@@ -40,6 +40,7 @@ import time
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "..", "lib"))
 import readerlib  # noqa: E402
+import tmuxscreen  # noqa: E402
 
 NAME = "alpine"
 WIDTH, HEIGHT = 250, 200       # Alpine draws at most 200 rows
@@ -53,56 +54,13 @@ def die(msg):
     sys.exit(1)
 
 
-class Tmux:
-    def __init__(self, sock):
-        self.sock = sock
-        self.started = time.monotonic()
-
-    def run(self, *args, check=True):
-        r = subprocess.run(["tmux", "-L", self.sock, "-f", "/dev/null"] + list(args),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           errors="replace", timeout=10)
-        if check and r.returncode != 0:
-            raise RuntimeError("tmux %s: %s" % (args[0], r.stderr.strip()))
-        return r.stdout
-
+class Tmux(tmuxscreen.Tmux):
     def capture(self, escapes=False):
-        lines = self.run("capture-pane", "-p", "-J", *(["-e"] if escapes else []), "-t", "r").split("\n")
+        # Alpine leaves the rows below its screen blank: they are not part of it.
+        lines = super().capture(escapes)
         while lines and lines[-1] == "":
             lines.pop()
         return lines
-
-    def keys(self, *keys):
-        self.run("send-keys", "-t", "r", *keys)
-
-    def left(self):
-        return DEADLINE - (time.monotonic() - self.started)
-
-    def wait(self, pred, what, settle=0.08):
-        """Poll until pred(lines) holds and the screen is unchanged for `settle` s."""
-        last, since = None, None
-        while True:
-            lines = self.capture()
-            now = time.monotonic()
-            if pred(lines):
-                if lines == last:
-                    if now - since >= settle:
-                        return lines
-                else:
-                    last, since = lines, now
-            else:
-                last, since = None, None
-            if self.left() <= 0:
-                raise TimeoutError("screen did not show %s; last screen:\n%s"
-                                   % (what, "\n".join(l.rstrip() for l in lines if l.strip())))
-            time.sleep(0.03)
-
-    def kill(self):
-        try:
-            subprocess.run(["tmux", "-L", self.sock, "kill-server"], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=5)
-        except Exception:
-            pass
 
 
 def title(lines):
@@ -254,7 +212,7 @@ def main():
            "parts": [], "related": [], "refs": [], "images": [], "defects": [], "shown": "",
            "screenshot": None, "screenshot_sha256": None}
     tmp = tempfile.mkdtemp(prefix="mimeref-alpine-")
-    tm = Tmux("mimeref-alpine-%d" % os.getpid())
+    tm = Tmux("mimeref-alpine-%d" % os.getpid(), DEADLINE)
     try:
         body = raw.replace(b"\r\n", b"\n")
         if not body.endswith(b"\n"):

@@ -35,6 +35,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
+import tmuxscreen  # noqa: E402
+
 NAME = "neomutt"
 WIDTH, HEIGHT = 200, 50          # the pager's window
 WIDE, TALL = 1000, 300           # the attachment menu's (long Content-Type prompts)
@@ -48,58 +51,7 @@ def die(msg):
     sys.exit(1)
 
 
-class Tmux:
-    def __init__(self, sock):
-        self.sock = sock
-        self.started = time.monotonic()
-
-    def run(self, *args, check=True):
-        r = subprocess.run(["tmux", "-L", self.sock, "-f", "/dev/null"] + list(args),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           errors="replace", timeout=10)
-        if check and r.returncode != 0:
-            raise RuntimeError("tmux %s: %s" % (args[0], r.stderr.strip()))
-        return r.stdout
-
-    def capture(self):
-        # -J joins wrapped lines: a long line reads as one, whatever the width.
-        lines = self.run("capture-pane", "-p", "-J", "-t", "r").split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        return lines
-
-    def keys(self, *keys):
-        self.run("send-keys", "-t", "r", *keys)
-
-    def left(self):
-        return DEADLINE - (time.monotonic() - self.started)
-
-    def wait(self, pred, what, settle=0.08):
-        """Poll the screen until pred(lines) holds and the screen is unchanged for
-        `settle` seconds; return the lines."""
-        last, since = None, None
-        while True:
-            lines = self.capture()
-            now = time.monotonic()
-            if pred(lines):
-                if lines == last:
-                    if now - since >= settle:
-                        return lines
-                else:
-                    last, since = lines, now
-            else:
-                last, since = None, None
-            if self.left() <= 0:
-                raise TimeoutError("screen did not show %s; last screen:\n%s"
-                                   % (what, "\n".join(l.rstrip() for l in lines if l.strip())))
-            time.sleep(0.03)
-
-    def kill(self):
-        try:
-            subprocess.run(["tmux", "-L", self.sock, "kill-server"], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=5)
-        except Exception:
-            pass
+Tmux = tmuxscreen.Tmux
 
 
 def split_params(s):
@@ -228,7 +180,7 @@ def main():
            "screenshot": None, "screenshot_sha256": None}
 
     tmp = tempfile.mkdtemp(prefix="mimeref-neomutt-")
-    tm = Tmux("mimeref-neomutt-%d" % os.getpid())
+    tm = Tmux("mimeref-neomutt-%d" % os.getpid(), DEADLINE)
     try:
         # One-message MMDF mailbox (mbox family, messages between ^A^A^A^A lines), so
         # that no "From " line of the body needs the >From quoting mbox would add.
