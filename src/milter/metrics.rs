@@ -56,6 +56,13 @@ pub fn install() -> Result<PrometheusHandle, String> {
         eom: Default::default(),
         oversize: Default::default(),
     });
+    for &(name, kind, help) in HELP {
+        match kind {
+            Kind::Counter => metrics::describe_counter!(name, help),
+            Kind::Gauge => metrics::describe_gauge!(name, help),
+            Kind::Histogram => metrics::describe_histogram!(name, help),
+        }
+    }
     // Series that alerts and dashboards rate() over exist from the start, at 0: a
     // series that appears with its first increment hides that increment from rate().
     counter!("mimeref_connections_refused_total").increment(0);
@@ -100,6 +107,41 @@ pub fn install() -> Result<PrometheusHandle, String> {
     let _ = INSTALLED.set(handle.clone());
     Ok(handle)
 }
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// The `# HELP` line of every metric the daemon exports: what someone reading a scrape
+/// or a Prometheus console sees without the man page (mimeref-milter(8), METRICS, says
+/// more). A metric missing here is exported without one; tests/milter/dashboards.rs
+/// checks that none is.
+const HELP: &[(&str, Kind, &str)] = &[
+    ("mimeref_messages_total", Kind::Counter, "Messages that got a verdict at end of message, by direction and the policy's action (in a dry run, what would have been done)."),
+    ("mimeref_findings_total", Kind::Counter, "Findings, by rule id, the action the policy gave them and direction."),
+    ("mimeref_scope_messages_total", Kind::Counter, "Messages a [[scope]] applied to, by the scope that decided, direction and verdict."),
+    ("mimeref_message_bytes_total", Kind::Counter, "Octets of the messages that got a verdict."),
+    ("mimeref_oversize_total", Kind::Counter, "Messages over max_message_size or max_header_size."),
+    ("mimeref_processing_seconds", Kind::Histogram, "MAIL to the end-of-message reply, the SMTP transfer included."),
+    ("mimeref_eom_seconds", Kind::Histogram, "What end of message itself takes: the latency the milter adds to the MTA's end of data."),
+    ("mimeref_forged_headers_removed_total", Kind::Counter, "Report header fields sent by a client and deleted from inbound mail."),
+    ("mimeref_events_total", Kind::Counter, "Connections the milter refused or closed, by event."),
+    ("mimeref_connections_open", Kind::Gauge, "Milter connections open."),
+    ("mimeref_max_connections", Kind::Gauge, "The max_connections in force."),
+    ("mimeref_connections_refused_total", Kind::Counter, "Milter connections closed at once at max_connections."),
+    ("mimeref_http_connections_refused_total", Kind::Counter, "HTTP connections closed at once at metrics_max_connections."),
+    ("mimeref_accept_errors_total", Kind::Counter, "Failed accepts on the milter socket or the HTTP endpoint, by listener and error."),
+    ("mimeref_spill_failures_total", Kind::Counter, "Spills to spill_directory that failed, by stage (create, write)."),
+    ("mimeref_spill_tempfails_total", Kind::Counter, "Messages tempfailed because their spill failed and memory_budget had no room for them."),
+    ("mimeref_spill_held_bytes", Kind::Gauge, "Octets held in memory by messages whose spill failed."),
+    ("mimeref_internal_errors_total", Kind::Counter, "Messages the daemon itself failed on, by cause and what they got (internal_error_action)."),
+    ("mimeref_reloads_total", Kind::Counter, "SIGHUP reloads, by result (ok, failed)."),
+    ("mimeref_config_last_reload_successful", Kind::Gauge, "1 when the last reload (or the start) loaded the file, 0 after a failed reload."),
+    ("mimeref_syslog_errors_total", Kind::Counter, "Log lines the syslog socket did not take (written to standard error instead)."),
+];
 
 /// The handles of the per-message series, made on first use of each label set:
 /// looking a series up by name and labels costs more than the rest of recording.
