@@ -252,3 +252,29 @@ mod scope_examples {
         );
     }
 }
+
+/// A `.TP` takes the next line as its tag: a request there (a stray `.TP` before
+/// `.IP`, as `[report]` once had) prints an empty item or swallows the paragraph, and
+/// groff does not warn about it.
+#[test]
+fn man_pages_have_a_tag_after_every_tp() {
+    const FONT: [&str; 8] = [".B ", ".BR ", ".I ", ".IR ", ".RB ", ".BI ", ".IB ", ".RI "];
+    for page in [
+        "packaging/man/mimeref-milter.8",
+        "packaging/man/mimeref-milter.toml.5",
+    ] {
+        let text = read(page);
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, pair) in lines.windows(2).enumerate() {
+            if pair[0] == ".TP" {
+                let tag = pair[1];
+                assert!(
+                    !tag.is_empty()
+                        && (!tag.starts_with('.') || FONT.iter().any(|f| tag.starts_with(f))),
+                    "{page}:{}: .TP without a tag (next line {tag:?})",
+                    i + 1
+                );
+            }
+        }
+    }
+}
