@@ -7,7 +7,7 @@ use tracing::{debug, info, warn};
 use super::outcome::{Ended, Outcome};
 use crate::config::Config;
 use crate::engine;
-use crate::policy::plan::{self, Plan};
+use crate::policy::plan;
 
 /// Logs what end of message did.
 pub fn ended(cfg: &Config, e: &Ended) {
@@ -93,34 +93,18 @@ fn log_outcome(o: &Outcome) {
         (Some(s), 0 | 1) => format!(" scope={s}"),
         (Some(s), _) => format!(" scope={s} scopes={}", p.scopes.join(",")),
     };
+    // The verdict in the words of `check`, `survey`, the metrics' `verdict` label and
+    // the report header; `findings=0` tells clean mail from findings all ignored, and
+    // `verdict=fix edits=0` a fix that could not be sent (a WARN line before says why).
     info!(
-        "{}: direction={} verdict={}{dry}{over}{scope} rules={rules} edits={} removed={} body_replaced={body} size={} ms={}",
+        "{}: direction={} verdict={}{dry}{over}{scope} findings={} rules={rules} edits={} removed={} body_replaced={body} size={} ms={}",
         o.queue_id,
         p.direction,
-        verdict_word(p),
+        p.verdict.as_str(),
+        o.findings.len(),
         p.edits(),
         p.removed(),
         o.octets,
         o.millis
     );
-}
-
-/// What happened to the message, in the log line. The policy's action names stay the
-/// `verdict` label of the metrics, but `verdict=ignore` on clean mail read as if the
-/// milter had not looked at it.
-fn verdict_word(p: &Plan) -> &'static str {
-    use crate::policy::Action;
-    match p.verdict {
-        Action::Ignore if p.decisions.is_empty() => "clean",
-        // Findings, every one of them ignored by the policy.
-        Action::Ignore => "pass",
-        Action::Log => "logged",
-        Action::Report => "reported",
-        Action::Fix if p.edits() > 0 => "fixed",
-        // A fix was due but none could be sent; a WARN line before says why.
-        Action::Fix => "not-fixed",
-        Action::Quarantine => "quarantined",
-        Action::Tempfail => "tempfailed",
-        Action::Reject => "rejected",
-    }
 }

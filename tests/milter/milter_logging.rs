@@ -101,7 +101,7 @@ async fn syslog_lines_carry_the_mail_facility_and_the_queue_id() {
         .unwrap_or_else(|| panic!("{got:#?}"));
     assert!(
         line.starts_with(&format!(
-            "{}4FvB1Q2x7Zz: direction=inbound verdict=clean ",
+            "{}4FvB1Q2x7Zz: direction=inbound verdict=ignore findings=0 ",
             head(22)
         )),
         "{line}"
@@ -137,10 +137,9 @@ async fn syslog_lines_carry_the_mail_facility_and_the_queue_id() {
     );
     let log = d.log();
     assert!(
-        log.lines().any(
-            |l| l.starts_with("4FvB1Q2x8Aa: direction=inbound verdict=clean ")
-                && l.contains(&format!("(not sent to syslog {}: ", sock.display()))
-        ),
+        log.lines().any(|l| l
+            .starts_with("4FvB1Q2x8Aa: direction=inbound verdict=ignore findings=0 ")
+            && l.contains(&format!("(not sent to syslog {}: ", sock.display()))),
         "{log}"
     );
     let lost = log.matches("(not sent to syslog").count() as u64;
@@ -244,14 +243,14 @@ async fn text_lines_are_time_stamped_unless_the_journal_does_it() {
         }
         assert!(
             info.iter()
-                .any(|l| l.contains("5AbC9: direction=inbound verdict=clean")),
+                .any(|l| l.contains("5AbC9: direction=inbound verdict=ignore findings=0")),
             "{case}: {text}"
         );
     }
 }
 
-/// The per-message line says what happened (`verdict=clean` on clean mail, not
-/// `ignore`) and counts the forged report headers it deleted (`removed=`), which
+/// The per-message line gives the verdict in `check`'s and the metrics' words, says
+/// whether there were findings (`findings=0` on clean mail) and counts the forged report headers it deleted (`removed=`), which
 /// `mimeref_forged_headers_removed_total` counts too; refused negotiations name the
 /// connection.
 #[tokio::test]
@@ -301,17 +300,17 @@ async fn message_lines_say_what_happened() {
     };
     let l = line("6C1EA1");
     assert!(
-        l.contains(" verdict=clean ") && l.contains(" edits=0 removed=0 "),
+        l.contains(" verdict=ignore findings=0 ") && l.contains(" edits=0 removed=0 "),
         "{l}"
     );
     let l = line("6C1EA2");
     assert!(
-        l.contains(" verdict=clean ") && l.contains(" edits=0 removed=1 "),
+        l.contains(" verdict=ignore findings=0 ") && l.contains(" edits=0 removed=1 "),
         "{l}"
     );
     let l = line("6C1EA3");
     assert!(
-        l.contains(" verdict=fixed ") && l.contains(" edits=1 removed=0 "),
+        l.contains(" verdict=fix ") && l.contains(" edits=1 removed=0 "),
         "{l}"
     );
     assert_eq!(

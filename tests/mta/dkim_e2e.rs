@@ -308,7 +308,7 @@ fn opendkim_before_mimeref_withholds_the_fix_and_the_signature_holds() {
         "{log}"
     );
     assert!(
-        log.contains("verdict=reported") && log.contains("edits=0"),
+        log.contains("verdict=report ") && log.contains("edits=0"),
         "{log}"
     );
     // The finding is still reported, the signature finding (info) only logged.
@@ -416,7 +416,7 @@ fn inbound_signed_content_type_is_left_alone_and_verifies() {
         "{log}"
     );
     assert!(
-        log.contains("verdict=reported")
+        log.contains("verdict=report ")
             && log.contains("signed-content")
             && log.contains("edits=0"),
         "{log}"
@@ -490,7 +490,7 @@ fn sendmail_opendkim_after_mimeref_signs_the_fixed_message() {
     assert_eq!(report.len(), 1, "{text}");
     assert!(report[0].starts_with("fix;"), "{text}\n{log}");
     // `sendmail -bs` has no client address: the daemon takes the message as inbound.
-    assert!(log.contains("direction=inbound verdict=fixed"), "{log}");
+    assert!(log.contains("direction=inbound verdict=fix "), "{log}");
     let want = mta::as_milter("inbound", "", &input);
     assert_ne!(want, input, "the fixture needs a fix");
     let body = drop_fields(
@@ -541,7 +541,7 @@ fn sendmail_opendkim_before_mimeref_withholds_the_fix_and_the_signature_holds() 
         "{log}"
     );
     assert!(
-        log.contains("verdict=reported") && log.contains("edits=0"),
+        log.contains("verdict=report ") && log.contains("edits=0"),
         "{log}"
     );
     assert_eq!(

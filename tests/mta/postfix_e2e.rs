@@ -250,7 +250,7 @@ fn nested_fold(top: &str, negotiated: &str) {
         d.log()
     );
     assert!(d.log().contains(negotiated), "{}", d.log());
-    mta::assert_queue_id_in_verdict(&d.log(), "fixed");
+    mta::assert_queue_id_in_verdict(&d.log(), "fix");
 }
 
 /// Postfix at milter protocol 2 offers no LEADING_SPACE: it drops the space after the

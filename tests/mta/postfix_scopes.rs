@@ -154,12 +154,12 @@ fn the_same_message_to_an_exempt_recipient_and_to_a_normal_one() {
     assert_eq!(v.len(), 2, "{v:?}");
     assert!(
         v[0].contains(&format!(
-            "verdict=logged scope=archive rules={RULES} edits=0"
+            "verdict=log scope=archive findings=2 rules={RULES} edits=0"
         )),
         "{v:?}"
     );
     assert!(
-        v[1].contains("verdict=fixed rules=") && !v[1].contains("scope="),
+        v[1].contains("verdict=fix findings=") && !v[1].contains("scope="),
         "{v:?}"
     );
 }
@@ -202,11 +202,8 @@ fn a_reject_domain_and_a_report_domain() {
         .all(|m| !String::from_utf8_lossy(&m.message).contains("scope-strict@")));
     let v = verdicts(&d);
     assert_eq!(v.len(), 2, "{v:?}");
-    assert!(v[0].contains("verdict=rejected scope=strict "), "{v:?}");
-    assert!(
-        v[1].contains("verdict=reported scope=report-only "),
-        "{v:?}"
-    );
+    assert!(v[0].contains("verdict=reject scope=strict "), "{v:?}");
+    assert!(v[1].contains("verdict=report scope=report-only "), "{v:?}");
 }
 
 /// One message for two recipients in different scopes: Postfix delivers it once (or
@@ -241,11 +238,11 @@ fn two_recipients_in_different_scopes() {
     let v = verdicts(&d);
     assert_eq!(v.len(), 2, "{v:?}");
     assert!(
-        v[0].contains("verdict=reported scope=default scopes=archive,default "),
+        v[0].contains("verdict=report scope=default scopes=archive,default "),
         "{v:?}"
     );
     assert!(
-        v[1].contains("verdict=rejected scope=strict scopes=archive,strict "),
+        v[1].contains("verdict=reject scope=strict scopes=archive,strict "),
         "{v:?}"
     );
 }
@@ -296,10 +293,12 @@ fn mail_from_an_exempt_mailing_list() {
     let v = verdicts(&d);
     assert_eq!(v.len(), 3, "{v:?}");
     assert!(
-        v[0].contains("verdict=pass scope=announce rules=- "),
+        v[0].contains("verdict=ignore scope=announce findings=")
+            && v[0].contains(" rules=- ")
+            && !v[0].contains("findings=0 "),
         "{v:?}"
     );
-    assert!(v[1].contains("verdict=rejected rules="), "{v:?}");
+    assert!(v[1].contains("verdict=reject findings="), "{v:?}");
 }
 
 /// SIGHUP re-reads the scopes with the rest of the policy; SMTP sessions opened

@@ -182,7 +182,7 @@ fn nested_fold(top: &str, negotiated: &str) {
     let got = drop_fields(&q[0].without_trace(), "X-MIMERef");
     assert_eq!(got, fixed, "{}\n{}", mta::show_diff(&fixed, &got), d.log());
     assert!(d.log().contains(negotiated), "{}", d.log());
-    mta::assert_queue_id_in_verdict(&d.log(), "fixed");
+    mta::assert_queue_id_in_verdict(&d.log(), "fix");
 }
 
 #[test]
@@ -272,7 +272,7 @@ fn quarantine_holds_the_message_with_the_configured_reason() {
     assert_eq!(m.quarantine_reason().as_deref(), Some(&*reason), "{}", m.qf);
     assert!(
         d.log()
-            .contains(&format!("{}: direction=inbound verdict=quarantined", m.id)),
+            .contains(&format!("{}: direction=inbound verdict=quarantine ", m.id)),
         "{}",
         d.log()
     );
