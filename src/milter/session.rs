@@ -351,11 +351,12 @@ impl Session {
         let lookup = |name| macros.get(name).map(CStr::to_string_lossy);
         let dir = cfg.directions.direction_with(lookup, self.client_addr);
         debug!(
-            "{queue_id}: direction {dir} (auth={}, client={:?}, daemon={})",
+            "{queue_id}: direction {dir} (auth={}, client={}, daemon={})",
             lookup(c"{auth_authen}")
                 .or_else(|| lookup(c"{auth_type}"))
                 .unwrap_or(Cow::Borrowed("-")),
-            self.client_addr,
+            self.client_addr
+                .map_or(Cow::Borrowed("-"), |a| Cow::Owned(a.to_string())),
             lookup(c"{daemon_name}").unwrap_or(Cow::Borrowed("-")),
         );
         let octets = m.octets;

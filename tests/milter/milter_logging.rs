@@ -106,6 +106,13 @@ async fn syslog_lines_carry_the_mail_facility_and_the_queue_id() {
         )),
         "{line}"
     );
+    // The direction's reasons in plain values, not Rust's `Some(...)`.
+    assert!(
+        got.iter().any(|l| l.contains(&format!(
+            "debug: 4FvB1Q2x7Zz: direction inbound (auth=-, client={REMOTE}, daemon="
+        ))),
+        "{got:#?}"
+    );
     // The connection line names the connection and the MTA (debug: mail × 8 + 7).
     assert!(
         got.iter().any(|l| l.starts_with(&head(23))
