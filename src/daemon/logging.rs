@@ -43,13 +43,6 @@ pub fn init(cfg: &Config) -> Result<(), String> {
             let sink = Syslog::new(socket.clone(), *facility).map_err(|e| {
                 format!("log_target = \"syslog\": cannot make a datagram socket: {e}")
             })?;
-            if !socket_exists(socket) {
-                eprintln!(
-                    "mimeref-milter: warning: syslog_socket {}: no socket there (is a \
-                     syslog daemon running?); lines go to standard error until one is",
-                    socket.display()
-                );
-            }
             let builder = builder.with_writer(sink);
             match format {
                 LogFormat::Text => builder.event_format(SyslogText).try_init(),
@@ -59,6 +52,21 @@ pub fn init(cfg: &Config) -> Result<(), String> {
         }
     };
     res.map_err(|e| e.to_string())
+}
+
+/// With `log_target = "syslog"`, whether the socket is missing: lines then go to
+/// standard error, which under a service manager other than systemd may be nowhere.
+/// `config-check` says so as well as `serve`, before the admin restarts on it.
+pub fn syslog_warning(cfg: &Config) -> Option<String> {
+    match &cfg.process.log_target {
+        LogTarget::Syslog { socket, .. } if !socket_exists(socket) => Some(format!(
+            "syslog_socket {}: no socket there (is a syslog daemon running? inside a \
+             chroot or container, mount the host's); log lines go to standard error until \
+             one is",
+            socket.display()
+        )),
+        _ => None,
+    }
 }
 
 fn socket_exists(p: &Path) -> bool {

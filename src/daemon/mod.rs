@@ -71,6 +71,7 @@ pub fn warnings(cfg: &Config, socket: Option<&SocketSpec>) -> Vec<String> {
     if let Some(w) = socket.and_then(SocketSpec::exposure) {
         out.push(format!("--socket: {w}"));
     }
+    out.extend(logging::syslog_warning(cfg));
     if rustix::process::geteuid().is_root() {
         out.push(
             "running as root: the daemon needs no privilege (ports above 1023, its own \

@@ -220,3 +220,38 @@ fn config_check(file: &std::path::Path) -> Option<i32> {
         .status
         .code()
 }
+
+/// `log_target = "syslog"` with no socket at `syslog_socket` is valid (a syslog daemon
+/// may start later) but sends every line to standard error: `config-check` says so
+/// before the admin restarts on it, and says nothing when the socket is there.
+#[test]
+fn config_check_warns_of_a_missing_syslog_socket() {
+    let dir = std::env::temp_dir().join(format!("mimeref-syslog-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("log");
+    let file = dir.join("c.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "log_target = \"syslog\"\nsyslog_socket = \"{}\"\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let run = || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_mimeref-milter"))
+            .args(["config-check", "--config"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let warned = format!("warning: syslog_socket {}: no socket there", sock.display());
+    let stderr = run();
+    assert!(stderr.contains(&warned), "{stderr}");
+    let _listener = std::os::unix::net::UnixDatagram::bind(&sock).unwrap();
+    let stderr = run();
+    assert!(!stderr.contains("syslog_socket"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
