@@ -9,6 +9,10 @@ use crate::config::Config;
 use crate::engine;
 use crate::policy::plan;
 
+/// How much of a changed field's value a log line shows, before and after: enough for
+/// a disposition, a Content-ID or a Content-Type with its parameters.
+const FIELD_DISPLAY_MAX: usize = 120;
+
 /// Logs what end of message did.
 pub fn ended(cfg: &Config, e: &Ended) {
     match e {
@@ -57,6 +61,12 @@ fn answered(cfg: &Config, o: &Outcome) {
         info!(
             "{queue_id}: changed {}{dry}",
             plan::change_text(part, c, engine::rewriting::rewrite::DISPLAY_MAX)
+        );
+    }
+    for c in &plan.field_changes {
+        info!(
+            "{queue_id}: changed {}{dry}",
+            shown(&plan::field_change_text(c, FIELD_DISPLAY_MAX))
         );
     }
     for f in &o.findings {

@@ -17,6 +17,21 @@ pub use crate::policy::report::Report;
 use crate::policy::scope::Selection;
 use crate::policy::{Action, Direction, Policies};
 
+/// A header field a fix changed, for the log: every repair says what it did, not only
+/// the URL rewrites ([`UrlChange`]). Values are as written in the message, unfolded;
+/// [`field_change_text`] makes them display-safe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldChange {
+    /// Part path of the heading that holds the field (`0`: the top-level heading).
+    pub part: String,
+    pub name: String,
+    pub rules: Vec<Rule>,
+    /// The value before; None for a field inserted.
+    pub old: Option<Vec<u8>>,
+    /// The value after; None for a field removed.
+    pub new: Option<Vec<u8>>,
+}
+
 /// One `change_header` call (a deletion when `value` is None).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeaderChange {
@@ -74,6 +89,9 @@ pub struct Plan {
     /// References changed by the edits sent (URL rewrites, legacy conversions, strips),
     /// with the part path, in message order. Display-safe (see `engine::UrlChange`).
     pub changes: Vec<(String, UrlChange)>,
+    /// The header fields the edits sent changed, inserted or removed, in message order,
+    /// except those `changes` already records.
+    pub field_changes: Vec<FieldChange>,
     /// The action each finding got, in finding order (`fix` already turned into `report`
     /// where nothing was on offer).
     pub decisions: Vec<(Rule, Action)>,
@@ -126,6 +144,7 @@ impl Plan {
             notes: Vec::new(),
             body_edits: 0,
             changes: Vec::new(),
+            field_changes: Vec::new(),
             decisions: Vec::new(),
             scope: None,
             scopes: Vec::new(),
@@ -285,7 +304,7 @@ impl Planner<'_> {
         let heading = LazyHeading::new(raw, &self.limits);
         self.remove_forged(&mut plan, received, &heading);
         let applied = self.send_fixes(&mut plan, analysis, &actions, raw, received, &heading);
-        self.record_fixes(&mut plan, &applied);
+        self.record_fixes(&mut plan, &applied, raw);
         if plan.verdict == Action::Quarantine {
             plan.quarantine = Some(expand(&self.replies.quarantine, &plan.decided_by));
         }
@@ -498,11 +517,16 @@ impl Planner<'_> {
     }
 
     /// The change records and the rules repaired by the edits sent.
-    fn record_fixes(&self, plan: &mut Plan, applied: &[&Edit]) {
+    fn record_fixes(&self, plan: &mut Plan, applied: &[&Edit], raw: &[u8]) {
         plan.changes = applied
             .iter()
             .filter_map(|e| e.change.clone().map(|c| (e.field.part.clone(), c)))
             .map(|(part, c)| (part, self.shown(c)))
+            .collect();
+        plan.field_changes = applied
+            .iter()
+            .filter(|e| e.change.is_none())
+            .filter_map(|e| field_change(e, raw))
             .collect();
         let applied_rules: Vec<Rule> = applied
             .iter()
@@ -709,6 +733,82 @@ pub fn change_text(part: &str, c: &UrlChange, max: usize) -> String {
     match &c.new {
         Some(n) => format!("{part} {} <{}> -> <{}>", c.rule, cut(&c.old), cut(n)),
         None => format!("{part} {} <{}> -> stripped", c.rule, cut(&c.old)),
+    }
+}
+
+/// What an edit did to its field; None for a part replaced (a strip, which has its
+/// [`UrlChange`]).
+fn field_change(e: &Edit, raw: &[u8]) -> Option<FieldChange> {
+    // The value of a whole field (`Name: value` and its line ending).
+    let value_of = |field: &[u8]| -> Vec<u8> {
+        let colon = memchr::memchr(b':', field).map_or(0, |i| i + 1);
+        field.get(colon..).unwrap_or_default().to_vec()
+    };
+    let (old, new) = match e.kind {
+        engine::EditKind::Field => (
+            Some(raw.get(e.range.clone())?.to_vec()),
+            Some(e.replacement.clone()),
+        ),
+        engine::EditKind::Insert => (None, Some(value_of(&e.replacement))),
+        engine::EditKind::Remove => (Some(value_of(raw.get(e.range.clone())?)), None),
+        engine::EditKind::Part => return None,
+    };
+    Some(FieldChange {
+        part: e.field.part.clone(),
+        name: e.field.name.clone(),
+        rules: e.rules.clone(),
+        old,
+        new,
+    })
+}
+
+/// A field value on one line: folds unfolded, runs of white space one space, octets
+/// outside printable ASCII as `\xNN`, cut at `max` characters with `...`.
+fn display_value(v: &[u8], max: usize) -> String {
+    let mut out = String::new();
+    let mut space = false;
+    for &b in v.trim_ascii() {
+        if b.is_ascii_whitespace() {
+            space = true;
+            continue;
+        }
+        let piece = match b {
+            _ if space => format!(" {}", printable(b)),
+            _ => printable(b),
+        };
+        space = false;
+        if out.len() + piece.len() > max {
+            out.push_str("...");
+            break;
+        }
+        out.push_str(&piece);
+    }
+    out
+}
+
+fn printable(b: u8) -> String {
+    match b {
+        b'"' | b'\\' => format!("\\{}", b as char),
+        0x21..0x7f => (b as char).to_string(),
+        _ => format!("\\x{b:02X}"),
+    }
+}
+
+/// The log's text of a field change: part, rules, field, and what it became.
+pub fn field_change_text(c: &FieldChange, max: usize) -> String {
+    let rules = ids(&c.rules, ",");
+    let shown = |v: &[u8]| format!("\"{}\"", display_value(v, max));
+    match (&c.old, &c.new) {
+        (Some(o), Some(n)) => format!(
+            "{} {rules} {}: {} -> {}",
+            c.part,
+            c.name,
+            shown(o),
+            shown(n)
+        ),
+        (None, Some(n)) => format!("{} {rules} {}: inserted {}", c.part, c.name, shown(n)),
+        (Some(o), None) => format!("{} {rules} {}: removed {}", c.part, c.name, shown(o)),
+        (None, None) => format!("{} {rules} {}", c.part, c.name),
     }
 }
 

@@ -373,3 +373,50 @@ fn nothing_found_nothing_done() {
     );
     assert_eq!(p.report.unwrap().1, " ok");
 }
+
+/// The log line of a changed field is one line whatever the field held: folds
+/// unfolded, quotes and octets outside printable ASCII escaped, long values cut, and
+/// insertions and removals said as such.
+#[test]
+fn field_changes_are_shown_on_one_safe_line() {
+    use super::plan::{field_change_text, FieldChange};
+    let c = FieldChange {
+        part: "1.2".into(),
+        name: "Content-Disposition".into(),
+        rules: vec![Rule::RelatedPartDisposition],
+        old: Some(b" attachment;\r\n\tfilename=\"caf\xc3\xa9.png\"".to_vec()),
+        new: Some(b" inline;\r\n\tfilename=\"caf\xc3\xa9.png\"".to_vec()),
+    };
+    assert_eq!(
+        field_change_text(&c, 120),
+        r#"1.2 related-part-disposition Content-Disposition: "attachment; filename=\"caf\xC3\xA9.png\"" -> "inline; filename=\"caf\xC3\xA9.png\"""#
+    );
+    let inserted = FieldChange {
+        old: None,
+        new: Some(b" inline\r\n".to_vec()),
+        rules: vec![Rule::RelatedPartDispositionMissing],
+        ..c.clone()
+    };
+    assert_eq!(
+        field_change_text(&inserted, 120),
+        r#"1.2 related-part-disposition-missing Content-Disposition: inserted "inline""#
+    );
+    let removed = FieldChange {
+        part: "0".into(),
+        name: "Content-Base".into(),
+        rules: vec![Rule::HtmlBaseRemote],
+        old: Some(b" http://evil.example/\r\n".to_vec()),
+        new: None,
+    };
+    assert_eq!(
+        field_change_text(&removed, 120),
+        r#"0 html-base-remote Content-Base: removed "http://evil.example/""#
+    );
+    let long = FieldChange {
+        old: Some(vec![b'a'; 500]),
+        ..c
+    };
+    let text = field_change_text(&long, 20);
+    assert!(text.contains(&format!("\"{}...\" -> ", "a".repeat(20))), "{text}");
+    assert!(!text.contains(['\r', '\n', '\t']));
+}

@@ -320,6 +320,12 @@ async fn message_lines_say_what_happened() {
         l.contains(" verdict=fix ") && l.contains(" edits=1 removed=0 "),
         "{l}"
     );
+    // What the fix changed, before and after, not only that there was one.
+    assert!(
+        log.lines().any(|l| l.contains("6C1EA3: changed 0 extbody-url-unquoted Content-Type: \"message/external-body; access-type=URL; URL=http://"))
+            && log.lines().any(|l| l.contains("6C1EA3: changed ") && l.contains("-> \"message/external-body; access-type=URL; URL=\\\"http://")),
+        "{log}"
+    );
     assert_eq!(
         metric(http, "mimeref_forged_headers_removed_total").await,
         1
