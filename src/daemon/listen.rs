@@ -400,8 +400,8 @@ where
 /// A milter connection, counted as open in [`Health`] until dropped.
 ///
 /// Its first octets are checked before the milter library reads them: every milter
-/// client starts with the option negotiation, and a peer that starts otherwise (a
-/// browser, a TLS client, a port scanner) is logged, counted and closed at once rather
+/// client starts with the option negotiation (or, rarely, a macro packet), and a peer
+/// that starts otherwise (a browser, a TLS client, a port scanner) is logged, counted and closed at once rather
 /// than held until `connection_timeout`.
 pub struct Counted<T> {
     io: T,
@@ -428,11 +428,18 @@ const HEAD: usize = 16;
 const NEGOTIATION_MIN: usize = 13;
 const NEGOTIATION_MAX: usize = 4096;
 
+/// Or a macro packet (`D`) first: libmilter takes one in any state, before the
+/// negotiation too (which then clears it), so an MTA that sent one would find every
+/// libmilter filter answering. The command and the stage octet at least; at most
+/// 64 KiB, what libmilter reads in one packet before a larger size is negotiated, as
+/// octets 0 and 1 of the length are zero.
+const EARLY_MACROS_MIN: usize = 2;
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Phase {
     /// Reading `head` until it can tell.
     Checking,
-    /// A milter negotiation: passing on `head`, then reading straight through.
+    /// A milter client: passing on `head`, then reading straight through.
     Milter,
     /// Not milter: every read is end of file.
     Refused,
@@ -449,14 +456,19 @@ enum Verdict {
 fn verdict(head: &[u8]) -> Verdict {
     for (i, &b) in head.iter().enumerate().take(5) {
         let fits = match i {
+            // The high half of the length, which no first packet needs.
             0 | 1 => b == 0,
-            // Octet 2 is the high half of the length: it bounds it.
-            2 => usize::from(b) << 8 <= NEGOTIATION_MAX,
-            3 => {
-                let len = usize::from(head[2]) << 8 | usize::from(b);
-                (NEGOTIATION_MIN..=NEGOTIATION_MAX).contains(&len)
+            // Any: a macro packet may be up to 64 KiB.
+            2 => true,
+            3 => usize::from(head[2]) << 8 | usize::from(b) >= EARLY_MACROS_MIN,
+            _ => {
+                let len = usize::from(head[2]) << 8 | usize::from(head[3]);
+                match b {
+                    b'O' => (NEGOTIATION_MIN..=NEGOTIATION_MAX).contains(&len),
+                    b'D' => len >= EARLY_MACROS_MIN,
+                    _ => false,
+                }
             }
-            _ => b == b'O',
         };
         if !fits {
             return Verdict::Stranger;
@@ -652,10 +664,16 @@ mod tests {
         assert_eq!(verdict(&POSTFIX[..5]), Verdict::Milter);
         assert_eq!(verdict(&POSTFIX[..3]), Verdict::NotYet);
         assert_eq!(verdict(&[0, 0, 0, 12, b'O']), Verdict::Stranger);
-        assert_eq!(verdict(&[0, 0, 0, 13, b'D']), Verdict::Stranger);
+        // A macro packet first, as libmilter takes: a stage at least, under 64 KiB.
+        assert_eq!(verdict(&[0, 0, 0, 13, b'D']), Verdict::Milter);
+        assert_eq!(verdict(&[0, 0, 0x40, 0, b'D']), Verdict::Milter);
+        assert_eq!(verdict(&[0, 0, 0, 1, b'D']), Verdict::Stranger);
+        assert_eq!(verdict(&[0, 0, 0x40, 0, b'O']), Verdict::Stranger);
+        assert_eq!(verdict(&[0, 0, 0, 13, b'C']), Verdict::Stranger);
         assert_eq!(verdict(&[0, 0, 0, 17, b'O']), Verdict::Milter);
         assert_eq!(verdict(&[0, 0, 0x10, 1, b'O']), Verdict::Stranger);
-        assert_eq!(verdict(&[0, 0, 0x20]), Verdict::Stranger);
+        assert_eq!(verdict(&[0, 0, 0x20]), Verdict::NotYet);
+        assert_eq!(verdict(&[0, 1]), Verdict::Stranger);
         assert_eq!(verdict(b"G"), Verdict::Stranger);
         assert_eq!(looks_like(b"GET / HTTP/1.1\r\n"), "HTTP request");
         assert_eq!(looks_like(b"OPTIONS * HTTP/1"), "HTTP request");
