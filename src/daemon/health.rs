@@ -27,7 +27,6 @@ pub struct Health {
 impl Health {
     /// With `socket`, the unix socket file the milter listens on.
     pub fn new(socket: Option<SocketFile>) -> Health {
-        crate::milter::metrics::milter_socket_reachable(true);
         Health {
             socket,
             ..Health::default()

@@ -247,6 +247,8 @@ pub async fn run(
     let max_connections = config.listen.max_connections;
     health.set_max_connections(max_connections);
     crate::milter::metrics::max_connections(max_connections);
+    // Reachable at start: bind() just created it (a TCP listener stays so).
+    crate::milter::metrics::milter_socket_reachable(true);
     let shared = Arc::new(Shared::new(config));
     let callbacks = callbacks::build(shared.clone());
 

@@ -101,15 +101,22 @@ async fn prometheus_endpoint_counts_messages_and_rules() {
 // The real binary on a unix socket: a second instance, a daemon killed, a socket file
 // taken away.
 
-/// `mimeref-milter serve` on `socket` with `config`, its standard error in
-/// DIR/NAME.log; stopped on drop whatever happens to the test.
+/// `mimeref-milter serve` on `socket` (a path, or a whole socket specification) with
+/// `config`, its standard error in DIR/NAME.log; stopped on drop whatever happens to
+/// the test.
 struct Serving {
     child: Option<Child>,
     log: PathBuf,
 }
 
 impl Serving {
-    fn spawn(d: &Path, name: &str, socket: &Path, config: &str) -> Serving {
+    fn spawn(d: &Path, name: &str, socket: impl AsRef<std::ffi::OsStr>, config: &str) -> Serving {
+        let socket = socket.as_ref().to_string_lossy();
+        let spec = if socket.starts_with('/') {
+            format!("unix:{socket}")
+        } else {
+            socket.into_owned()
+        };
         let cfg = d.join(format!("{name}.toml"));
         std::fs::write(&cfg, config).unwrap();
         let log = d.join(format!("{name}.log"));
@@ -118,7 +125,7 @@ impl Serving {
             .arg("--config")
             .arg(&cfg)
             .arg("--socket")
-            .arg(format!("unix:{}", socket.display()))
+            .arg(spec)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -308,4 +315,25 @@ async fn readyz_fails_when_the_socket_file_is_removed_or_replaced() {
     assert_eq!(identity(&sock), theirs, "another's socket removed at exit");
     assert!(daemon.log().contains("left as it is"), "{}", daemon.log());
     drop(other);
+}
+
+/// A TCP address another process listens on stops the start the same way: exit 69, the
+/// address and that process (this test) named.
+#[test]
+fn a_tcp_address_in_use_is_a_clear_error() {
+    let d = dir("tcp");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let spec = format!("inet:{}", taken.local_addr().unwrap());
+    let mut second = Serving::spawn(&d, "second", &spec, "");
+    let code = second.exit_code();
+    let err = second.log();
+    assert_eq!(code, Some(69), "{err}");
+    assert!(
+        err.contains(&format!("{spec}: another process listens on this address")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("pid {}", std::process::id())),
+        "{err}"
+    );
 }
