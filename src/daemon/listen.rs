@@ -44,7 +44,7 @@ pub async fn bind_milter(
             }
         }
         SocketSpec::Unix(path) => {
-            let bind_err = |text: String| DaemonError::Bind(text);
+            let bind_err = DaemonError::Bind;
             if let Ok(m) = std::fs::symlink_metadata(path) {
                 if !m.file_type().is_socket() {
                     return Err(bind_err(format!(
@@ -639,8 +639,8 @@ where
 ///
 /// Its first octets are checked before the milter library reads them: every milter
 /// client starts with the option negotiation (or, rarely, a macro packet), and a peer
-/// that starts otherwise (a browser, a TLS client, a port scanner) is logged, counted and closed at once rather
-/// than held until `connection_timeout`.
+/// that starts otherwise (a browser, a TLS client, a port scanner) is logged, counted
+/// and closed at once rather than held until `connection_timeout`.
 pub struct Counted<T> {
     io: T,
     health: Arc<Health>,
