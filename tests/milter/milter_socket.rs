@@ -211,8 +211,9 @@ async fn one_message_over(socket: &Path) {
 
 /// A second `serve` on the socket a running daemon serves (an admin trying it by
 /// hand, a second unit instance) leaves it alone: it exits 69 (EX_UNAVAILABLE, as
-/// OpenDKIM) and names the socket and the running daemon's pid on standard error; the
-/// first daemon keeps its socket file (the same inode) and goes on serving mail.
+/// OpenDKIM) and names the socket and the running daemon's pid on standard error and
+/// in its log (syslog here); the first daemon keeps its socket file (the same inode)
+/// and goes on serving mail.
 #[tokio::test]
 async fn a_second_daemon_leaves_a_served_socket_alone() {
     let d = dir("second");
@@ -220,13 +221,30 @@ async fn a_second_daemon_leaves_a_served_socket_alone() {
     let mut first = Serving::start(&d, "first", &sock, "");
     let before = identity(&sock);
 
-    let mut second = Serving::spawn(&d, "second", &sock, "");
+    // Logging to syslog, as on a packaged host: the line goes there and to the terminal.
+    let syslog = d.join("log.sock");
+    let rx = std::os::unix::net::UnixDatagram::bind(&syslog).unwrap();
+    rx.set_nonblocking(true).unwrap();
+    let config = format!(
+        "log_target = \"syslog\"\nsyslog_socket = \"{}\"\n",
+        syslog.display()
+    );
+    let mut second = Serving::spawn(&d, "second", &sock, &config);
     let code = second.exit_code();
     let err = second.log();
     assert_eq!(code, Some(69), "{err}");
-    assert!(err.contains(&sock.display().to_string()), "{err}");
-    assert!(err.contains("another process serves this socket"), "{err}");
-    assert!(err.contains(&format!("pid {}", first.pid())), "{err}");
+    let want = format!(
+        "unix:{}: another process serves this socket (pid {}: ",
+        sock.display(),
+        first.pid()
+    );
+    assert!(err.contains(&want), "{err}");
+    let mut buf = [0u8; 4096];
+    let mut logged = Vec::new();
+    while let Ok(n) = rx.recv(&mut buf) {
+        logged.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    assert!(logged.iter().any(|l| l.contains(&want)), "{logged:#?}");
 
     assert!(first.alive(), "{}", first.log());
     assert_eq!(identity(&sock), before, "the socket file was replaced");
