@@ -299,17 +299,22 @@ pub fn config_check(path: Option<&Path>) -> ExitCode {
 }
 
 /// The daemon, and what its error comes to: the message on standard error before
-/// logging began, in the log after; exit status 1 either way.
+/// logging began; after, in the log and, when the log goes elsewhere (syslog), on
+/// standard error too, so that an admin who started it by hand sees why it stopped.
+/// Exit status 69 when another process serves the socket, 1 otherwise.
 fn serve(opts: ServeOptions) -> ExitCode {
     match daemon::serve(opts) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             if e.after_logging_began() {
                 tracing::error!("{e}");
+                if !daemon::log_on_stderr() {
+                    eprintln!("mimeref-milter: {e}");
+                }
             } else {
                 eprintln!("{e}");
             }
-            ExitCode::from(1)
+            ExitCode::from(e.exit_code())
         }
     }
 }

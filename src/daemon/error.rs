@@ -20,6 +20,9 @@ pub enum DaemonError {
     Runtime(io::Error),
     /// The milter socket could not be bound (the text names it and says why).
     Bind(String),
+    /// Another process serves the milter socket (the text names the socket and, if it
+    /// could be found, the process). Left alone: exit status 69 (EX_UNAVAILABLE).
+    SocketInUse(String),
     /// `metrics_listen` could not be bound.
     MetricsListen { addr: SocketAddr, source: io::Error },
     /// A signal handler could not be installed.
@@ -28,7 +31,20 @@ pub enum DaemonError {
     Milter(io::Error),
 }
 
+/// sysexits(3) EX_UNAVAILABLE: what OpenDKIM exits with when its socket is taken,
+/// so that a unit or a script can tell "another instance runs" from a failure.
+pub const EX_UNAVAILABLE: u8 = 69;
+
 impl DaemonError {
+    /// The exit status: [`EX_UNAVAILABLE`] when the socket is another process's, 1 for
+    /// every other failure.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            DaemonError::SocketInUse(_) => EX_UNAVAILABLE,
+            _ => 1,
+        }
+    }
+
     /// Whether logging had been set up when it happened: then the message belongs in
     /// the log; before, on standard error.
     pub fn after_logging_began(&self) -> bool {
@@ -47,7 +63,7 @@ impl fmt::Display for DaemonError {
             DaemonError::SocketSpec(e) => write!(f, "mimeref-milter: socket {e}"),
             DaemonError::MetricsRecorder(e) => write!(f, "mimeref-milter: metrics recorder: {e}"),
             DaemonError::Runtime(e) => write!(f, "cannot start the runtime: {e}"),
-            DaemonError::Bind(e) => write!(f, "{e}"),
+            DaemonError::Bind(e) | DaemonError::SocketInUse(e) => write!(f, "{e}"),
             DaemonError::MetricsListen { addr, source } => {
                 write!(f, "metrics endpoint {addr}: {source}")
             }

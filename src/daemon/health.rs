@@ -1,10 +1,14 @@
-//! The daemon's health as `/readyz` reports it: draining, the last reload's outcome and
-//! the milter connections open against `max_connections`. The listener counts the
-//! connections, the reload and the shutdown set the rest, the HTTP endpoint reads it.
+//! The daemon's health as `/readyz` reports it: draining, the unix socket file still
+//! there, the last reload's outcome and the milter connections open against
+//! `max_connections`. The listener counts the connections, the reload and the shutdown
+//! set the rest, the HTTP endpoint reads it.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use hyper::StatusCode;
+use tracing::{error, info};
+
+use super::listen::SocketFile;
 
 /// What `/readyz` reports, kept up to date by [`run`](super::run).
 #[derive(Debug, Default)]
@@ -13,9 +17,55 @@ pub struct Health {
     reload_failed: AtomicBool,
     open: AtomicUsize,
     max_connections: AtomicUsize,
+    /// The unix socket file the milter listens on (None for TCP).
+    socket: Option<SocketFile>,
+    /// Whether the last look found it removed or replaced, so that the loss is logged
+    /// once, when it happens.
+    socket_lost: AtomicBool,
 }
 
 impl Health {
+    /// With `socket`, the unix socket file the milter listens on.
+    pub fn new(socket: Option<SocketFile>) -> Health {
+        Health {
+            socket,
+            ..Health::default()
+        }
+    }
+
+    /// Whether the MTA can still reach the daemon at its socket: a unix socket file
+    /// removed, or replaced by another (a second instance started by hand, a cleanup
+    /// job), leaves the daemon running with nobody able to connect. Looked at on each
+    /// `/readyz`, each scrape and once a second; sets the
+    /// `mimeref_milter_socket_reachable` gauge and logs the change.
+    pub fn socket_state(&self) -> Result<(), String> {
+        let Some(file) = &self.socket else {
+            return Ok(());
+        };
+        let now = file
+            .check()
+            .map_err(|what| format!("milter socket {} {what}", file.path().display()));
+        let was_lost = self.socket_lost.swap(now.is_err(), Ordering::SeqCst);
+        match (&now, was_lost) {
+            (Err(why), false) => {
+                crate::milter::metrics::milter_socket_reachable(false);
+                error!(
+                    "{why}: the MTA cannot reach this daemon and applies its \
+                     milter_default_action; restart the daemon to create the socket again"
+                );
+            }
+            (Ok(()), true) => {
+                crate::milter::metrics::milter_socket_reachable(true);
+                info!(
+                    "milter socket {} is this daemon's again",
+                    file.path().display()
+                );
+            }
+            _ => {}
+        }
+        now
+    }
+
     /// Shutdown has begun: the listener is closed and no new connection is taken.
     pub fn set_draining(&self) {
         self.draining.store(true, Ordering::SeqCst);
@@ -49,6 +99,12 @@ impl Health {
             return (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "not ready: shutting down\n".into(),
+            );
+        }
+        if let Err(why) = self.socket_state() {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("not ready: {why}\n"),
             );
         }
         let open = self.open.load(Ordering::SeqCst);

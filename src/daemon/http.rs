@@ -87,14 +87,18 @@ async fn respond(
             let (code, body) = health.readiness();
             text(code, body)
         }
-        "/metrics" => match metrics {
-            // Rendering walks every series: off the runtime's worker threads.
-            Some(h) => match tokio::task::spawn_blocking(move || h.render()).await {
-                Ok(body) => text(StatusCode::OK, body),
-                Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, String::new()),
-            },
-            None => text(StatusCode::NOT_FOUND, "no metrics recorder\n".into()),
-        },
+        "/metrics" => {
+            // The socket gauge as of this scrape.
+            let _ = health.socket_state();
+            match metrics {
+                // Rendering walks every series: off the runtime's worker threads.
+                Some(h) => match tokio::task::spawn_blocking(move || h.render()).await {
+                    Ok(body) => text(StatusCode::OK, body),
+                    Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, String::new()),
+                },
+                None => text(StatusCode::NOT_FOUND, "no metrics recorder\n".into()),
+            }
+        }
         _ => text(
             StatusCode::NOT_FOUND,
             "/metrics, /healthz or /readyz\n".into(),

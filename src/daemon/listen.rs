@@ -6,6 +6,7 @@
 use std::future::Future;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,49 +16,286 @@ use std::time::Duration;
 use indymilter::Listener;
 
 use super::health::Health;
+use super::DaemonError;
 use crate::config::{Config, SocketSpec};
 
-/// Binds the listening socket; for unix: sockets removes a stale socket file first (only
-/// if it is a socket) and applies `socket_mode` / `socket_group`.
-pub async fn bind_milter(spec: &SocketSpec, cfg: &Config) -> Result<AnyListener, String> {
+/// Binds the listening socket. For unix: sockets, a socket file already at the path is
+/// removed only when no process answers on it (a stale one, left by a process that
+/// died); one that answers belongs to a running daemon and stops this start with
+/// [`DaemonError::SocketInUse`], naming that process. `socket_mode` and
+/// `socket_group` are applied; the [`OwnSocket`] returned removes the file when
+/// dropped, if it is still this daemon's.
+pub async fn bind_milter(
+    spec: &SocketSpec,
+    cfg: &Config,
+) -> Result<(AnyListener, Option<OwnSocket>), DaemonError> {
     match spec {
-        SocketSpec::Inet { host, port } => tokio::net::TcpListener::bind((host.as_str(), *port))
-            .await
-            .map(|l| AnyListener::Tcp(NoDelay(l)))
-            .map_err(|e| format!("cannot listen on {spec}: {e}")),
+        SocketSpec::Inet { host, port } => {
+            match tokio::net::TcpListener::bind((host.as_str(), *port)).await {
+                Ok(l) => Ok((AnyListener::Tcp(NoDelay(l)), None)),
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+                    let holder =
+                        holder::of_tcp_port(*port).map_or_else(String::new, |h| format!(" ({h})"));
+                    Err(DaemonError::SocketInUse(format!(
+                        "{spec}: another process listens on this address{holder}; {IN_USE_HINT}"
+                    )))
+                }
+                Err(e) => Err(DaemonError::Bind(format!("cannot listen on {spec}: {e}"))),
+            }
+        }
         SocketSpec::Unix(path) => {
+            let bind_err = DaemonError::Bind;
             if let Ok(m) = std::fs::symlink_metadata(path) {
-                if m.file_type().is_socket() {
-                    std::fs::remove_file(path).map_err(|e| {
-                        format!("cannot remove stale socket {}: {e}", path.display())
-                    })?;
-                } else {
-                    return Err(format!(
+                if !m.file_type().is_socket() {
+                    return Err(bind_err(format!(
                         "{} exists and is not a socket; not touching it",
                         path.display()
-                    ));
+                    )));
+                }
+                match probe(path) {
+                    Probe::Stale => std::fs::remove_file(path).map_err(|e| {
+                        bind_err(format!(
+                            "cannot remove stale socket {}: {e}",
+                            path.display()
+                        ))
+                    })?,
+                    Probe::Served(holder) => {
+                        let holder = holder.map_or_else(String::new, |h| format!(" ({h})"));
+                        return Err(DaemonError::SocketInUse(format!(
+                            "{spec}: another process serves this socket{holder}; not removing \
+                             it; {IN_USE_HINT}"
+                        )));
+                    }
+                    Probe::Unknown(e) => {
+                        return Err(DaemonError::SocketInUse(format!(
+                            "{spec}: a socket is there and connecting to it fails ({e}), so \
+                             whether a process serves it is not known; not removing it; \
+                             remove it by hand if no process does"
+                        )));
+                    }
                 }
             }
             let l = tokio::net::UnixListener::bind(path)
-                .map_err(|e| format!("cannot listen on {spec}: {e}"))?;
+                .map_err(|e| bind_err(format!("cannot listen on {spec}: {e}")))?;
+            // Known from here on: removed on the way out whatever fails below.
+            let own = OwnSocket::new(path)
+                .map_err(|e| bind_err(format!("{}: after bind: {e}", path.display())))?;
             if let Some(mode) = cfg.listen.socket_mode {
                 std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-                    .map_err(|e| format!("socket_mode on {}: {e}", path.display()))?;
+                    .map_err(|e| bind_err(format!("socket_mode on {}: {e}", path.display())))?;
             }
             if let Some(group) = &cfg.listen.socket_group {
                 let gid = crate::config::group_id(group)
-                    .ok_or_else(|| format!("socket_group {group:?}: no such group"))?;
+                    .ok_or_else(|| bind_err(format!("socket_group {group:?}: no such group")))?;
                 // In a set-group-ID directory of that group (as the Debian package
                 // makes /var/spool/postfix/mimeref-milter) the socket has it already;
                 // chown(2) is then not needed, and the unit's system call filter need
                 // not allow it.
                 let has = std::fs::metadata(path).is_ok_and(|m| m.gid() == gid);
                 if !has {
-                    std::os::unix::fs::chown(path, None, Some(gid))
-                        .map_err(|e| format!("socket_group on {}: {e}", path.display()))?;
+                    std::os::unix::fs::chown(path, None, Some(gid)).map_err(|e| {
+                        bind_err(format!("socket_group on {}: {e}", path.display()))
+                    })?;
                 }
             }
-            Ok(AnyListener::Unix(l))
+            Ok((AnyListener::Unix(l), Some(own)))
+        }
+    }
+}
+
+/// What to do when the socket is taken, for the error line.
+const IN_USE_HINT: &str = "stop that process first (systemctl stop mimeref-milter, if it \
+                           is the service), or give this one another socket (--socket)";
+
+/// What a socket file found at start is.
+enum Probe {
+    /// Connection refused: no process listens on it any more.
+    Stale,
+    /// A process listens on it: the one named, if it could be found.
+    Served(Option<String>),
+    /// Connecting failed otherwise (no permission, for one).
+    Unknown(io::Error),
+}
+
+/// Connects to the socket at `path` without waiting: a listener answers at once, or
+/// with EAGAIN when its backlog is full (alive, only busy); a file nobody listens on
+/// refuses. The connection is closed again without a word, which the daemon there
+/// takes as a probe (neither logged nor counted as a stranger).
+fn probe(path: &std::path::Path) -> Probe {
+    use socket2::{Domain, SockAddr, Socket, Type};
+    let attempt = || -> io::Result<Socket> {
+        let s = Socket::new(Domain::UNIX, Type::STREAM, None)?;
+        s.set_nonblocking(true)?;
+        s.connect(&SockAddr::unix(path)?)?;
+        Ok(s)
+    };
+    match attempt() {
+        Ok(s) => Probe::Served(holder::of_connected(s).or_else(|| holder::of_unix_path(path))),
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => Probe::Stale,
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            Probe::Served(holder::of_unix_path(path))
+        }
+        Err(e) => Probe::Unknown(e),
+    }
+}
+
+/// The unix socket file this daemon created, known by the device, inode and birth time
+/// it had right after bind(2): whatever is at the path later is checked against them,
+/// so that the daemon notices when its socket is removed or replaced (by a second
+/// instance, a cleanup job), and never removes a socket it did not create. The birth
+/// time because a file created after ours was removed often gets the same inode number;
+/// unlike the change time, it stays when an admin changes the socket's mode or group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SocketFile {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+    /// None where the file system does not keep it (dev and inode alone then).
+    born: Option<std::time::SystemTime>,
+}
+
+impl SocketFile {
+    fn at(path: &std::path::Path) -> io::Result<SocketFile> {
+        let m = std::fs::symlink_metadata(path)?;
+        Ok(SocketFile {
+            path: path.to_path_buf(),
+            dev: m.dev(),
+            ino: m.ino(),
+            born: m.created().ok(),
+        })
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// Ok while the path still names this socket; else what became of it. One
+    /// statx(2): cheap enough for every `/readyz` and every scrape.
+    pub fn check(&self) -> Result<(), &'static str> {
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(m)
+                if m.dev() == self.dev
+                    && m.ino() == self.ino
+                    && (self.born.is_none() || m.created().ok() == self.born) =>
+            {
+                Ok(())
+            }
+            Ok(_) => Err("was replaced by another file"),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err("was removed"),
+            Err(_) => Err("cannot be looked at"),
+        }
+    }
+}
+
+/// The socket file this daemon created, removed when this is dropped (the daemon
+/// stops, or fails after binding) if the path still names it: a socket another
+/// process put there since is that process's, and stays.
+#[derive(Debug)]
+pub struct OwnSocket(SocketFile);
+
+impl OwnSocket {
+    fn new(path: &std::path::Path) -> io::Result<OwnSocket> {
+        SocketFile::at(path).map(OwnSocket)
+    }
+
+    pub fn file(&self) -> &SocketFile {
+        &self.0
+    }
+}
+
+impl Drop for OwnSocket {
+    fn drop(&mut self) {
+        match self.0.check() {
+            Ok(()) => {
+                let _ = std::fs::remove_file(&self.0.path);
+            }
+            Err(what) => tracing::warn!(
+                "milter socket {} {what} since this daemon created it; left as it is",
+                self.0.path.display()
+            ),
+        }
+    }
+}
+
+/// Which process holds a socket, as "pid 1234: /usr/bin/mimeref-milter serve ...", for
+/// the error line when the socket is taken. Best effort: Linux's /proc, and only the
+/// processes this user may look at.
+mod holder {
+    use std::path::Path;
+
+    /// The process at the other end of a connected unix socket: the one that called
+    /// listen(2) (SO_PEERCRED, through tokio, which reads it without unsafe code here).
+    pub(super) fn of_connected(s: socket2::Socket) -> Option<String> {
+        let s = tokio::net::UnixStream::from_std(std::os::unix::net::UnixStream::from(
+            std::os::fd::OwnedFd::from(s),
+        ))
+        .ok()?;
+        // 0: a process in another PID namespace.
+        let pid = s.peer_cred().ok()?.pid().filter(|&p| p > 0)?;
+        Some(describe(pid as u32))
+    }
+
+    /// The process holding the listening unix socket bound at `path`
+    /// (/proc/net/unix gives its inode).
+    pub(super) fn of_unix_path(path: &Path) -> Option<String> {
+        let want = path.to_str()?;
+        let table = std::fs::read_to_string("/proc/net/unix").ok()?;
+        // Num RefCount Protocol Flags Type St Inode Path; flags 00010000: listening.
+        let inode = table.lines().skip(1).find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 8 && f[7] == want && f[3] == "00010000").then(|| f[6].parse().ok())?
+        })?;
+        of_inode(inode)
+    }
+
+    /// The process holding the TCP socket that listens on `port`.
+    pub(super) fn of_tcp_port(port: u16) -> Option<String> {
+        let want = format!(":{port:04X}");
+        ["/proc/net/tcp", "/proc/net/tcp6"].iter().find_map(|t| {
+            let table = std::fs::read_to_string(t).ok()?;
+            // sl local_address rem_address st ... inode (the 10th field); st 0A: LISTEN.
+            let inode = table.lines().skip(1).find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.len() >= 10 && f[1].ends_with(&want) && f[3] == "0A")
+                    .then(|| f[9].parse().ok())?
+            })?;
+            of_inode(inode)
+        })
+    }
+
+    /// The process with a descriptor for socket `inode`.
+    fn of_inode(inode: u64) -> Option<String> {
+        let target = format!("socket:[{inode}]");
+        let me = std::process::id();
+        std::fs::read_dir("/proc").ok()?.flatten().find_map(|p| {
+            let pid: u32 = p.file_name().to_str()?.parse().ok()?;
+            if pid == me {
+                return None;
+            }
+            let fds = std::fs::read_dir(p.path().join("fd")).ok()?;
+            fds.flatten()
+                .any(|fd| {
+                    std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == target.as_str())
+                })
+                .then(|| describe(pid))
+        })
+    }
+
+    /// "pid N: command line", or "pid N" when /proc hides it.
+    fn describe(pid: u32) -> String {
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .ok()
+            .map(|c| {
+                c.split(|&b| b == 0)
+                    .filter(|a| !a.is_empty())
+                    .map(String::from_utf8_lossy)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .filter(|c| !c.is_empty());
+        match cmd {
+            Some(c) => format!("pid {pid}: {}", c.escape_debug()),
+            None => format!("pid {pid}"),
         }
     }
 }
@@ -400,9 +638,9 @@ where
 /// A milter connection, counted as open in [`Health`] until dropped.
 ///
 /// Its first octets are checked before the milter library reads them: every milter
-/// client starts with the option negotiation, and a peer that starts otherwise (a
-/// browser, a TLS client, a port scanner) is logged, counted and closed at once rather
-/// than held until `connection_timeout`.
+/// client starts with the option negotiation (or, rarely, a macro packet), and a peer
+/// that starts otherwise (a browser, a TLS client, a port scanner) is logged, counted
+/// and closed at once rather than held until `connection_timeout`.
 pub struct Counted<T> {
     io: T,
     health: Arc<Health>,
@@ -428,11 +666,18 @@ const HEAD: usize = 16;
 const NEGOTIATION_MIN: usize = 13;
 const NEGOTIATION_MAX: usize = 4096;
 
+/// Or a macro packet (`D`) first: libmilter takes one in any state, before the
+/// negotiation too (which then clears it), so an MTA that sent one would find every
+/// libmilter filter answering. The command and the stage octet at least; at most
+/// 64 KiB, what libmilter reads in one packet before a larger size is negotiated, as
+/// octets 0 and 1 of the length are zero.
+const EARLY_MACROS_MIN: usize = 2;
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Phase {
     /// Reading `head` until it can tell.
     Checking,
-    /// A milter negotiation: passing on `head`, then reading straight through.
+    /// A milter client: passing on `head`, then reading straight through.
     Milter,
     /// Not milter: every read is end of file.
     Refused,
@@ -449,14 +694,19 @@ enum Verdict {
 fn verdict(head: &[u8]) -> Verdict {
     for (i, &b) in head.iter().enumerate().take(5) {
         let fits = match i {
+            // The high half of the length, which no first packet needs.
             0 | 1 => b == 0,
-            // Octet 2 is the high half of the length: it bounds it.
-            2 => usize::from(b) << 8 <= NEGOTIATION_MAX,
-            3 => {
-                let len = usize::from(head[2]) << 8 | usize::from(b);
-                (NEGOTIATION_MIN..=NEGOTIATION_MAX).contains(&len)
+            // Any: a macro packet may be up to 64 KiB.
+            2 => true,
+            3 => usize::from(head[2]) << 8 | usize::from(b) >= EARLY_MACROS_MIN,
+            _ => {
+                let len = usize::from(head[2]) << 8 | usize::from(head[3]);
+                match b {
+                    b'O' => (NEGOTIATION_MIN..=NEGOTIATION_MAX).contains(&len),
+                    b'D' => len >= EARLY_MACROS_MIN,
+                    _ => false,
+                }
             }
-            _ => b == b'O',
         };
         if !fits {
             return Verdict::Stranger;
@@ -652,10 +902,16 @@ mod tests {
         assert_eq!(verdict(&POSTFIX[..5]), Verdict::Milter);
         assert_eq!(verdict(&POSTFIX[..3]), Verdict::NotYet);
         assert_eq!(verdict(&[0, 0, 0, 12, b'O']), Verdict::Stranger);
-        assert_eq!(verdict(&[0, 0, 0, 13, b'D']), Verdict::Stranger);
+        // A macro packet first, as libmilter takes: a stage at least, under 64 KiB.
+        assert_eq!(verdict(&[0, 0, 0, 13, b'D']), Verdict::Milter);
+        assert_eq!(verdict(&[0, 0, 0x40, 0, b'D']), Verdict::Milter);
+        assert_eq!(verdict(&[0, 0, 0, 1, b'D']), Verdict::Stranger);
+        assert_eq!(verdict(&[0, 0, 0x40, 0, b'O']), Verdict::Stranger);
+        assert_eq!(verdict(&[0, 0, 0, 13, b'C']), Verdict::Stranger);
         assert_eq!(verdict(&[0, 0, 0, 17, b'O']), Verdict::Milter);
         assert_eq!(verdict(&[0, 0, 0x10, 1, b'O']), Verdict::Stranger);
-        assert_eq!(verdict(&[0, 0, 0x20]), Verdict::Stranger);
+        assert_eq!(verdict(&[0, 0, 0x20]), Verdict::NotYet);
+        assert_eq!(verdict(&[0, 1]), Verdict::Stranger);
         assert_eq!(verdict(b"G"), Verdict::Stranger);
         assert_eq!(looks_like(b"GET / HTTP/1.1\r\n"), "HTTP request");
         assert_eq!(looks_like(b"OPTIONS * HTTP/1"), "HTTP request");

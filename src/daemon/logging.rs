@@ -24,6 +24,15 @@ use crate::config::{Config, LogFormat, LogTarget};
 /// The program name in each syslog line (the TAG of RFC 3164), as in mail.log.
 const TAG: &str = "mimeref-milter";
 
+/// Whether log lines go to standard error (set by [`init`]).
+static ON_STDERR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether log lines go to standard error: then a line logged is already on the
+/// terminal of an admin who started the daemon by hand.
+pub fn on_stderr() -> bool {
+    ON_STDERR.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Installs the logger the configuration asks for; RUST_LOG overrides its level.
 pub fn init(cfg: &Config) -> Result<(), String> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
@@ -51,6 +60,11 @@ pub fn init(cfg: &Config) -> Result<(), String> {
             }
         }
     };
+    // Logging that could not be set up writes nowhere: nothing is on standard error.
+    ON_STDERR.store(
+        res.is_ok() && matches!(cfg.process.log_target, LogTarget::Stderr),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     res.map_err(|e| e.to_string())
 }
 

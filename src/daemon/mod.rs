@@ -30,7 +30,6 @@ mod notify;
 mod reload;
 
 use std::future::Future;
-use std::os::unix::fs::FileTypeExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,7 +43,8 @@ use crate::config::{Config, SocketSpec};
 use crate::milter::{callbacks, Shared};
 pub use error::DaemonError;
 use listen::Gate;
-pub use listen::{AnyListener, PeerName};
+pub use listen::{AnyListener, OwnSocket, PeerName};
+pub use logging::on_stderr as log_on_stderr;
 pub use reload::{Reload, Reloaded};
 
 /// What the daemon is started with (the command line's `serve` arguments).
@@ -112,15 +112,8 @@ pub fn serve(args: ServeOptions) -> Result<(), DaemonError> {
         .enable_all()
         .build()
         .map_err(DaemonError::Runtime)?;
-    let result = rt.block_on(serve_async(cfg, spec.clone()));
-    if let SocketSpec::Unix(path) = &spec {
-        // Only ever our own socket: the file was created by bind() above.
-        if let Ok(m) = std::fs::symlink_metadata(path) {
-            if m.file_type().is_socket() {
-                let _ = std::fs::remove_file(path);
-            }
-        }
-    }
+    // The unix socket file goes with the sockets, when run() returns (see OwnSocket).
+    let result = rt.block_on(serve_async(cfg, spec));
     if result.is_ok() {
         info!("stopped");
     }
@@ -191,13 +184,14 @@ fn signal(
 pub struct Sockets<L> {
     pub milter: L,
     pub http: Option<tokio::net::TcpListener>,
+    /// For a unix milter socket, its file: watched by `/readyz` and the
+    /// `mimeref_milter_socket_reachable` gauge, removed when the sockets are dropped.
+    pub unix: Option<OwnSocket>,
 }
 
 /// Binds the milter socket `spec` (see `listen::bind_milter`) and `metrics_listen`.
 pub async fn bind(spec: &SocketSpec, cfg: &Config) -> Result<Sockets<AnyListener>, DaemonError> {
-    let milter = listen::bind_milter(spec, cfg)
-        .await
-        .map_err(DaemonError::Bind)?;
+    let (milter, unix) = listen::bind_milter(spec, cfg).await?;
     let http = match cfg.listen.metrics_listen {
         Some(addr) => Some(
             tokio::net::TcpListener::bind(addr)
@@ -206,7 +200,7 @@ pub async fn bind(spec: &SocketSpec, cfg: &Config) -> Result<Sockets<AnyListener
         ),
         None => None,
     };
-    Ok(Sockets { milter, http })
+    Ok(Sockets { milter, http, unix })
 }
 
 /// Serves milter connections on `sockets.milter` with `config` until `shutdown`
@@ -225,7 +219,9 @@ pub async fn run(
     reload: mpsc::Receiver<Reload>,
     shutdown: impl Future,
 ) -> Result<(), DaemonError> {
-    let health = Arc::new(Health::default());
+    let health = Arc::new(Health::new(sockets.unix.as_ref().map(|u| u.file().clone())));
+    // Kept until run() returns: then the file is removed, if it is still ours.
+    let _unix = sockets.unix;
     if let Some(http) = sockets.http {
         let addr = http
             .local_addr()
@@ -252,6 +248,8 @@ pub async fn run(
     let max_connections = config.listen.max_connections;
     health.set_max_connections(max_connections);
     crate::milter::metrics::max_connections(max_connections);
+    // Reachable at start: bind() just created it (a TCP listener stays so).
+    crate::milter::metrics::milter_socket_reachable(true);
     let shared = Arc::new(Shared::new(config));
     let callbacks = callbacks::build(shared.clone());
 
@@ -259,13 +257,19 @@ pub async fn run(
 
     // Repeated events are logged at most once a second each; their counts are written
     // out even when no further event comes.
-    let flusher = tokio::spawn(async {
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        loop {
-            tick.tick().await;
-            crate::milter::throttle::flush_all();
-        }
-    });
+    // The socket file is looked at on the same tick, so that its loss is logged even
+    // when nothing asks /readyz or scrapes.
+    let flusher = {
+        let health = health.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                crate::milter::throttle::flush_all();
+                let _ = health.socket_state();
+            }
+        })
+    };
     let (gate, gate_state) = Gate::new(listener, health.clone(), max_connections);
     let drained = {
         let shared = shared.clone();

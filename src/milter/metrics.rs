@@ -243,6 +243,13 @@ pub fn reload(ok: bool) {
     metrics::gauge!("mimeref_config_last_reload_successful").set(if ok { 1.0 } else { 0.0 });
 }
 
+/// Whether the MTA can reach the daemon at its milter socket: 0 once the unix socket
+/// file is removed or replaced by another process's (always 1 for TCP). The process
+/// still answers scrapes then, so `up` cannot show it.
+pub fn milter_socket_reachable(yes: bool) {
+    metrics::gauge!("mimeref_milter_socket_reachable").set(if yes { 1.0 } else { 0.0 });
+}
+
 /// The `max_connections` in force, to alert before it is reached.
 pub fn max_connections(n: usize) {
     metrics::gauge!("mimeref_max_connections").set(n as f64);

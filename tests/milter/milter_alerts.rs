@@ -1,7 +1,8 @@
 //! The alerting rules read the daemon's real metrics: the real binary goes through real
 //! failures (rejected and tempfailed mail, a spill directory gone, a caught panic, an
 //! MTA whose negotiation is refused, an HTTP client at the milter port, connections
-//! past both limits, a syslog that is not there, a failed reload), `/metrics` is
+//! past both limits, a syslog that is not there, a failed reload, the unix socket
+//! file removed), `/metrics` is
 //! scraped before and after, and promtool evaluates
 //! packaging/prometheus/mimeref-milter.rules.yml over a series file built from the two
 //! scrapes: counters going on at the rate between the scrapes (the failure persists),
@@ -260,14 +261,38 @@ struct Started {
 
 impl Started {
     fn new(dir: &Path, cfg: &Path, config: &str, port: u16) -> Started {
+        let (mut child, log) = Started::spawn(dir, cfg, config, &format!("inet:127.0.0.1:{port}"));
+        let read = || std::fs::read_to_string(&log).unwrap_or_default();
+        mta::wait_listening("daemon", &mut child, port, mta::WAIT, read);
+        Started {
+            child: Some(child),
+            log,
+        }
+    }
+
+    /// On the unix socket `sock` instead.
+    fn new_unix(dir: &Path, cfg: &Path, config: &str, sock: &Path) -> Started {
+        let (child, log) = Started::spawn(dir, cfg, config, &format!("unix:{}", sock.display()));
+        let started = Started {
+            child: Some(child),
+            log,
+        };
+        mta::wait_for(mta::WAIT, || {
+            std::os::unix::net::UnixStream::connect(sock).ok().map(drop)
+        })
+        .unwrap_or_else(|| panic!("not listening on {}:\n{}", sock.display(), started.log()));
+        started
+    }
+
+    fn spawn(dir: &Path, cfg: &Path, config: &str, socket: &str) -> (std::process::Child, PathBuf) {
         std::fs::write(cfg, config).unwrap();
         let log = dir.join("daemon.log");
-        let mut child = Command::new(mta::daemon_bin())
+        let child = Command::new(mta::daemon_bin())
             .arg("serve")
             .arg("--config")
             .arg(cfg)
             .arg("--socket")
-            .arg(format!("inet:127.0.0.1:{port}"))
+            .arg(socket)
             .env("RUST_LOG", "info")
             .env("MIMEREF_MILTER_TEST_PANIC", PANIC_TOKEN)
             .stdin(Stdio::null())
@@ -275,12 +300,7 @@ impl Started {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        let read = || std::fs::read_to_string(&log).unwrap_or_default();
-        mta::wait_listening("daemon", &mut child, port, mta::WAIT, read);
-        Started {
-            child: Some(child),
-            log,
-        }
+        (child, log)
     }
 
     fn log(&self) -> String {
@@ -337,6 +357,38 @@ async fn every_negotiation_refused_is_most_mail_refused() {
     .into_iter()
     .map(String::from)
     .collect();
+    if let Err(report) = promtool(dir.path(), &before, &during, http, &want) {
+        panic!(
+            "promtool on the real scrapes:\n{report}\nscrape:\n{during_text}\nlog:\n{}",
+            child.log()
+        );
+    }
+}
+
+/// A unix socket file taken away under the running daemon (a second instance, a
+/// cleanup job): the process still answers scrapes, so MimerefMilterDown cannot tell;
+/// MimerefMilterSocketLost does, and nothing else fires.
+#[tokio::test]
+async fn a_socket_taken_away_is_socket_lost() {
+    if !require_promtool() {
+        return;
+    }
+    let dir = TempDir::new("alerts-socket");
+    let http = free_port();
+    let cfg = dir.path().join("c.toml");
+    let sock = dir.path().join("m.sock");
+    let mut child = Started::new_unix(
+        dir.path(),
+        &cfg,
+        &format!("metrics_listen = \"127.0.0.1:{http}\"\n"),
+        &sock,
+    );
+    let before = parse(&scrape(http).await);
+    std::fs::remove_file(&sock).unwrap();
+    let during_text = scrape(http).await;
+    let during = parse(&during_text);
+    child.stop();
+    let want: BTreeSet<String> = ["MimerefMilterSocketLost".to_string()].into();
     if let Err(report) = promtool(dir.path(), &before, &during, http, &want) {
         panic!(
             "promtool on the real scrapes:\n{report}\nscrape:\n{during_text}\nlog:\n{}",

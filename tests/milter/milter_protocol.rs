@@ -143,6 +143,31 @@ fn an_empty_macro_packet_clears_the_stage() {
     assert_eq!(replies(&v, 1), ["y"], "{v}\n{}", d.log());
 }
 
+/// A macro packet before the option negotiation, as libmilter takes in any state: the
+/// connection goes on and the transaction after it gets its verdict and its fix. The
+/// PyPI library sends packets in whatever order it is told; OpenDKIM's miltertest
+/// (Lua) negotiates by itself before any macro, so it cannot send this one.
+#[test]
+fn a_macro_packet_before_negotiation_is_taken() {
+    let Some(py) = python() else { return };
+    let cfg = "trusted_networks = []\n";
+    let d = Daemon::start(cfg, &[]);
+    let m = msg("milter/top-extbody.eml");
+    let v = run(&py, &d, "macro-first", "postfix", &[&m]);
+    assert_eq!(replies(&v, 0).last().unwrap(), "a", "{v}");
+    assert_same(
+        "after a macro packet before the negotiation",
+        delivered(&v, 0),
+        &mta::as_milter("inbound", cfg, &m),
+        &d,
+    );
+    assert!(
+        !d.log().contains("not a milter"),
+        "refused as a stranger:\n{}",
+        d.log()
+    );
+}
+
 #[test]
 fn end_of_message_with_body_octets_is_answered() {
     let Some(py) = python() else { return };

@@ -336,7 +336,7 @@ MTAS = {
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument('scenario', choices=['message', 'eom-body', 'quit-nc', 'macros'])
+    p.add_argument('scenario', choices=['message', 'eom-body', 'quit-nc', 'macros', 'macro-first'])
     p.add_argument('--mta', choices=sorted(MTAS), default='postfix')
     p.add_argument('--port', type=int, required=True)
     p.add_argument('--message', action='append', required=True)
@@ -345,8 +345,13 @@ def main():
     conv = Conversation(a.port, MTAS[a.mta]())
     out = {'delivered': [], 'replies': []}
     try:
+        if a.scenario == 'macro-first':
+            # A macro packet before the negotiation: no MTA sends one today, but
+            # libmilter takes a macro packet in any state (and the negotiation then
+            # clears every stage's macros), so a milter must not hang up on it.
+            conv.macros(c.SMFIC_CONNECT, **{'j': 'mx.example', '{daemon_name}': 'early'})
         conv.negotiate()
-        if a.scenario in ('message', 'eom-body'):
+        if a.scenario in ('message', 'eom-body', 'macro-first'):
             conv.macros(c.SMFIC_CONNECT, **{'{client_addr}': '192.0.2.7'})
             conv.connect('192.0.2.7')
             for m in messages:

@@ -58,6 +58,7 @@ impl Milter {
         let sockets = mimeref_milter::Sockets {
             milter: listener,
             http,
+            unix: None,
         };
         let handle = tokio::spawn(mimeref_milter::run(sockets, cfg, reload_rx, async {
             let _ = rx.await;
