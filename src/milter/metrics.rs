@@ -129,6 +129,7 @@ const HELP: &[(&str, Kind, &str)] = &[
     ("mimeref_eom_seconds", Kind::Histogram, "What end of message itself takes: the latency the milter adds to the MTA's end of data."),
     ("mimeref_forged_headers_removed_total", Kind::Counter, "Report header fields sent by a client and deleted from inbound mail."),
     ("mimeref_events_total", Kind::Counter, "Connections the milter refused or closed, by event."),
+    ("mimeref_milter_socket_reachable", Kind::Gauge, "1 while the MTA can reach the daemon at its milter socket (always for TCP); 0 once the unix socket file was removed or replaced."),
     ("mimeref_connections_open", Kind::Gauge, "Milter connections open."),
     ("mimeref_max_connections", Kind::Gauge, "The max_connections in force."),
     ("mimeref_connections_refused_total", Kind::Counter, "Milter connections closed at once at max_connections."),

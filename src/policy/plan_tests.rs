@@ -417,6 +417,9 @@ fn field_changes_are_shown_on_one_safe_line() {
         ..c
     };
     let text = field_change_text(&long, 20);
-    assert!(text.contains(&format!("\"{}...\" -> ", "a".repeat(20))), "{text}");
+    assert!(
+        text.contains(&format!("\"{}...\" -> ", "a".repeat(20))),
+        "{text}"
+    );
     assert!(!text.contains(['\r', '\n', '\t']));
 }
