@@ -297,4 +297,49 @@ mod tests {
         let e = client_result.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::BrokenPipe);
     }
+
+    // mimeref-milter patch (time limits)
+    #[tokio::test]
+    async fn transaction_deadline_ends_a_read_before_the_command_timeout() {
+        time::pause();
+        let (mut client, stream) = tokio::io::duplex(100);
+        let conn = Connection::new(stream, Duration::from_secs(30), None);
+        let t = Instant::now();
+        client.write_all(b"\0\0\0\x05X").await.unwrap();
+        let e = conn
+            .read_message_until(Some(t + Duration::from_secs(5)))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::TimedOut);
+        assert_eq!(Cut::from_io(&e), Cut::TransactionTimeout);
+        let at = t.elapsed();
+        assert!(at >= Duration::from_secs(5) && at < Duration::from_millis(5010), "{at:?}");
+        // The stream is in an unknown state: the next request fails at once.
+        client.write_all(b"yzab").await.unwrap();
+        let e = conn.read_message_until(None).await.unwrap_err();
+        assert_eq!(Cut::from_io(&e), Cut::TransactionTimeout);
+        assert_eq!(t.elapsed(), at);
+    }
+
+    // mimeref-milter patch (time limits)
+    #[tokio::test]
+    async fn reply_timeout_bounds_the_whole_answer_not_each_packet() {
+        time::pause();
+        let (mut client, stream) = tokio::io::duplex(100);
+        let conn = Connection::new(stream, Duration::from_secs(30), Some(Duration::from_secs(10)));
+        client.write_all(b"\0\0\0\x01E").await.unwrap();
+        conn.read_message_until(None).await.unwrap();
+        let t = Instant::now();
+        // The first packet fits in the pipe; 8 s later the second does not and the
+        // client never reads: it fails when the answer's 10 s are up, not 10 s later.
+        conn.write_message(Message::new(b'h', "x")).await.unwrap();
+        time::sleep(Duration::from_secs(8)).await;
+        let e = conn.write_message(Message::new(b'b', vec![0; 1000])).await.unwrap_err();
+        assert_eq!(Cut::from_io(&e), Cut::ReplyTimeout);
+        let at = t.elapsed();
+        assert!(at >= Duration::from_secs(10) && at < Duration::from_millis(10010), "{at:?}");
+        // A new command starts a new answer's time; this stream has failed, though.
+        let e = conn.read_message_until(None).await.unwrap_err();
+        assert_eq!(Cut::from_io(&e), Cut::ReplyTimeout);
+    }
 }
