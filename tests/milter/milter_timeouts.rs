@@ -202,9 +202,9 @@ fn metric(port: u16, series: &str) -> u64 {
         .unwrap_or_else(|| panic!("no series {series}:\n{body}"))
 }
 
-/// Waits (5 s at most) until the daemon's log has a line with every one of `parts`.
+/// Waits (15 s at most) until the daemon's log has a line with every one of `parts`.
 fn logged(d: &Daemon, parts: &[&str]) -> String {
-    let end = Instant::now() + Duration::from_secs(5);
+    let end = Instant::now() + Duration::from_secs(15);
     loop {
         let log = d.log();
         if let Some(l) = log.lines().find(|l| parts.iter().all(|p| l.contains(p))) {
@@ -233,10 +233,11 @@ fn a_dripping_transaction_is_cut_at_transaction_timeout() {
             std::thread::sleep(Duration::from_millis(50));
         }
     });
-    c.closed_within(Duration::from_secs(5));
+    c.closed_within(Duration::from_secs(10));
     let took = t.elapsed();
+    // Well before the drip would end (10 s) or connection_timeout would pass.
     assert!(
-        took >= Duration::from_millis(900) && took < Duration::from_secs(3),
+        took >= Duration::from_millis(900) && took < Duration::from_secs(5),
         "cut {took:?} after MAIL FROM, transaction_timeout = 1 s"
     );
     eprintln!("dripping transaction cut {took:?} after MAIL FROM");
@@ -415,7 +416,8 @@ fn an_mta_that_does_not_read_its_answer_is_cut_at_reply_timeout() {
         ],
     );
     eprintln!("{:?} after end of message: {line}", t.elapsed());
-    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    // The analysis of 8 MB comes first (a debug build on a loaded host: seconds).
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
     assert_eq!(metric(http, "mimeref_timeouts_total{kind=\"reply\"}"), 1);
     // What was written before the cut arrives, then the end: no final reply.
     let mut rest = Vec::new();
