@@ -1,6 +1,6 @@
 //! Log lines about events that can repeat thousands of times a second (refused
 //! connections, bad negotiations, non-milter peers, accept errors, spill failures,
-//! internal errors): the first one is written at once, the ones that follow within a
+//! internal errors, time limits that pass, transactions cut short): the first one is written at once, the ones that follow within a
 //! second are counted and written as one line with their exact count, at the next
 //! event after that second or at the latest by [`flush_all`], which the daemon calls
 //! every second and at shutdown. So a flood costs about one line a second per kind, and
