@@ -133,6 +133,10 @@ pub struct Listen {
     pub metrics_max_connections: usize,
     pub max_connections: usize,
     pub connection_timeout: Duration,
+    /// The longest one mail transaction may take, from MAIL FROM to end of message.
+    pub transaction_timeout: Duration,
+    /// The longest the MTA may take to read the whole answer to one command.
+    pub reply_timeout: Duration,
 }
 
 /// Restart-only: settings of the process itself (the logger is installed once).
@@ -464,6 +468,11 @@ impl Listen {
                 "connection_timeout",
                 self.connection_timeout != new.connection_timeout,
             ),
+            (
+                "transaction_timeout",
+                self.transaction_timeout != new.transaction_timeout,
+            ),
+            ("reply_timeout", self.reply_timeout != new.reply_timeout),
         ];
         keys.into_iter().filter(|k| k.1).map(|k| k.0).collect()
     }
@@ -696,6 +705,29 @@ mod tests {
         assert_eq!(new.service.shutdown_timeout, Duration::from_secs(7));
         let mut same = Config::builtin();
         assert!(same.keep_restart_only(&Config::builtin()).is_empty());
+    }
+
+    #[test]
+    fn transaction_and_reply_timeouts_default_and_bounds() {
+        let b = Config::builtin();
+        assert_eq!(b.listen.transaction_timeout, Duration::from_secs(3600));
+        assert_eq!(b.listen.reply_timeout, Duration::from_secs(300));
+        assert_eq!(
+            errs("dry_run = false\ntransaction_timeout = 0\nreply_timeout = 86401\n"),
+            [
+                "t.toml:2: transaction_timeout = 0: must be between 1 and 86400",
+                "t.toml:3: reply_timeout = 86401: must be between 1 and 86400",
+            ]
+        );
+        let c = Config::parse("transaction_timeout = 900\nreply_timeout = 60\n", "t").unwrap();
+        assert_eq!(c.listen.transaction_timeout, Duration::from_secs(900));
+        assert_eq!(c.listen.reply_timeout, Duration::from_secs(60));
+        // Restart-only, like connection_timeout: indymilter takes them at start.
+        let mut new = c.clone();
+        assert_eq!(
+            new.keep_restart_only(&Config::builtin()),
+            ["transaction_timeout", "reply_timeout"]
+        );
     }
 
     #[test]

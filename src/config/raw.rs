@@ -24,6 +24,8 @@ pub struct RawConfig {
     pub metrics_max_connections: Option<S<i64>>,
     pub max_connections: Option<S<i64>>,
     pub connection_timeout: Option<S<i64>>,
+    pub transaction_timeout: Option<S<i64>>,
+    pub reply_timeout: Option<S<i64>>,
     pub shutdown_timeout: Option<S<i64>>,
     pub trusted_networks: Option<Vec<S<String>>>,
     pub outbound_daemons: Option<Vec<S<String>>>,

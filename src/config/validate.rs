@@ -505,6 +505,21 @@ impl Validator<'_> {
             86_400,
             7210,
         ) as u64;
+        // From MAIL FROM to end of message. Postfix and Sendmail pass the message on
+        // only once the SMTP client has sent all of it, so this takes in the whole
+        // DATA phase over the client's link: an hour, Sendmail's Timeout.datablock,
+        // lets 60 MB through at 133 kbit/s.
+        let transaction_timeout = self.int(
+            raw.transaction_timeout.take(),
+            "transaction_timeout",
+            1,
+            86_400,
+            3600,
+        ) as u64;
+        // Postfix waits milter_content_timeout (300 s) for the answer to end of
+        // message: past that, nobody reads what is still to be written.
+        let reply_timeout =
+            self.int(raw.reply_timeout.take(), "reply_timeout", 1, 86_400, 300) as u64;
         Listen {
             socket,
             socket_mode,
@@ -513,6 +528,8 @@ impl Validator<'_> {
             metrics_max_connections,
             max_connections,
             connection_timeout: Duration::from_secs(connection_timeout),
+            transaction_timeout: Duration::from_secs(transaction_timeout),
+            reply_timeout: Duration::from_secs(reply_timeout),
         }
     }
 

@@ -243,6 +243,8 @@ pub async fn run(
     let milter_config = indymilter::Config {
         max_connections: tokio::sync::Semaphore::MAX_PERMITS,
         connection_timeout: config.listen.connection_timeout,
+        transaction_timeout: Some(config.listen.transaction_timeout),
+        reply_timeout: Some(config.listen.reply_timeout),
         ..Default::default()
     };
     let max_connections = config.listen.max_connections;

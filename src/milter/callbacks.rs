@@ -319,6 +319,8 @@ fn handle_eom(shared: Arc<Shared>, cx: &mut EomContext<Session>) -> CallbackFutu
                 }
                 return ended.status();
             }
+            // Nothing more reaches the MTA: the cut is logged when the connection closes.
+            Ok(Err(f)) if f.reply_timed_out => return Status::Tempfail,
             Ok(Err(f)) => f,
             Err(p) => {
                 session.abort();
@@ -367,14 +369,22 @@ impl<F: Future + Unpin> Future for CatchPanic<F> {
 }
 
 fn handle_abort(cx: &mut Context<Session>) -> CallbackFuture<'_> {
+    let cut = cx.cut();
     if let Some(s) = cx.data.as_mut() {
+        if let Some(cut) = cut {
+            super::cuts::in_transaction(s, cut);
+        }
         s.abort();
     }
     Box::pin(async { Status::Continue })
 }
 
 fn handle_close(cx: &mut Context<Session>) -> CallbackFuture<'_> {
+    let cut = cx.cut();
     if let Some(s) = cx.data.as_mut() {
+        if let Some(cut) = cut {
+            super::cuts::between_transactions(s, cut);
+        }
         s.end_smtp_session();
     }
     Box::pin(async { Status::Continue })

@@ -99,6 +99,12 @@ pub fn install() -> Result<PrometheusHandle, String> {
     for result in ["ok", "failed"] {
         counter!("mimeref_reloads_total", "result" => result).increment(0);
     }
+    for kind in TIMEOUT_KINDS {
+        counter!("mimeref_timeouts_total", "kind" => kind).increment(0);
+    }
+    for cause in CUT_CAUSES {
+        counter!("mimeref_transactions_cut_total", "cause" => cause).increment(0);
+    }
     // Before the first connection (install runs before the daemon takes any), so that
     // the dashboard shows 0 rather than no data.
     metrics::gauge!("mimeref_connections_open").set(0.0);
@@ -228,6 +234,31 @@ pub fn spill_held(delta: f64) {
 pub fn internal_error(cause: Cause, action: &'static str) {
     counter!("mimeref_internal_errors_total", "cause" => cause.as_str(), "action" => action)
         .increment(1);
+}
+
+/// The `kind` label values of `mimeref_timeouts_total`: `connection_timeout` (no
+/// complete command), `transaction_timeout`, `reply_timeout`.
+pub const TIMEOUT_KINDS: [&str; 3] = ["read", "transaction", "reply"];
+
+/// A time limit that passed and closed a milter connection.
+pub fn timeout(kind: &'static str) {
+    counter!("mimeref_timeouts_total", "kind" => kind).increment(1);
+}
+
+/// The `cause` label values of `mimeref_transactions_cut_total`.
+pub const CUT_CAUSES: [&str; 7] = [
+    "read_timeout",
+    "transaction_timeout",
+    "reply_timeout",
+    "closed",
+    "io_error",
+    "protocol_error",
+    "shutdown",
+];
+
+/// A mail transaction that its connection's end cut short, before end of message.
+pub fn transaction_cut(cause: &'static str) {
+    counter!("mimeref_transactions_cut_total", "cause" => cause).increment(1);
 }
 
 /// A log line the syslog socket did not take (written to standard error instead).

@@ -2,6 +2,7 @@
 //!
 //! - `callbacks`: translate each protocol stage; at end of message, log and count what
 //!   the session returns
+//! - `cuts`: log and count the time limits that pass and the transactions cut short
 //! - `session`: accumulate one message within the limits, analyse and plan it at end
 //!   of message
 //! - `outcome`: what end of message comes to (answered, over the memory budget, or an
@@ -18,6 +19,7 @@
 pub(crate) mod actions;
 pub(crate) mod buffer;
 pub(crate) mod callbacks;
+pub(crate) mod cuts;
 pub(crate) mod eom_log;
 pub mod metrics;
 pub(crate) mod outcome;

@@ -55,6 +55,10 @@ impl Cause {
 pub struct EomError {
     pub cause: Cause,
     pub detail: String,
+    /// The actions could not be sent because the MTA did not read them within
+    /// `reply_timeout`: the connection is closed, no answer can reach the MTA, and the
+    /// timeout is logged and counted as such (`cuts`), not as an internal error.
+    pub reply_timed_out: bool,
 }
 
 impl EomError {
@@ -62,6 +66,7 @@ impl EomError {
         EomError {
             cause,
             detail: detail.into(),
+            reply_timed_out: false,
         }
     }
 }

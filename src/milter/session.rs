@@ -371,7 +371,10 @@ impl Session {
         }
         let status = actions::execute(&plan, form, actions, reply)
             .await
-            .map_err(|e| EomError::new(Cause::Send, format!("sending actions: {e}")))?;
+            .map_err(|e| EomError {
+                reply_timed_out: e.cut().is_some(),
+                ..EomError::new(Cause::Send, format!("sending actions: {e}"))
+            })?;
         Ok(Ended::Answered(Outcome {
             queue_id,
             plan,

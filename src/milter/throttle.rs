@@ -1,6 +1,6 @@
 //! Log lines about events that can repeat thousands of times a second (refused
 //! connections, bad negotiations, non-milter peers, accept errors, spill failures,
-//! internal errors): the first one is written at once, the ones that follow within a
+//! internal errors, time limits that pass, transactions cut short): the first one is written at once, the ones that follow within a
 //! second are counted and written as one line with their exact count, at the next
 //! event after that second or at the latest by [`flush_all`], which the daemon calls
 //! every second and at shutdown. So a flood costs about one line a second per kind, and
@@ -142,6 +142,40 @@ pub static NOTIFY_FAILED: Throttled = Throttled::new(Level::WARN, |n, d| {
     )
 });
 
+/// Connections closed because no complete command came within `connection_timeout`;
+/// detail: the connection, the MTA, whether a transaction was open, the limit.
+pub static READ_TIMEOUT: Throttled = Throttled::new(Level::WARN, |n, d| {
+    format!(
+        "closed {n} milter connection(s) that sent no complete command within \
+         connection_timeout: {d}; the MTA applies its milter_default_action"
+    )
+});
+
+/// Transactions cut at `transaction_timeout`; detail: the connection, the MTA, the
+/// queue id, the limit.
+pub static TRANSACTION_TIMEOUT: Throttled = Throttled::new(Level::WARN, |n, d| {
+    format!(
+        "cut {n} mail transaction(s) not over within transaction_timeout: {d}; \
+         the MTA applies its milter_default_action"
+    )
+});
+
+/// Connections closed because the MTA did not read an answer within `reply_timeout`;
+/// detail: the connection, the MTA, the queue id, the limit.
+pub static REPLY_TIMEOUT: Throttled = Throttled::new(Level::WARN, |n, d| {
+    format!(
+        "closed {n} milter connection(s) whose MTA did not read the answer within \
+         reply_timeout: {d}; the MTA applies its milter_default_action"
+    )
+});
+
+/// Transactions cut short by the end of their connection for another reason (the MTA
+/// closed it, an I/O or protocol error, shutdown); detail: the connection, the MTA, the
+/// queue id, the reason.
+pub static TRANSACTION_CUT: Throttled = Throttled::new(Level::WARN, |n, d| {
+    format!("{n} mail transaction(s) ended before end of message: {d}")
+});
+
 /// Every kind, for [`flush_all`].
 static ALL: &[&Throttled] = &[
     &CONNECTIONS_REFUSED,
@@ -153,6 +187,10 @@ static ALL: &[&Throttled] = &[
     &SPILL_TEMPFAILED,
     &INTERNAL_ERROR,
     &NOTIFY_FAILED,
+    &READ_TIMEOUT,
+    &TRANSACTION_TIMEOUT,
+    &REPLY_TIMEOUT,
+    &TRANSACTION_CUT,
 ];
 
 /// Writes every pending count: every second and at shutdown.

@@ -697,3 +697,45 @@ fn content_id_insertion_is_what_fix_as_milter_writes() {
         "{text}"
     );
 }
+
+/// A transaction that outlasts `transaction_timeout` (an SMTP client that stalls in
+/// the middle of DATA): the milter closes its connection, Postfix applies its
+/// `milter_default_action` (tempfail here, its default) and the client gets a 4xx
+/// to retry; the milter says so in its log; the next SMTP session is served.
+#[test]
+fn a_transaction_over_transaction_timeout_is_tempfailed_by_postfix() {
+    if !mta::require_postfix() {
+        return;
+    }
+    let cfg = config("transaction_timeout = 2\n");
+    let (d, pf) = start(&cfg, &[], PostfixConfig::with_milter(""));
+    let s = std::net::TcpStream::connect(("127.0.0.1", pf.port)).unwrap();
+    let mut raw = s.try_clone().unwrap();
+    let mut c = mta::Smtp::over(
+        Box::new(s.try_clone().unwrap()),
+        Box::new(s.try_clone().unwrap()),
+    );
+    assert_eq!(c.greeting.code, 220);
+    c.ehlo("client.example");
+    assert_eq!(c.cmd("MAIL FROM:<alice@sender.example>").code, 250);
+    assert_eq!(c.cmd("RCPT TO:<bob@receiver.example>").code, 250);
+    assert_eq!(c.cmd("DATA").code, 354);
+    let data = mta::smtp_data(PLAIN);
+    let (first, rest) = data.split_at(data.len() / 2);
+    use std::io::Write;
+    raw.write_all(first).unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    raw.write_all(rest).unwrap();
+    let r = c.reply();
+    assert_eq!(r.class(), 4, "{r}\n{}\n{}", d.log(), pf.log());
+    assert!(
+        d.log()
+            .contains("cut 1 mail transaction(s) not over within transaction_timeout"),
+        "{}",
+        d.log()
+    );
+    eprintln!("Postfix answered the stalled transaction: {r}");
+    c.quit();
+    let r = pf.send(PLAIN);
+    assert_eq!(r.code, 250, "{r}\n{}", d.log());
+}

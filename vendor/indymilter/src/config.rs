@@ -45,6 +45,27 @@ pub struct Config {
     ///
     /// The default is 7210 seconds.
     pub connection_timeout: Duration,
+
+    /// mimeref-milter patch (time limits): the longest a mail transaction may take,
+    /// from the first command of the transaction (MAIL, or the first later one the
+    /// MTA sends when MAIL is skipped) until end of message or abort. When it
+    /// passes while the milter waits for the MTA, the connection is closed and the
+    /// abort and close callbacks see [`Cut::TransactionTimeout`].
+    ///
+    /// The default is `None`: no limit but `connection_timeout` per command.
+    ///
+    /// [`Cut::TransactionTimeout`]: crate::Cut::TransactionTimeout
+    pub transaction_timeout: Option<Duration>,
+
+    /// mimeref-milter patch (time limits): the longest the MTA may take to read
+    /// the milter's whole answer to one command (every modification of end of
+    /// message and the final reply, together). When it passes, the connection is
+    /// closed and the close callback sees [`Cut::ReplyTimeout`].
+    ///
+    /// The default is `None`: `connection_timeout` for each reply packet.
+    ///
+    /// [`Cut::ReplyTimeout`]: crate::Cut::ReplyTimeout
+    pub reply_timeout: Option<Duration>,
 }
 
 impl Default for Config {
@@ -56,6 +77,8 @@ impl Default for Config {
             // value is the same as in libmilter, whose documentation advises
             // not to decrease it.
             connection_timeout: Duration::from_secs(7210),
+            transaction_timeout: None,
+            reply_timeout: None,
         }
     }
 }

@@ -14,12 +14,15 @@
 // You should have received a copy of the GNU General Public License along with
 // this program. If not, see <https://www.gnu.org/licenses/>.
 
-use crate::message::{self, reply::Reply, Message};
+use crate::{
+    cut::{Cut, LimitPassed},
+    message::{self, reply::Reply, Message},
+};
 use std::{io, time::Duration};
 use tokio::{
     io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufStream},
     sync::{mpsc, oneshot},
-    time,
+    time::{self, Instant},
 };
 use tracing::trace;
 
@@ -30,6 +33,8 @@ enum Request {
     },
     ReadMsg {
         response: oneshot::Sender<io::Result<Message>>,
+        // mimeref-milter patch (time limits): when the open transaction's time ends.
+        deadline: Option<Instant>,
     },
 }
 
@@ -38,15 +43,26 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
     stream: BufStream<S>,
+    // mimeref-milter patch (time limits): `reply_timeout`; the time by which the
+    // answer to the last command read must be written (set at its first packet);
+    // and the limit that passed. After that the stream is in an unknown state (a
+    // packet half read or half written): every further request fails at once, so
+    // the session ends rather than waiting for a limit that means nothing any more.
+    reply_timeout: Option<Duration>,
+    reply_deadline: Option<Instant>,
+    passed: Option<Cut>,
 }
 
 impl<S> StreamHandler<S>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
-    fn new(stream: S) -> Self {
+    fn new(stream: S, reply_timeout: Option<Duration>) -> Self {
         Self {
             stream: BufStream::new(stream),
+            reply_timeout,
+            reply_deadline: None,
+            passed: None,
         }
     }
 
@@ -60,22 +76,42 @@ where
 
         while let Some(req) = conn.recv().await {
             match req {
-                Request::ReadMsg { response } => {
-                    let f = message::read(&mut self.stream);
+                Request::ReadMsg { response, deadline } => {
+                    // mimeref-milter patch (time limits): whichever ends first, the
+                    // time for this command or the transaction's time.
+                    self.reply_deadline = None;
+                    let per_command = Instant::now() + timeout;
+                    let (until, cut) = match deadline {
+                        Some(d) if d < per_command => (d, Cut::TransactionTimeout),
+                        _ => (per_command, Cut::ReadTimeout),
+                    };
 
-                    let result = match time::timeout(timeout, f).await {
-                        Ok(r) => r,
-                        Err(e) => Err(e.into()),
+                    let result = match self.passed {
+                        Some(passed) => Err(LimitPassed::error(passed)),
+                        None => match time::timeout_at(until, message::read(&mut self.stream)).await {
+                            Ok(r) => r,
+                            Err(_) => Err(self.limit_passed(cut)),
+                        },
                     };
 
                     let _ = response.send(result);
                 }
                 Request::WriteMsg { msg, response } => {
-                    let f = message::write(&mut self.stream, msg);
+                    // mimeref-milter patch (time limits): the whole answer to one
+                    // command within reply_timeout; without it each packet within
+                    // connection_timeout, as upstream.
+                    let now = Instant::now();
+                    let until = match self.reply_timeout {
+                        Some(t) => *self.reply_deadline.get_or_insert(now + t),
+                        None => now + timeout,
+                    };
 
-                    let result = match time::timeout(timeout, f).await {
-                        Ok(r) => r,
-                        Err(e) => Err(e.into()),
+                    let result = match self.passed {
+                        Some(passed) => Err(LimitPassed::error(passed)),
+                        None => match time::timeout_at(until, message::write(&mut self.stream, msg)).await {
+                            Ok(r) => r,
+                            Err(_) => Err(self.limit_passed(Cut::ReplyTimeout)),
+                        },
                     };
 
                     let _ = response.send(result);
@@ -85,8 +121,20 @@ where
 
         // When this actor exits it also shuts down and drops the wrapped
         // stream. An error result is no longer of interest.
+        // mimeref-milter patch (time limits): not after a limit passed: shutting
+        // down flushes what is buffered, and an MTA that does not read would hold
+        // the stream (and the milter's connection slot) for ever. Dropped, it closes.
 
-        let _ = self.stream.shutdown().await;
+        if self.passed.is_none() {
+            let _ = self.stream.shutdown().await;
+        }
+    }
+
+    // mimeref-milter patch (time limits): the error of a limit that passed; every
+    // request from now on fails with it.
+    fn limit_passed(&mut self, cut: Cut) -> io::Error {
+        self.passed = Some(cut);
+        LimitPassed::error(cut)
     }
 }
 
@@ -104,7 +152,8 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub fn new<S>(stream: S, timeout: Duration) -> Self
+    // mimeref-milter patch (time limits): `reply_timeout`, see `Config::reply_timeout`.
+    pub fn new<S>(stream: S, timeout: Duration, reply_timeout: Option<Duration>) -> Self
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -118,18 +167,21 @@ impl Connection {
         // handed off directly to `tokio::spawn`, becoming an *actor* solely
         // responsible for reading and writing messages to the stream.
 
-        let handler = StreamHandler::new(stream);
+        let handler = StreamHandler::new(stream, reply_timeout);
 
         tokio::spawn(handler.handle_requests(messages_rx, timeout));
 
         Self { conn: messages_tx }
     }
 
-    pub async fn read_message(&self) -> io::Result<Message> {
+    // mimeref-milter patch (time limits): `deadline`, when the open transaction's
+    // time ends (upstream: `read_message` without it).
+    pub async fn read_message_until(&self, deadline: Option<Instant>) -> io::Result<Message> {
         let (response_tx, response) = oneshot::channel();
 
         let request = Request::ReadMsg {
             response: response_tx,
+            deadline,
         };
 
         let result = self.do_request(request, response).await;
@@ -180,14 +232,14 @@ mod tests {
     async fn multiple_connections() {
         let (mut client, stream) = tokio::io::duplex(100);
 
-        let conn1 = Connection::new(stream, Duration::from_secs(30));
+        let conn1 = Connection::new(stream, Duration::from_secs(30), None);
         let conn2 = conn1.clone();
 
         // First, read from and write to the first connection.
 
         client.write_all(b"\0\0\0\x03xyz").await.unwrap();
 
-        let msg = conn1.read_message().await.unwrap();
+        let msg = conn1.read_message_until(None).await.unwrap();
         assert_eq!(msg, Message::new(b'x', "yz"));
         conn1.write_message(msg).await.unwrap();
 
@@ -219,7 +271,7 @@ mod tests {
         let timeout = Duration::from_secs(30);
 
         let (mut client, stream) = tokio::io::duplex(100);
-        let conn = Connection::new(stream, timeout);
+        let conn = Connection::new(stream, timeout, None);
 
         // Both the `Connection` and the client end of the duplex stream are
         // moved into the futures. The connection is therefore dropped and
@@ -229,7 +281,7 @@ mod tests {
         time::pause();
 
         let (stream_result, client_result) = join!(
-            async move { conn.read_message().await },
+            async move { conn.read_message_until(None).await },
             async move {
                 client.write_all(b"\0\0\0\x05").await.unwrap();
                 time::sleep(timeout + Duration::from_secs(5)).await;
@@ -244,5 +296,50 @@ mod tests {
 
         let e = client_result.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::BrokenPipe);
+    }
+
+    // mimeref-milter patch (time limits)
+    #[tokio::test]
+    async fn transaction_deadline_ends_a_read_before_the_command_timeout() {
+        time::pause();
+        let (mut client, stream) = tokio::io::duplex(100);
+        let conn = Connection::new(stream, Duration::from_secs(30), None);
+        let t = Instant::now();
+        client.write_all(b"\0\0\0\x05X").await.unwrap();
+        let e = conn
+            .read_message_until(Some(t + Duration::from_secs(5)))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::TimedOut);
+        assert_eq!(Cut::from_io(&e), Cut::TransactionTimeout);
+        let at = t.elapsed();
+        assert!(at >= Duration::from_secs(5) && at < Duration::from_millis(5010), "{at:?}");
+        // The stream is in an unknown state: the next request fails at once.
+        client.write_all(b"yzab").await.unwrap();
+        let e = conn.read_message_until(None).await.unwrap_err();
+        assert_eq!(Cut::from_io(&e), Cut::TransactionTimeout);
+        assert_eq!(t.elapsed(), at);
+    }
+
+    // mimeref-milter patch (time limits)
+    #[tokio::test]
+    async fn reply_timeout_bounds_the_whole_answer_not_each_packet() {
+        time::pause();
+        let (mut client, stream) = tokio::io::duplex(100);
+        let conn = Connection::new(stream, Duration::from_secs(30), Some(Duration::from_secs(10)));
+        client.write_all(b"\0\0\0\x01E").await.unwrap();
+        conn.read_message_until(None).await.unwrap();
+        let t = Instant::now();
+        // The first packet fits in the pipe; 8 s later the second does not and the
+        // client never reads: it fails when the answer's 10 s are up, not 10 s later.
+        conn.write_message(Message::new(b'h', "x")).await.unwrap();
+        time::sleep(Duration::from_secs(8)).await;
+        let e = conn.write_message(Message::new(b'b', vec![0; 1000])).await.unwrap_err();
+        assert_eq!(Cut::from_io(&e), Cut::ReplyTimeout);
+        let at = t.elapsed();
+        assert!(at >= Duration::from_secs(10) && at < Duration::from_millis(10010), "{at:?}");
+        // A new command starts a new answer's time; this stream has failed, though.
+        let e = conn.read_message_until(None).await.unwrap_err();
+        assert_eq!(Cut::from_io(&e), Cut::ReplyTimeout);
     }
 }

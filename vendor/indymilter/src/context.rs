@@ -16,6 +16,7 @@
 
 use crate::{
     connection::Connection,
+    cut::Cut,
     ffi_util::IntoCString,
     macros::{MacroStage, Macros},
     message::reply::Reply,
@@ -172,6 +173,17 @@ pub enum ActionError {
     Io(io::Error),
 }
 
+impl ActionError {
+    /// mimeref-milter patch (time limits): the time limit that failed the action
+    /// (`reply_timeout`), if that is what happened: the session ends with it.
+    pub fn cut(&self) -> Option<Cut> {
+        match self {
+            Self::Io(e) => Cut::of_limit(e),
+            _ => None,
+        }
+    }
+}
+
 impl Display for ActionError {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         match self {
@@ -276,6 +288,8 @@ pub struct Context<T: Send> {
     pub macros: Macros,
     /// The custom SMTP reply.
     pub reply: SmtpReply,
+    // mimeref-milter patch (time limits): see `cut`.
+    pub(crate) cut: Option<Cut>,
 }
 
 impl<T: Send> Context<T> {
@@ -284,7 +298,16 @@ impl<T: Send> Context<T> {
             data: None,
             macros: Macros::new(),
             reply: SmtpReply::new(),
+            cut: None,
         }
+    }
+
+    /// mimeref-milter patch (time limits): why the session ended other than by
+    /// QUIT (a time limit, the MTA gone, a protocol error): given to the abort
+    /// callback when a mail transaction was open, otherwise to the close callback,
+    /// so that each cut is seen once. `None` everywhere else.
+    pub fn cut(&self) -> Option<Cut> {
+        self.cut
     }
 
     pub(crate) fn clear_macros(&mut self) {

@@ -50,6 +50,7 @@ mod callbacks;
 mod config;
 mod connection;
 mod context;
+mod cut;
 mod ffi_util;
 mod listener;
 mod macros;
@@ -60,6 +61,7 @@ mod session;
 pub use crate::{
     callbacks::{CallbackFuture, Callbacks, Status},
     config::Config,
+    cut::Cut,
     context::{
         ActionError, Context, ContextActions, EomActions, EomContext, NegotiateContext,
         SetErrorReply, SmtpReply, SmtpReplyError,

@@ -18,6 +18,7 @@ use crate::{
     callbacks::{Callbacks, Status},
     config::Config,
     connection::Connection,
+    cut::Cut,
     context::{Context, EomContext, NegotiateContext, ReplyCode, SmtpReply},
     macros::MacroStage,
     message::{
@@ -44,6 +45,7 @@ use tokio::{
     io::{AsyncRead, AsyncWrite},
     select,
     sync::{watch, OwnedSemaphorePermit},
+    time::{Duration, Instant},
 };
 use tracing::{trace, warn};
 
@@ -275,6 +277,10 @@ struct Session<T: Send> {
     context: Context<T>,
     actions: Actions,
     opts: ProtoOpts,
+    // mimeref-milter patch (time limits): `Config::transaction_timeout`, and when
+    // the open transaction's time ends.
+    transaction_timeout: Option<Duration>,
+    transaction_deadline: Option<Instant>,
 }
 
 impl<T: Send> Session<T> {
@@ -287,7 +293,7 @@ impl<T: Send> Session<T> {
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let conn = Connection::new(stream, config.connection_timeout);
+        let conn = Connection::new(stream, config.connection_timeout, config.reply_timeout);
 
         let actions = config.actions;
         let opts = opts_from_callbacks(&callbacks);
@@ -300,6 +306,8 @@ impl<T: Send> Session<T> {
             context: Context::new(),
             actions,
             opts,
+            transaction_timeout: config.transaction_timeout,
+            transaction_deadline: None,
         }
     }
 
@@ -309,9 +317,21 @@ impl<T: Send> Session<T> {
     async fn process_commands(mut self) -> SessionResult {
         let result = self.process_until_done().await;
 
+        // mimeref-milter patch (time limits): why the session ended, for the
+        // abort callback when a transaction was open, otherwise for the close
+        // callback: each cut is seen once, by the callback that knows the most.
+        if let Err(e) = &result {
+            self.context.cut = Some(match e {
+                SessionError::MilterShutDown => Cut::Shutdown,
+                SessionError::Io(e) => Cut::from_io(e),
+                _ => Cut::Protocol,
+            });
+        }
+
         if result.is_err() && self.state.is_mail_transaction() {
             if let Some(abort) = &self.callbacks.abort {
                 let _ = abort(&mut self.context).await;
+                self.context.cut = None;
             }
         }
 
@@ -341,8 +361,16 @@ impl<T: Send> Session<T> {
             // the shutdown flag was touched, and restart loop to reread its
             // value, else proceed with handling the command.
 
+            // mimeref-milter patch (time limits): a transaction's time runs from
+            // its first command until it ends (end of message, abort, a refusal).
+            if !self.state.is_mail_transaction() {
+                self.transaction_deadline = None;
+            } else if self.transaction_deadline.is_none() {
+                self.transaction_deadline = self.transaction_timeout.map(|t| Instant::now() + t);
+            }
+
             let msg = select! {
-                msg = self.conn.read_message() => msg?,
+                msg = self.conn.read_message_until(self.transaction_deadline) => msg?,
                 _ = self.shutdown.changed() => continue,
             };
 
