@@ -136,6 +136,8 @@ const HELP: &[(&str, Kind, &str)] = &[
     ("mimeref_forged_headers_removed_total", Kind::Counter, "Report header fields sent by a client and deleted from inbound mail."),
     ("mimeref_events_total", Kind::Counter, "Connections the milter refused or closed, by event."),
     ("mimeref_milter_socket_reachable", Kind::Gauge, "1 while the MTA can reach the daemon at its milter socket (always for TCP); 0 once the unix socket file was removed or replaced."),
+    ("mimeref_timeouts_total", Kind::Counter, "Milter connections closed because a time limit passed: connection_timeout (read), transaction_timeout (transaction), reply_timeout (reply)."),
+    ("mimeref_transactions_cut_total", Kind::Counter, "Mail transactions whose connection ended before end of message, by cause; the MTA applied its milter_default_action."),
     ("mimeref_connections_open", Kind::Gauge, "Milter connections open."),
     ("mimeref_max_connections", Kind::Gauge, "The max_connections in force."),
     ("mimeref_connections_refused_total", Kind::Counter, "Milter connections closed at once at max_connections."),
