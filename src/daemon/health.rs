@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use hyper::StatusCode;
 use tracing::{error, info};
 
-use super::listen::SocketFile;
+use super::socket_file::SocketFile;
 
 /// What `/readyz` reports, kept up to date by [`run`](super::run).
 #[derive(Debug, Default)]

@@ -28,6 +28,7 @@ mod logging;
 pub mod nofile;
 mod notify;
 mod reload;
+mod socket_file;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -43,9 +44,10 @@ use crate::config::{Config, SocketSpec};
 use crate::milter::{callbacks, Shared};
 pub use error::DaemonError;
 use listen::Gate;
-pub use listen::{AnyListener, OwnSocket, PeerName};
+pub use listen::{AnyListener, PeerName};
 pub use logging::on_stderr as log_on_stderr;
 pub use reload::{Reload, Reloaded};
+pub use socket_file::OwnSocket;
 
 /// What the daemon is started with (the command line's `serve` arguments).
 #[derive(Debug, Default, Clone)]
