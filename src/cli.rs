@@ -28,10 +28,10 @@ use crate::config::Config;
 use crate::daemon::{self, ServeOptions};
 use crate::engine::{self, Analysis};
 use crate::policy::intake::AsReceived;
-use mailbox::{Message, NotRead};
 use crate::policy::plan::{self, Plan};
 use crate::policy::scope::{self, Envelope, Selection};
 use crate::policy::Direction;
+use mailbox::{Message, NotRead};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -508,7 +508,10 @@ fn fix(args: FixArgs) -> ExitCode {
         return fail(not_read(&e));
     }
     let Some(message) = got else {
-        return fail(format!("{}: no message", printable(&display_name(&args.file))));
+        return fail(format!(
+            "{}: no message",
+            printable(&display_name(&args.file))
+        ));
     };
     let named_one = args.file != Path::new("-") && mailbox::at_offset(&args.file).is_some();
     if message.in_mbox && !named_one {

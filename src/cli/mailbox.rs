@@ -74,7 +74,9 @@ pub fn walk(paths: &[PathBuf], exclude: &[String], sizes: bool) -> Inputs {
                 w.root = match fs::canonicalize(p) {
                     Ok(r) => r,
                     Err(e) => {
-                        w.out.unreadable.push((p.display().to_string(), e.to_string()));
+                        w.out
+                            .unreadable
+                            .push((p.display().to_string(), e.to_string()));
                         continue;
                     }
                 };
@@ -340,7 +342,10 @@ fn open_regular(path: &Path, nofollow: bool) -> Result<(File, u64), NotRead> {
         .open(path)
         .map_err(|e| {
             if nofollow && e.raw_os_error() == Some(libc::ELOOP) {
-                NotRead::skip(&name, "a symbolic link since the folder was listed: not followed")
+                NotRead::skip(
+                    &name,
+                    "a symbolic link since the folder was listed: not followed",
+                )
             } else {
                 NotRead::error(&name, e)
             }
@@ -1084,9 +1089,19 @@ mod tests {
 
     #[test]
     fn file_offset_names_are_taken_apart() {
-        assert_eq!(split_offset(b"box.mbox:1234"), Some((&b"box.mbox"[..], 1234)));
+        assert_eq!(
+            split_offset(b"box.mbox:1234"),
+            Some((&b"box.mbox"[..], 1234))
+        );
         assert_eq!(split_offset(b"a:b:0"), Some((&b"a:b"[..], 0)));
-        for no in [&b"1700000000.1:2,S"[..], b"box", b":12", b"box:", b"box:1x", b"box:99999999999999999999999"] {
+        for no in [
+            &b"1700000000.1:2,S"[..],
+            b"box",
+            b":12",
+            b"box:",
+            b"box:1x",
+            b"box:99999999999999999999999",
+        ] {
             assert_eq!(split_offset(no), None, "{}", String::from_utf8_lossy(no));
         }
     }
@@ -1107,7 +1122,16 @@ mod tests {
             named: true,
         };
         let mut all = Vec::new();
-        read(&src, usize::MAX, |m| { all.push(m); true }, |_| {}).unwrap();
+        read(
+            &src,
+            usize::MAX,
+            |m| {
+                all.push(m);
+                true
+            },
+            |_| {},
+        )
+        .unwrap();
         assert_eq!(all.len(), 4);
         for m in &all {
             let (file, offset) = at_offset(Path::new(&m.source)).unwrap();
@@ -1119,7 +1143,10 @@ mod tests {
         }
         let name = p.display().to_string();
         assert_eq!(all[0].source, format!("{name}:0"));
-        assert_eq!(all[0].bytes, b"Subject: 1\n\nbody\nFrom here\nFrom quoted\n");
+        assert_eq!(
+            all[0].bytes,
+            b"Subject: 1\n\nbody\nFrom here\nFrom quoted\n"
+        );
         for bad in [1, 3, 4, 20, 10_000] {
             let e = read_at(&p, bad, usize::MAX).unwrap_err();
             assert!(e.why.contains("no message"), "{bad}: {e:?}");

@@ -244,8 +244,7 @@ fn survey(
                 // print counts that miss its messages.
                 Err(_) => unreadable.push(NotRead {
                     source: "(worker)".into(),
-                    why: "a worker thread failed; its messages are missing from the counts"
-                        .into(),
+                    why: "a worker thread failed; its messages are missing from the counts".into(),
                     skipped: false,
                 }),
             }
@@ -340,12 +339,7 @@ impl Pool<'_> {
 
     /// Reads one file and surveys its messages; an mbox's are shared out in batches.
     /// A file of one message (most) is surveyed as it is, without a batch.
-    fn survey_file(
-        &self,
-        stats: &mut Stats,
-        file: u64,
-        src: &Source,
-    ) -> Result<(), NotRead> {
+    fn survey_file(&self, stats: &mut Stats, file: u64, src: &Source) -> Result<(), NotRead> {
         let mut n = 0u64;
         let mut first: Option<Message> = None;
         let mut batch = Batch::default();
@@ -870,8 +864,10 @@ impl<'a> Summary<'a> {
                 .cfg
                 .file
                 .as_ref()
-                .map_or("built-in".to_string(), |f| printable(&f.display().to_string())
-                    .into_owned())
+                .map_or("built-in".to_string(), |f| printable(
+                    &f.display().to_string()
+                )
+                .into_owned())
         )?;
         if !self.unreadable.is_empty() {
             writeln!(out, "not read: {}", self.unreadable.len())?;
