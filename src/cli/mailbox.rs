@@ -738,6 +738,11 @@ fn split_mbox<R: Read>(
                 // but for the last 8, where a separator may begin.
                 let upto = buf.len() - 8;
                 let room = limit.saturating_sub(kept.len());
+                if kept.capacity() == 0 {
+                    // Room for the limit at once: grown by doubling, the old buffer and
+                    // the new would both be held while it is copied.
+                    kept.reserve_exact(limit.min(256 << 20));
+                }
                 let piece = &buf[content..upto];
                 kept.extend_from_slice(&piece[..piece.len().min(room)]);
                 passed += piece.len() as u64;
@@ -759,13 +764,14 @@ fn split_mbox<R: Read>(
         let rest = &w.buf[content..end];
         let total = passed + rest.len() as u64;
         let take = rest.len().min(limit.saturating_sub(kept.len()));
+        let held = kept.len() + take;
         let bytes = if kept.is_empty() {
             unquote(&rest[..take])
         } else {
             kept.extend_from_slice(&rest[..take]);
-            unquote(&kept)
+            unquote_in_place(&mut kept);
+            kept
         };
-        let held = if kept.is_empty() { take } else { kept.len() };
         let message = Message {
             source: format!("{name}:{at}"),
             bytes,
@@ -786,20 +792,35 @@ fn split_mbox<R: Read>(
 
 /// A message's lines of one or more `>` before `From ` lose one `>` (mboxrd).
 fn unquote(content: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(content.len());
-    let mut copied = 0;
-    for q in memchr::memmem::find_iter(content, b">From ") {
-        let line = content[..q]
-            .iter()
-            .rposition(|&b| b != b'>')
-            .map_or(0, |i| i + 1);
-        if line == 0 || content[line - 1] == b'\n' {
-            out.extend_from_slice(&content[copied..line]);
-            copied = line + 1;
+    let mut v = content.to_vec();
+    unquote_in_place(&mut v);
+    v
+}
+
+/// [`unquote`] without a second buffer: a message kept to the limit is not held twice.
+fn unquote_in_place(v: &mut Vec<u8>) {
+    let finder = memchr::memmem::Finder::new(b">From ");
+    // Octets before `read` are moved to `write`; those from `read` on are untouched.
+    let (mut read, mut write, mut scan) = (0, 0, 0);
+    while let Some(i) = finder.find(&v[scan..]) {
+        let q = scan + i;
+        scan = q + 1;
+        // The `>`s before `From ` lie in the untouched part: the last match left a
+        // `From ` between it and this one.
+        let line = v[..q].iter().rposition(|&b| b != b'>').map_or(0, |i| i + 1);
+        if line == 0 || v[line - 1] == b'\n' {
+            if write != read {
+                v.copy_within(read..line, write);
+            }
+            write += line - read;
+            read = line + 1;
         }
     }
-    out.extend_from_slice(&content[copied..]);
-    out
+    let len = v.len();
+    if write != read {
+        v.copy_within(read..len, write);
+    }
+    v.truncate(write + len - read);
 }
 
 #[cfg(test)]
@@ -844,6 +865,24 @@ mod tests {
         )
         .unwrap();
         assert_eq!(total, text.len() as u64);
+        out
+    }
+
+    /// The unquoting by copy that [`unquote_in_place`] replaced, as the reference.
+    fn unquote_by_copy(content: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(content.len());
+        let mut copied = 0;
+        for q in memchr::memmem::find_iter(content, b">From ") {
+            let line = content[..q]
+                .iter()
+                .rposition(|&b| b != b'>')
+                .map_or(0, |i| i + 1);
+            if line == 0 || content[line - 1] == b'\n' {
+                out.extend_from_slice(&content[copied..line]);
+                copied = line + 1;
+            }
+        }
+        out.extend_from_slice(&content[copied..]);
         out
     }
 
@@ -912,6 +951,9 @@ mod tests {
             }
             let want = line_by_line(&text);
             proptest::prop_assert_eq!(&split(&text), &want);
+            let mut in_place = text.clone();
+            unquote_in_place(&mut in_place);
+            proptest::prop_assert_eq!(in_place, unquote_by_copy(&text));
             proptest::prop_assert_eq!(&streamed(&text, whole, chunk, usize::MAX), &want);
             // Under a limit: the same messages, none longer than it, those well within
             // it whole.
