@@ -15,6 +15,12 @@
 mod mailbox;
 mod survey;
 
+/// What the fuzz targets reach of the command line's readers (fuzz/fuzz_targets).
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use super::mailbox::{fuzz as mailbox, split_offset};
+}
+
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -404,9 +404,21 @@ fn keep(mut bytes: Vec<u8>, limit: usize) -> (Vec<u8>, u64) {
 /// message is not read at all.
 pub fn stream<R: Read>(
     name: &str,
+    r: R,
+    size: Option<u64>,
+    limit: usize,
+    sink: &mut impl FnMut(Message) -> bool,
+    read: &mut impl FnMut(u64),
+) -> Result<(), NotRead> {
+    stream_chunked(name, r, size, limit, CHUNK, sink, read)
+}
+
+fn stream_chunked<R: Read>(
+    name: &str,
     mut r: R,
     size: Option<u64>,
     limit: usize,
+    chunk: usize,
     sink: &mut impl FnMut(Message) -> bool,
     read: &mut impl FnMut(u64),
 ) -> Result<(), NotRead> {
@@ -422,7 +434,7 @@ pub fn stream<R: Read>(
             base: 0,
             more: Some(r),
             eof: false,
-            chunk: CHUNK,
+            chunk,
         };
         return split_mbox(name, &mut w, bom, 0, limit, sink, read);
     }
@@ -434,14 +446,16 @@ pub fn stream<R: Read>(
         .read_to_end(&mut bytes)
         .map_err(|e| NotRead::error(name, e))?;
     read((bytes.len() - head_len) as u64);
+    let got = bytes.len() as u64;
     let (bytes, mut cut) = keep(bytes, limit);
     if bytes.len() == limit {
         // Past the limit: counted, not kept (nor read, when the size is known).
-        cut += match size {
-            Some(s) => s.saturating_sub(limit as u64 + cut),
+        let rest = match size {
+            Some(s) => s.saturating_sub(got),
             None => io::copy(&mut r, &mut io::sink()).map_err(|e| NotRead::error(name, e))?,
         };
-        read(cut);
+        read(rest);
+        cut += rest;
     }
     sink(Message {
         source: name.to_string(),
@@ -515,11 +529,7 @@ pub fn read_at(path: &Path, offset: u64, limit: usize) -> Result<Message, NotRea
             .take(8)
             .read_to_end(&mut b)
             .map_err(|e| NotRead::error(&name, e))?;
-        let separator = b.len() == 8
-            && &b[3..] == b"From "
-            && b[2] == b'\n'
-            && (b[1] == b'\n' || (b[1] == b'\r' && b[0] == b'\n'));
-        if !separator {
+        if !starts_message(&b) {
             return Err(no_message());
         }
         (b[3..].to_vec(), 0)
@@ -575,6 +585,66 @@ pub fn given(
     }
     let size = m.is_file().then(|| m.len());
     stream(&name, f, size, limit, sink, &mut |_| {})
+}
+
+/// Whether a message of an mbox starts 3 octets into `b`: a `From ` line after an empty
+/// line, where the splitter cuts.
+fn starts_message(b: &[u8]) -> bool {
+    b.len() == 8
+        && &b[3..] == b"From "
+        && b[2] == b'\n'
+        && (b[1] == b'\n' || (b[1] == b'\r' && b[0] == b'\n'))
+}
+
+/// For the fuzz target `mailbox` (fuzz/fuzz_targets/mailbox.rs): reads `data` as a
+/// message file held whole, streamed in chunks of `chunk`, and under `limit`, and
+/// panics where they disagree or a message's `FILE:OFFSET` name does not lead back to
+/// it.
+pub fn fuzz(data: &[u8], chunk: usize, limit: usize) {
+    let _ = split_offset(data);
+    let run = |chunk: usize, limit: usize| {
+        let (mut out, mut total) = (Vec::new(), 0u64);
+        stream_chunked(
+            "m",
+            io::Cursor::new(data),
+            None,
+            limit,
+            chunk.max(1),
+            &mut |m| {
+                out.push(m);
+                true
+            },
+            &mut |n| total += n,
+        )
+        .expect("reading memory cannot fail");
+        (out, total)
+    };
+    let (whole, total) = run(CHUNK, usize::MAX);
+    assert_eq!(total, data.len() as u64, "every octet is read once");
+    let (chunked, _) = run(chunk, usize::MAX);
+    let (limited, _) = run(chunk, limit);
+    assert_eq!(whole.len(), chunked.len());
+    assert_eq!(whole.len(), limited.len());
+    for ((w, c), l) in whole.iter().zip(&chunked).zip(&limited) {
+        assert_eq!((&w.source, &w.bytes, w.cut), (&c.source, &c.bytes, 0));
+        assert_eq!(w.source, l.source);
+        assert!(l.bytes.len() <= limit);
+        if w.bytes.len().saturating_mul(2) <= limit {
+            assert_eq!((&w.bytes, l.cut), (&l.bytes, 0));
+        }
+        if !w.in_mbox {
+            assert_eq!(w.bytes, data);
+            continue;
+        }
+        let (file, offset) = split_offset(w.source.as_bytes()).expect("FILE:OFFSET");
+        assert_eq!(file, b"m");
+        let offset = offset as usize;
+        if offset == 0 {
+            assert!(mbox_start(data).is_some());
+        } else {
+            assert!(starts_message(&data[offset - 3..(offset + 5).min(data.len())]));
+        }
+    }
 }
 
 /// A file of `size` octets, whole: one read into a buffer of that size (its spare
