@@ -22,9 +22,9 @@ pub mod engine;
 mod milter;
 mod policy;
 
-pub use cli::main;
 #[doc(hidden)]
 pub use cli::fuzzing as cli_fuzzing;
+pub use cli::main;
 pub use config::{Config, ConfigError, ConfigErrors, SocketSpec};
 pub use daemon::{bind, run, AnyListener, DaemonError, Reload, Reloaded, Sockets};
 pub use policy::scope::Envelope;

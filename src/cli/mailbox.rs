@@ -642,7 +642,9 @@ pub fn fuzz(data: &[u8], chunk: usize, limit: usize) {
         if offset == 0 {
             assert!(mbox_start(data).is_some());
         } else {
-            assert!(starts_message(&data[offset - 3..(offset + 5).min(data.len())]));
+            assert!(starts_message(
+                &data[offset - 3..(offset + 5).min(data.len())]
+            ));
         }
     }
 }
