@@ -583,7 +583,7 @@ pub fn given(
             "a folder: this takes message files (survey takes folders, mbox files and Maildirs)",
         ));
     }
-    let size = m.is_file().then(|| m.len());
+    let size = m.is_file().then_some(m.len());
     stream(&name, f, size, limit, sink, &mut |_| {})
 }
 
