@@ -9,7 +9,8 @@
 //!
 //! Exit codes of `check`: 0 no findings, 1 findings, 2 error. `fix`: 0 wrote a message,
 //! 1 (`--as-milter`) the daemon would refuse it, 2 error. `survey`: 0 every input read,
-//! 1 some could not be (the summary says which), 2 error. Everything else: 0 success, 1
+//! 1 some could not be or were skipped (a link out of the tree, a FIFO: the summary says
+//! which and why), 2 error. Everything else: 0 success, 1
 //! failure (e.g. config errors), 2 usage.
 
 mod mailbox;
