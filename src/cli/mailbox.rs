@@ -60,12 +60,15 @@ pub struct Source {
 /// `exclude` (globs with `*` and `?`) applies to the names found in directories.
 /// `sizes`: add up the files' octets (one `stat` each, which only the progress bar
 /// needs).
-pub fn walk(paths: &[PathBuf], exclude: &[String], sizes: bool) -> Inputs {
+/// `follow_links`: links to files and a Maildir's `cur/` or `new/` are followed
+/// wherever they lead (`--follow-symlinks`); links to other folders never are.
+pub fn walk(paths: &[PathBuf], exclude: &[String], sizes: bool, follow_links: bool) -> Inputs {
     let mut w = Walk {
         out: Inputs::default(),
         exclude,
         sizes,
         root: PathBuf::new(),
+        follow_links,
     };
     for p in paths {
         match fs::metadata(p) {
@@ -141,6 +144,8 @@ struct Walk<'a> {
     sizes: bool,
     /// The real path of the folder named on the command line being walked.
     root: PathBuf,
+    /// Links out of `root` are followed too.
+    follow_links: bool,
 }
 
 impl Walk<'_> {
@@ -208,11 +213,11 @@ impl Walk<'_> {
     /// The real path of the link `path` when it leads inside the tree.
     fn inside(&self, path: &Path) -> Result<PathBuf, Kind> {
         let target = fs::canonicalize(path).map_err(|e| Kind::Unreadable(e.to_string()))?;
-        if target.starts_with(&self.root) {
+        if self.follow_links || target.starts_with(&self.root) {
             Ok(target)
         } else {
             Err(Kind::Skip(format!(
-                "a symbolic link to {}, outside {}: not followed",
+                "a symbolic link to {}, outside {}: not followed (--follow-symlinks)",
                 target.display(),
                 self.root.display()
             )))
@@ -1107,6 +1112,7 @@ mod tests {
             &[md.clone(), dir.join("eml"), dir.join("missing")],
             &["*.md".to_string()],
             true,
+            false,
         );
         let rel: Vec<String> = inputs
             .files

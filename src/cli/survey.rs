@@ -53,6 +53,10 @@ pub(crate) struct SurveyArgs {
     /// once per glob, e.g. --exclude '*.md'
     #[arg(long, value_name = "GLOB")]
     pub exclude: Vec<String>,
+    /// Follow symbolic links out of the folders named (to files, and a Maildir's cur/
+    /// or new/); without it they are skipped and named
+    #[arg(long)]
+    pub follow_symlinks: bool,
     /// What every message's envelope would be, for the scopes
     #[command(flatten)]
     pub envelope: EnvelopeArgs,
@@ -83,7 +87,7 @@ pub(crate) fn run(args: SurveyArgs) -> ExitCode {
         .max(1);
     let started = Instant::now();
     let terminal = std::io::stderr().is_terminal();
-    let inputs = mailbox::walk(&args.paths, &args.exclude, terminal);
+    let inputs = mailbox::walk(&args.paths, &args.exclude, terminal, args.follow_symlinks);
     let ctx = Context {
         opts: cfg.engine_options(direction),
         cfg,

@@ -703,6 +703,18 @@ fn survey_reads_only_what_it_is_given() {
         t.contains("named.fifo: a FIFO, not a message file\n"),
         "{t}"
     );
+    // Asked to, it follows them: the outside message (twice: the link to it, and the
+    // Maildir's cur/) is surveyed, and only the FIFOs and the folder are skipped.
+    let o = survey_in_time(&[
+        "--format".as_ref(),
+        "json".as_ref(),
+        "--follow-symlinks".as_ref(),
+        store.as_os_str(),
+    ]);
+    let v = json(&o);
+    assert_eq!(v["messages"], 5, "{v:#}");
+    assert_eq!(v["skipped"].as_array().unwrap().len(), 3, "{v:#}");
+    assert!(o.stdout.windows(8).any(|w| w == b"<secret@"), "{v:#}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
