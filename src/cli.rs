@@ -9,14 +9,22 @@
 //!
 //! Exit codes of `check`: 0 no findings, 1 findings, 2 error. `fix`: 0 wrote a message,
 //! 1 (`--as-milter`) the daemon would refuse it, 2 error. `survey`: 0 every input read,
-//! 1 some could not be (the summary says which), 2 error. Everything else: 0 success, 1
+//! 1 some could not be or were skipped (a link out of the tree, a FIFO: the summary says
+//! which and why), 2 error. Everything else: 0 success, 1
 //! failure (e.g. config errors), 2 usage.
 
 mod mailbox;
 mod survey;
 
+/// What the fuzz targets reach of the command line's readers (fuzz/fuzz_targets).
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use super::mailbox::{fuzz as mailbox, split_offset};
+}
+
+use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -30,6 +38,7 @@ use crate::policy::intake::AsReceived;
 use crate::policy::plan::{self, Plan};
 use crate::policy::scope::{self, Envelope, Selection};
 use crate::policy::Direction;
+use mailbox::{Message, NotRead};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -211,7 +220,8 @@ pub(crate) struct CheckArgs {
     /// Print the milter actions the daemon would send for each message
     #[arg(long)]
     pub actions: bool,
-    /// Message files; - reads standard input
+    /// Message files, FILE:OFFSET for a message of an mbox (as survey names it), mbox
+    /// files (each message checked); - reads standard input
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
 }
@@ -233,7 +243,8 @@ pub(crate) struct FixArgs {
     /// With --as-milter: what the MTA would tell the daemon (direction, scopes)
     #[command(flatten)]
     pub envelope: EnvelopeArgs,
-    /// Message file; - reads standard input
+    /// Message file, or FILE:OFFSET for a message of an mbox (as survey names it); -
+    /// reads standard input
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// Output file [default: standard output]
@@ -328,24 +339,41 @@ fn load_config(path: Option<&Path>) -> Result<Config, String> {
     Config::load(path).map_err(|e| e.to_string())
 }
 
-fn read_input(path: &Path) -> Result<Vec<u8>, String> {
-    if path == Path::new("-") {
-        let mut v = Vec::new();
-        std::io::stdin()
-            .read_to_end(&mut v)
-            .map_err(|e| format!("standard input: {e}"))?;
-        Ok(v)
-    } else {
-        std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+/// `s` with its control characters escaped (`\n`, `\u{1b}`): a file name or a header
+/// value from a mailbox must not make a line of its own in the output, nor drive the
+/// terminal.
+pub(crate) fn printable(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return Cow::Borrowed(s);
     }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A message read (at most `max_message_size` of it) as the daemon would have received
+/// it: what was not read past the limit counts as not given.
+pub(crate) fn received<'a>(cfg: &Config, m: &'a Message) -> AsReceived<'a> {
+    let mut given = cfg.as_received(&m.bytes);
+    if m.cut > 0 {
+        given.incomplete = true;
+        given.octets_not_given += m.cut;
+    }
+    given
 }
 
 fn display_name(path: &Path) -> String {
-    if path == Path::new("-") {
-        "-".into()
-    } else {
-        path.display().to_string()
-    }
+    path.display().to_string()
+}
+
+fn not_read(n: &NotRead) -> String {
+    format!("{}: {}", printable(&n.source), printable(&n.why))
 }
 
 fn check(args: CheckArgs) -> ExitCode {
@@ -362,38 +390,39 @@ fn check(args: CheckArgs) -> ExitCode {
     let mut errors = false;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
+    let mut written = Ok(());
     for path in &args.files {
-        let name = display_name(path);
-        let raw = match read_input(path) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("mimeref-milter: {e}");
-                errors = true;
-                continue;
-            }
-        };
-        // Within [limits] as the daemon would have received it, so that the findings
-        // and the plan are the daemon's.
-        let given = cfg.as_received(&raw);
-        let (analysis, scopes) = analyse(&cfg, direction, &envelope, &opts, &given);
-        any |= !analysis.findings.is_empty();
-        let res = match args.format {
-            Format::Json => write_json(&mut out, &name, &analysis),
-            Format::Text => write_text(&mut out, &name, &analysis),
-        };
-        let res = res.and_then(|_| {
-            if args.actions {
-                write!(
-                    out,
-                    "{}",
-                    daemon_plan(&cfg, direction, &analysis, &given, &scopes)
-                )
-            } else {
-                Ok(())
-            }
+        // An mbox is checked message by message, each named FILE:OFFSET as survey
+        // names it; the rest of a message past max_message_size is not read.
+        let res = mailbox::given(path, cfg.limits.max_message_size, &mut |m| {
+            // Within [limits] as the daemon would have received it, so that the
+            // findings and the plan are the daemon's.
+            let given = received(&cfg, &m);
+            let (analysis, scopes) = analyse(&cfg, direction, &envelope, &opts, &given);
+            any |= !analysis.findings.is_empty();
+            let res = match args.format {
+                Format::Json => write_json(&mut out, &m.source, &analysis),
+                Format::Text => write_text(&mut out, &printable(&m.source), &analysis),
+            };
+            written = res.and_then(|_| {
+                if args.actions {
+                    write!(
+                        out,
+                        "{}",
+                        daemon_plan(&cfg, direction, &analysis, &given, &scopes)
+                    )
+                } else {
+                    Ok(())
+                }
+            });
+            written.is_ok()
         });
-        if let Err(e) = res {
+        if let Err(e) = written {
             return fail(format!("writing output: {e}"));
+        }
+        if let Err(e) = res {
+            eprintln!("mimeref-milter: {}", not_read(&e));
+            errors = true;
         }
     }
     if errors {
@@ -482,10 +511,39 @@ fn fix(args: FixArgs) -> ExitCode {
              fix fixes every finding whatever the policy",
         );
     }
-    let raw = match read_input(&args.file) {
-        Ok(r) => r,
-        Err(e) => return fail(e),
+    // The whole message: what fix does not change is written as it is.
+    let mut got = None;
+    if let Err(e) = mailbox::given(&args.file, usize::MAX, &mut |m| {
+        got = Some(m);
+        false
+    }) {
+        return fail(not_read(&e));
+    }
+    let Some(message) = got else {
+        return fail(format!(
+            "{}: no message",
+            printable(&display_name(&args.file))
+        ));
     };
+    let named_one = args.file != Path::new("-") && mailbox::at_offset(&args.file).is_some();
+    if message.in_mbox && !named_one {
+        // Even an mbox of one message: what would be written, the message or an mbox?
+        return fail(if args.file == Path::new("-") {
+            "standard input is an mbox (it starts with a From line); fix writes one \
+             message: save it to a file and name a message of it as FILE:OFFSET, the \
+             offset of its From line as `survey` and `check` print it (FILE:0 is the \
+             first)"
+                .to_string()
+        } else {
+            let name = printable(&display_name(&args.file)).into_owned();
+            format!(
+                "{name} is an mbox (it starts with a From line); fix writes one message: \
+                 name it as {name}:OFFSET, the offset of its From line as `survey` and \
+                 `check` print it ({name}:0 is the first)"
+            )
+        });
+    }
+    let raw = message.bytes;
     let (direction, envelope) = match args.envelope.resolve(&cfg, args.direction) {
         Ok(r) => r,
         Err(e) => return fail(e),
@@ -520,7 +578,7 @@ fn fix(args: FixArgs) -> ExitCode {
             Err(e) => {
                 return fail(format!(
                     "{}: cannot apply the fixes: {e}",
-                    display_name(&args.file)
+                    printable(&display_name(&args.file))
                 ))
             }
         }

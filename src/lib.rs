@@ -22,6 +22,8 @@ pub mod engine;
 mod milter;
 mod policy;
 
+#[doc(hidden)]
+pub use cli::fuzzing as cli_fuzzing;
 pub use cli::main;
 pub use config::{Config, ConfigError, ConfigErrors, SocketSpec};
 pub use daemon::{bind, run, AnyListener, DaemonError, Reload, Reloaded, Sockets};

@@ -18,7 +18,6 @@
 use std::collections::BTreeMap;
 use std::collections::VecDeque;
 use std::io::{IsTerminal, Write};
-use std::path::Path;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,8 +26,8 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
-use super::mailbox::{self, Message};
-use super::{analyse, fail, load_config, DirectionArg, EnvelopeArgs, Format};
+use super::mailbox::{self, Message, NotRead, Source};
+use super::{analyse, fail, load_config, printable, received, DirectionArg, EnvelopeArgs, Format};
 use crate::config::Config;
 use crate::engine::{Finding, Rule};
 use crate::policy::plan::Plan;
@@ -54,6 +53,10 @@ pub(crate) struct SurveyArgs {
     /// once per glob, e.g. --exclude '*.md'
     #[arg(long, value_name = "GLOB")]
     pub exclude: Vec<String>,
+    /// Follow symbolic links out of the folders named (to files, and a Maildir's cur/
+    /// or new/); without it they are skipped and named
+    #[arg(long)]
+    pub follow_symlinks: bool,
     /// What every message's envelope would be, for the scopes
     #[command(flatten)]
     pub envelope: EnvelopeArgs,
@@ -84,7 +87,7 @@ pub(crate) fn run(args: SurveyArgs) -> ExitCode {
         .max(1);
     let started = Instant::now();
     let terminal = std::io::stderr().is_terminal();
-    let inputs = mailbox::walk(&args.paths, &args.exclude, terminal);
+    let inputs = mailbox::walk(&args.paths, &args.exclude, terminal, args.follow_symlinks);
     let ctx = Context {
         opts: cfg.engine_options(direction),
         cfg,
@@ -93,23 +96,28 @@ pub(crate) fn run(args: SurveyArgs) -> ExitCode {
     };
     let progress = Progress::default();
     let bar = terminal.then(|| progress.draw(inputs.bytes));
-    let (stats, unreadable) = survey(&ctx, &inputs.files, jobs, &progress);
+    let (stats, not_read) = survey(&ctx, &inputs.files, jobs, &progress);
     progress.done.store(true, Ordering::SeqCst);
     if let Some(b) = bar {
         let _ = b.join();
     }
-    let mut unreadable: Vec<(String, String)> = inputs
-        .unreadable
-        .iter()
-        .cloned()
-        .chain(unreadable)
-        .collect();
+    let mut unreadable = inputs.unreadable;
+    let mut skipped = inputs.skipped;
+    for n in not_read {
+        if n.skipped {
+            skipped.push((n.source, n.why));
+        } else {
+            unreadable.push((n.source, n.why));
+        }
+    }
     unreadable.extend(stats.failed.iter().map(|(_, s, e)| (s.clone(), e.clone())));
     unreadable.sort();
+    skipped.sort();
     let summary = Summary {
         ctx: &ctx,
         stats: &stats,
         unreadable: &unreadable,
+        skipped: &skipped,
         excluded: &inputs.excluded,
         seconds: started.elapsed().as_secs_f64(),
         jobs,
@@ -123,7 +131,8 @@ pub(crate) fn run(args: SurveyArgs) -> ExitCode {
     if let Err(e) = res.and_then(|_| out.flush()) {
         return fail(format!("writing output: {e}"));
     }
-    if unreadable.is_empty() {
+    // Anything named that was not read, on purpose or not, is worth a look.
+    if unreadable.is_empty() && skipped.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -142,8 +151,8 @@ struct Context {
 impl Context {
     /// The daemon's analysis of one message and its verdict (the plan without the
     /// actions).
-    fn one(&self, raw: &[u8]) -> (Vec<Finding>, Plan, usize) {
-        let given = self.cfg.as_received(raw);
+    fn one(&self, m: &Message) -> (Vec<Finding>, Plan, usize) {
+        let given = received(&self.cfg, m);
         let (analysis, scopes) = analyse(
             &self.cfg,
             self.direction,
@@ -214,10 +223,10 @@ impl Progress {
 /// large mbox is still spread over every core.
 fn survey(
     ctx: &Context,
-    files: &[PathBuf],
+    files: &[Source],
     jobs: usize,
     progress: &Progress,
-) -> (Stats, Vec<(String, String)>) {
+) -> (Stats, Vec<NotRead>) {
     let pool = Pool {
         ctx,
         files,
@@ -237,10 +246,11 @@ fn survey(
                 }
                 // A worker's panic outside the caught analysis: say so rather than
                 // print counts that miss its messages.
-                Err(_) => unreadable.push((
-                    "(worker)".into(),
-                    "a worker thread failed; its messages are missing from the counts".into(),
-                )),
+                Err(_) => unreadable.push(NotRead {
+                    source: "(worker)".into(),
+                    why: "a worker thread failed; its messages are missing from the counts".into(),
+                    skipped: false,
+                }),
             }
         }
         total.failed.sort();
@@ -254,7 +264,7 @@ type Seq = (u64, u64);
 /// What the workers share.
 struct Pool<'a> {
     ctx: &'a Context,
-    files: &'a [PathBuf],
+    files: &'a [Source],
     jobs: usize,
     progress: &'a Progress,
     queue: Mutex<Queue>,
@@ -274,7 +284,7 @@ struct Queue {
 
 impl Pool<'_> {
     /// One worker: queued batches first, then the next file, until both run out.
-    fn work(&self) -> (Stats, Vec<(String, String)>) {
+    fn work(&self) -> (Stats, Vec<NotRead>) {
         let mut stats = Stats::default();
         let mut unreadable = Vec::new();
         loop {
@@ -333,17 +343,13 @@ impl Pool<'_> {
 
     /// Reads one file and surveys its messages; an mbox's are shared out in batches.
     /// A file of one message (most) is surveyed as it is, without a batch.
-    fn survey_file(
-        &self,
-        stats: &mut Stats,
-        file: u64,
-        path: &Path,
-    ) -> Result<(), (String, String)> {
+    fn survey_file(&self, stats: &mut Stats, file: u64, src: &Source) -> Result<(), NotRead> {
         let mut n = 0u64;
         let mut first: Option<Message> = None;
         let mut batch = Batch::default();
         let res = mailbox::read(
-            path,
+            src,
+            self.ctx.cfg.limits.max_message_size,
             |m| {
                 n += 1;
                 if n == 1 {
@@ -535,7 +541,7 @@ fn rule_index(r: Rule) -> usize {
 
 impl Stats {
     fn add(&mut self, ctx: &Context, seq: Seq, m: &Message) {
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ctx.one(&m.bytes)));
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ctx.one(m)));
         let Ok((findings, plan, shown_parts)) = run else {
             self.failed
                 .push((seq, m.source.clone(), "the analysis failed (panic)".into()));
@@ -780,6 +786,7 @@ struct Summary<'a> {
     ctx: &'a Context,
     stats: &'a Stats,
     unreadable: &'a [(String, String)],
+    skipped: &'a [(String, String)],
     excluded: &'a [PathBuf],
     seconds: f64,
     jobs: usize,
@@ -861,12 +868,21 @@ impl<'a> Summary<'a> {
                 .cfg
                 .file
                 .as_ref()
-                .map_or("built-in".to_string(), |f| f.display().to_string())
+                .map_or("built-in".to_string(), |f| printable(
+                    &f.display().to_string()
+                )
+                .into_owned())
         )?;
         if !self.unreadable.is_empty() {
             writeln!(out, "not read: {}", self.unreadable.len())?;
             for (src, e) in self.unreadable {
-                writeln!(out, "  {src}: {e}")?;
+                writeln!(out, "  {}: {}", printable(src), printable(e))?;
+            }
+        }
+        if !self.skipped.is_empty() {
+            writeln!(out, "skipped: {}", self.skipped.len())?;
+            for (src, why) in self.skipped {
+                writeln!(out, "  {}: {}", printable(src), printable(why))?;
             }
         }
         if !self.excluded.is_empty() {
@@ -891,7 +907,7 @@ impl<'a> Summary<'a> {
                     .iter()
                     .map(|(a, n)| format!("{a} {n}"))
                     .collect();
-                writeln!(out, "  {name:<20} {n:>8}  {}", by.join(", "))?;
+                writeln!(out, "  {:<20} {n:>8}  {}", printable(name), by.join(", "))?;
             }
         }
         self.inline_text(out)?;
@@ -924,9 +940,9 @@ impl<'a> Summary<'a> {
                 writeln!(
                     out,
                     "              e.g. {} {} ({})",
-                    f.example.1,
-                    f.example.2.as_deref().unwrap_or("(no Message-ID)"),
-                    f.sender
+                    printable(&f.example.1),
+                    printable(f.example.2.as_deref().unwrap_or("(no Message-ID)")),
+                    printable(&f.sender)
                 )?;
             }
         }
@@ -966,12 +982,18 @@ impl<'a> Summary<'a> {
             "  shown wrongly, by sender (messages, repaired; rules: those marked * above):"
         )?;
         for (who, s) in self.senders() {
-            writeln!(out, "      {:>6} {:>6}  {who}", s.messages, s.repaired)?;
+            writeln!(
+                out,
+                "      {:>6} {:>6}  {}",
+                s.messages,
+                s.repaired,
+                printable(who)
+            )?;
             writeln!(
                 out,
                 "              e.g. {} {}",
-                s.example.1,
-                s.example.2.as_deref().unwrap_or("(no Message-ID)")
+                printable(&s.example.1),
+                printable(s.example.2.as_deref().unwrap_or("(no Message-ID)"))
             )?;
         }
         Ok(())
@@ -1022,6 +1044,7 @@ impl<'a> Summary<'a> {
             "workers": self.jobs,
             "seconds": self.seconds,
             "unreadable": self.unreadable.iter().map(|(s, e)| json!({"source": s, "error": e})).collect::<Vec<_>>(),
+            "skipped": self.skipped.iter().map(|(s, why)| json!({"source": s, "reason": why})).collect::<Vec<_>>(),
             "excluded": self.excluded.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
             "verdicts": verdicts,
             "scopes": scopes,

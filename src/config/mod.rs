@@ -292,7 +292,7 @@ impl Config {
         let (file, text) = match path {
             Some(p) => match std::fs::read_to_string(p) {
                 Ok(t) => (p.to_path_buf(), t),
-                Err(e) => return Err(whole_file(p, format!("cannot read: {e}"))),
+                Err(e) => return Err(cannot_read(p, e)),
             },
             None => {
                 let p = Path::new(DEFAULT_PATH);
@@ -301,7 +301,7 @@ impl Config {
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                         return Ok(Config::builtin())
                     }
-                    Err(e) => return Err(whole_file(p, format!("cannot read: {e}"))),
+                    Err(e) => return Err(cannot_read(p, e)),
                 }
             }
         };
@@ -493,6 +493,34 @@ impl Process {
         ];
         keys.into_iter().filter(|k| k.1).map(|k| k.0).collect()
     }
+}
+
+/// A file that cannot be read; when permission is what is missing, how to get it. The
+/// packaged file is root:mimeref-milter 0640 (it may hold the addresses of the site's
+/// networks): an admin who is not root runs `check` or `survey` on it as a member of
+/// its group, or on a copy.
+fn cannot_read(p: &Path, e: std::io::Error) -> ConfigErrors {
+    use std::os::unix::fs::MetadataExt;
+    let mut message = format!("cannot read: {e}");
+    if e.kind() == std::io::ErrorKind::PermissionDenied {
+        let group = std::fs::metadata(p)
+            .ok()
+            .filter(|m| m.mode() & 0o040 != 0)
+            .map(|m| socket_access::group_name(m.gid()).unwrap_or_else(|| m.gid().to_string()));
+        let copy = format!(
+            "copy it to a file you can read and give that with --config (e.g. `sudo install \
+             -m 0600 -o \"$USER\" {} ~/mimeref-milter.toml`)",
+            p.display()
+        );
+        match group {
+            Some(g) => message.push_str(&format!(
+                "; its group {g} may read it: join that group (`sudo usermod -aG {g} \
+                 \"$USER\"`, then log in again), or {copy}"
+            )),
+            None => message.push_str(&format!("; run this as root, or {copy}")),
+        }
+    }
+    whole_file(p, message)
 }
 
 fn whole_file(p: &Path, message: String) -> ConfigErrors {

@@ -23,6 +23,15 @@ pub fn group_id(group: &str) -> Option<u32> {
         .map(|g| g.gid)
 }
 
+/// The name of the group `gid`, from /etc/group.
+pub fn group_name(gid: u32) -> Option<String> {
+    Accounts::read()
+        .groups
+        .into_iter()
+        .find(|g| g.gid == gid)
+        .map(|g| g.name)
+}
+
 /// Which key a problem is reported at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Key {

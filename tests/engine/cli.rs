@@ -431,3 +431,57 @@ fn offline_fix_of_an_oversize_message_changes_only_the_heading() {
     );
     assert_eq!(fixed[sep(&fixed)..], msg[sep(&msg)..]);
 }
+
+/// A user who may not read the configuration (the packaged file is root:mimeref-milter
+/// 0640) is told which group may, and how to use a copy instead.
+#[test]
+fn an_unreadable_config_names_the_group_to_join() {
+    if !Path::new("/usr/bin/setpriv").exists() && !Path::new("/bin/setpriv").exists() {
+        eprintln!("skipped: setpriv(1) is missing, no way to run as another user");
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: not root, cannot give the file to another owner");
+        return;
+    }
+    let groups = std::fs::read_to_string("/etc/group").unwrap();
+    let (group, gid) = groups
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            Some((f.first()?.to_string(), f.get(2)?.parse::<u32>().ok()?))
+        })
+        .find(|(_, gid)| *gid != 0 && *gid != 65534)
+        .expect("a group other than root and nogroup");
+    let dir = std::env::temp_dir().join(format!("mimeref-cli-perm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let config = dir.join("mimeref-milter.toml");
+    std::fs::write(&config, "").unwrap();
+    std::os::unix::fs::chown(&config, Some(0), Some(gid)).unwrap();
+    std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
+    let msg = fixture_path("cli/clean.eml");
+    for cmd in ["check", "survey"] {
+        let o = Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_mimeref-milter"))
+            .args([cmd, "--config"])
+            .arg(&config)
+            .arg(&msg)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {err}");
+        assert!(err.contains("Permission denied"), "{cmd}: {err}");
+        assert!(
+            err.contains(&format!("its group {group} may read it")),
+            "{cmd}: {err}"
+        );
+        assert!(
+            err.contains(&format!("usermod -aG {group} ")),
+            "{cmd}: {err}"
+        );
+        assert!(err.contains("--config"), "{cmd}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -412,3 +412,400 @@ fn the_survey_sums_up_inline_images_and_their_senders() {
     assert!(t.contains("\n  html-base-remote "), "{t}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The `e.g.` lines of a text summary: (the rule above them, path, Message-ID).
+fn examples(text: &str) -> Vec<(String, String, String)> {
+    let mut rule = String::new();
+    let mut out = Vec::new();
+    for l in text.lines() {
+        if l.starts_with("  ") && !l.starts_with("   ") || l.starts_with("* ") {
+            rule = l[2..].split(' ').next().unwrap().to_string();
+        }
+        if let Some(e) = l.trim_start().strip_prefix("e.g. ") {
+            let mut w = e.split(' ');
+            let path = w.next().unwrap().to_string();
+            let id = w.next().unwrap().to_string();
+            out.push((rule.clone(), path, id));
+        }
+    }
+    out
+}
+
+/// Every example a survey prints opens in `check`, `check --actions` and `fix` pasted as
+/// it is: the message of an mbox by its `FILE:OFFSET`, a Maildir entry by its path
+/// (colons and all); and it is that very message (its finding, its Message-ID).
+#[test]
+fn a_survey_example_pastes_into_check_as_printed() {
+    let dir = tree("paste");
+    let top = String::from_utf8(fixture("milter/top-extbody.eml")).unwrap();
+    let mut mbox = b"From clean@example.org Mon Jan  1 00:00:00 2024\n".to_vec();
+    mbox.extend_from_slice(&fixture("milter/clean.eml"));
+    mbox.extend_from_slice(b"\nFrom dup@example.org Mon Jan  1 00:00:01 2024\n");
+    mbox.extend_from_slice(&fixture("milter/cid-dup.eml"));
+    mbox.extend_from_slice(b"\nFrom top@example.org Mon Jan  1 00:00:02 2024\n");
+    mbox.extend_from_slice(top.replace("<top-extbody@", "<in-mbox@").as_bytes());
+    write(&dir.join("box.mbox"), &mbox);
+    let md = dir.join("Maildir");
+    // A name ending in a colon and digits, as no file could be FILE:OFFSET.
+    write(
+        &md.join("cur/1700000000.1:2"),
+        fixture("milter/legacy-top.eml").as_slice(),
+    );
+    std::fs::create_dir_all(md.join("new")).unwrap();
+    write(&dir.join("c.toml"), CONFIG.as_bytes());
+    let o = survey(&dir, &[dir.join("box.mbox"), md.clone()], &["--jobs", "1"]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    let ex = examples(&text);
+    let find = |rule: &str| {
+        ex.iter()
+            .find(|e| e.0 == rule)
+            .unwrap_or_else(|| panic!("no example of {rule}: {text}"))
+            .clone()
+    };
+    let dup = find("related-cid-duplicate");
+    let in_mbox = find("extbody-url-unquoted");
+    let legacy = find("extbody-legacy-access-type");
+    assert!(
+        dup.1
+            .starts_with(&format!("{}:", dir.join("box.mbox").display())),
+        "{dup:?}"
+    );
+    assert_ne!(dup.1.rsplit(':').next(), Some("0"), "{dup:?}");
+    assert_eq!(dup.2, "<cid-dup@example.org>");
+    assert_eq!(in_mbox.2, "<in-mbox@example.org>");
+    assert!(legacy.1.ends_with("cur/1700000000.1:2"), "{legacy:?}");
+    for (rule, path, id) in [dup, in_mbox, legacy] {
+        let o = bin()
+            .args(["check", "--config"])
+            .arg(dir.join("c.toml"))
+            .arg(&path)
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(o.status.code(), Some(1), "{path}: {o:?}");
+        assert!(out.contains(&format!(": {rule}: ")), "{path}: {out}");
+        assert!(
+            out.lines().all(|l| l.starts_with(&format!("{path}: "))),
+            "named as the survey names it: {out}"
+        );
+        let o = bin()
+            .args(["check", "--actions", "--config"])
+            .arg(dir.join("c.toml"))
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("\nverdict: "),
+            "{o:?}"
+        );
+        for fix in [&["fix"][..], &["fix", "--as-milter"]] {
+            let o = bin().args(fix).arg(&path).output().unwrap();
+            let written = String::from_utf8_lossy(&o.stdout);
+            assert_eq!(o.status.code(), Some(0), "{fix:?} {path}: {o:?}");
+            assert!(written.contains(&format!("Message-ID: {id}")), "{written}");
+            assert!(!written.starts_with("From "), "{written}");
+        }
+    }
+    // An offset where no message starts is refused, naming the form.
+    let o = bin()
+        .arg("check")
+        .arg(format!("{}:5", dir.join("box.mbox").display()))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no message of "),
+        "{o:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `check` given an mbox checks each of its messages under the name survey gives it,
+/// a message file with one From line included (the line is not the message's);
+/// `fix` refuses an mbox given whole, and says how to name one of its messages.
+#[test]
+fn check_splits_an_mbox_and_fix_refuses_one() {
+    let dir = tree("whole-mbox");
+    let cid = fixture("milter/cid-dup.eml");
+    let mut one = b"From dup@example.org Mon Jan  1 00:00:01 2024\n".to_vec();
+    one.extend_from_slice(&cid);
+    write(&dir.join("one.mbox"), &one);
+    let mut two = one.clone();
+    two.extend_from_slice(b"\nFrom legacy@example.org Mon Jan  1 00:00:01 2024\n");
+    two.extend_from_slice(&fixture("milter/legacy-top.eml"));
+    write(&dir.join("two.mbox"), &two);
+    let plain = bin()
+        .arg("check")
+        .arg(fixture_path("milter/cid-dup.eml"))
+        .output()
+        .unwrap();
+    let findings = |o: &Output| -> Vec<String> {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| l.split_once(": ").unwrap().1.to_string())
+            .collect()
+    };
+    let o = bin()
+        .arg("check")
+        .arg(dir.join("one.mbox"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert_eq!(
+        findings(&o),
+        findings(&plain),
+        "the From line is not the message's"
+    );
+    let name = dir.join("one.mbox").display().to_string();
+    assert!(
+        String::from_utf8_lossy(&o.stdout).starts_with(&format!("{name}:0: ")),
+        "{o:?}"
+    );
+    let o = bin()
+        .args(["check", "--format", "json"])
+        .arg(dir.join("two.mbox"))
+        .output()
+        .unwrap();
+    let lines: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let second = two.windows(12).position(|w| w == b"From legacy@").unwrap();
+    let name2 = dir.join("two.mbox").display().to_string();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[0]["file"], format!("{name2}:0"));
+    assert_eq!(lines[1]["file"], format!("{name2}:{second}"));
+    assert!(lines[1]["findings"]
+        .to_string()
+        .contains("extbody-legacy-access-type"));
+    for f in ["one.mbox", "two.mbox"] {
+        let o = bin().arg("fix").arg(dir.join(f)).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{o:?}");
+        assert!(o.stdout.is_empty(), "{o:?}");
+        assert!(err.contains("is an mbox"), "{err}");
+        assert!(
+            err.contains(&format!("{}:0 is the first", dir.join(f).display())),
+            "{err}"
+        );
+        assert!(err.contains("survey"), "{err}");
+    }
+    let o = bin().arg("fix").arg(format!("{name}:0")).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(o.stdout.starts_with(b"From: alice@example.org\n"), "{o:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Runs a survey that must end within 20 s (a FIFO read would wait for ever).
+fn survey_in_time(args: &[&std::ffi::OsStr]) -> Output {
+    let child = bin()
+        .arg("survey")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let id = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(20)) {
+        Ok(o) => o.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill").arg("-9").arg(id.to_string()).status();
+            panic!("survey {args:?} still running after 20 s");
+        }
+    }
+}
+
+fn mkfifo(p: &Path) {
+    let ok = Command::new("mkfifo").arg(p).status().unwrap().success();
+    assert!(ok, "mkfifo {}", p.display());
+}
+
+/// What survey is not given, it does not read: links out of the named tree (to a file,
+/// a Maildir's cur/), FIFOs and devices named on the command line or found in a walk,
+/// a folder where a Maildir keeps messages. Each is named with the reason, and the
+/// exit status says that something was not read.
+#[test]
+fn survey_reads_only_what_it_is_given() {
+    let dir = tree("hostile");
+    let outside = dir.join("outside");
+    let secret = fixture("milter/top-extbody.eml");
+    let secret = String::from_utf8(secret)
+        .unwrap()
+        .replace("<top-extbody@", "<secret@");
+    write(&outside.join("secret.eml"), secret.as_bytes());
+    write(&outside.join("cur/1.2:2,S"), secret.as_bytes());
+    let store = dir.join("store");
+    write(&store.join("mail/a.eml"), &fixture("milter/clean.eml"));
+    std::os::unix::fs::symlink(outside.join("secret.eml"), store.join("mail/link.eml")).unwrap();
+    // A link inside the tree is read, as the file it leads to.
+    std::os::unix::fs::symlink(store.join("mail/a.eml"), store.join("mail/same.eml")).unwrap();
+    let md = store.join("Maildir");
+    std::fs::create_dir_all(md.join("new")).unwrap();
+    std::os::unix::fs::symlink(outside.join("cur"), md.join("cur")).unwrap();
+    write(&md.join("new/1.eml"), &fixture("milter/clean.eml"));
+    std::fs::create_dir_all(md.join("new/2.folder")).unwrap();
+    mkfifo(&md.join("new/3.fifo"));
+    mkfifo(&store.join("mail/pipe.eml"));
+    let named_fifo = dir.join("named.fifo");
+    mkfifo(&named_fifo);
+    let o = survey_in_time(&[
+        "--format".as_ref(),
+        "json".as_ref(),
+        store.as_os_str(),
+        named_fifo.as_os_str(),
+        "/dev/zero".as_ref(),
+    ]);
+    let v = json(&o);
+    assert_eq!(o.status.code(), Some(1), "{v:#}");
+    assert_eq!(v["messages"], 3, "a.eml, same.eml, new/1.eml: {v:#}");
+    assert!(!o.stdout.windows(8).any(|w| w == b"<secret@"), "{v:#}");
+    let skipped: Vec<(String, String)> = v["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["source"].as_str().unwrap().to_string(),
+                s["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let reason = |suffix: &str| {
+        skipped
+            .iter()
+            .find(|s| s.0.ends_with(suffix))
+            .unwrap_or_else(|| panic!("{suffix} not skipped: {skipped:#?}"))
+            .1
+            .clone()
+    };
+    assert!(reason("mail/link.eml").contains("outside"), "{skipped:?}");
+    assert!(reason("Maildir/cur").contains("outside"), "{skipped:?}");
+    assert!(reason("new/2.folder").contains("folder"), "{skipped:?}");
+    assert!(reason("new/3.fifo").contains("FIFO"), "{skipped:?}");
+    assert!(reason("mail/pipe.eml").contains("FIFO"), "{skipped:?}");
+    assert!(reason("named.fifo").contains("FIFO"), "{skipped:?}");
+    assert!(
+        reason("/dev/zero").contains("character device"),
+        "{skipped:?}"
+    );
+    assert_eq!(skipped.len(), 7, "{skipped:#?}");
+    // The text summary names them too.
+    let o = survey_in_time(&[store.as_os_str(), named_fifo.as_os_str()]);
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("\nskipped: 6\n"), "{t}");
+    assert!(
+        t.contains("named.fifo: a FIFO, not a message file\n"),
+        "{t}"
+    );
+    // Asked to, it follows them: the outside message (twice: the link to it, and the
+    // Maildir's cur/) is surveyed, and only the FIFOs and the folder are skipped.
+    let o = survey_in_time(&[
+        "--format".as_ref(),
+        "json".as_ref(),
+        "--follow-symlinks".as_ref(),
+        store.as_os_str(),
+    ]);
+    let v = json(&o);
+    assert_eq!(v["messages"], 5, "{v:#}");
+    assert_eq!(v["skipped"].as_array().unwrap().len(), 3, "{v:#}");
+    assert!(o.stdout.windows(8).any(|w| w == b"<secret@"), "{v:#}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A file name with line breaks or terminal controls cannot forge a line of the text
+/// summary: every name printed has its control characters escaped.
+#[test]
+fn names_cannot_forge_summary_lines() {
+    let dir = tree("names");
+    let forged = "x\nmessages: 999 (0 with findings) in 0.00 s\n\x1b[2J.eml";
+    write(
+        &dir.join("mail").join(forged),
+        &fixture("milter/cid-dup.eml"),
+    );
+    mkfifo(&dir.join("mail").join("y\nnot read: 0"));
+    let o = survey_in_time(&[dir.join("mail").as_os_str()]);
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(!t.lines().any(|l| l.starts_with("messages: 999")), "{t}");
+    assert!(!t.lines().any(|l| l.starts_with("not read: 0")), "{t}");
+    assert!(!t.contains('\x1b'), "{t}");
+    assert!(
+        t.contains("x\\nmessages: 999 (0 with findings) in 0.00 s\\n\\u{1b}[2J.eml <cid-dup@"),
+        "{t}"
+    );
+    assert!(t.contains("y\\nnot read: 0: a FIFO"), "{t}");
+    // check escapes the names it prints as well.
+    let o = bin()
+        .arg("check")
+        .arg(dir.join("mail").join(forged))
+        .output()
+        .unwrap();
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.lines().all(|l| l.contains("x\\nmessages: 999")), "{t}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A message past `max_message_size`, in an mbox or alone, large enough to be
+/// streamed: the survey decides it as `check --actions` does (the daemon's oversize
+/// decision), and names the limit in the finding.
+#[test]
+fn messages_past_the_limit_are_decided_as_check_decides() {
+    let dir = tree("large");
+    let config = "[limits]\nmax_message_size = 65536\n";
+    write(&dir.join("c.toml"), config.as_bytes());
+    let mut big = fixture("milter/top-extbody.eml");
+    for _ in 0..20_000 {
+        big.extend_from_slice(b"filler line of the body, long enough to make it big\n");
+    }
+    write(&dir.join("mail/big.eml"), &big);
+    let mut mbox = b"From a@example.org Mon Jan  1 00:00:00 2024\n".to_vec();
+    mbox.extend_from_slice(&big);
+    mbox.extend_from_slice(b"\nFrom b@example.org Mon Jan  1 00:00:00 2024\n");
+    mbox.extend_from_slice(&fixture("milter/clean.eml"));
+    write(&dir.join("mail/big.mbox"), &mbox);
+    let o = bin()
+        .args(["survey", "--format", "json", "--config"])
+        .arg(dir.join("c.toml"))
+        .arg(dir.join("mail"))
+        .output()
+        .unwrap();
+    let v = json(&o);
+    assert_eq!(v["messages"], 3, "{v:#}");
+    let too_large = rule(&v, "message-too-large");
+    assert_eq!(too_large["messages"], 2, "{v:#}");
+    let o = bin()
+        .args(["check", "--actions", "--config"])
+        .arg(dir.join("c.toml"))
+        .arg(dir.join("mail/big.eml"))
+        .arg(dir.join("mail/big.mbox"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let mut verdicts = std::collections::BTreeMap::new();
+    for l in out.lines() {
+        if let Some(v) = l.strip_prefix("verdict: ") {
+            *verdicts
+                .entry(v.split(' ').next().unwrap().to_string())
+                .or_insert(0u64) += 1;
+        }
+    }
+    for (verdict, n) in v["verdicts"].as_object().unwrap() {
+        assert_eq!(
+            n.as_u64().unwrap(),
+            verdicts.get(verdict).copied().unwrap_or(0),
+            "{verdict}: {out}"
+        );
+    }
+    assert!(
+        out.contains(&format!("message of {} octets", big.len())),
+        "the whole size is counted, not read: {out}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
