@@ -83,6 +83,10 @@ pub fn install() -> Result<PrometheusHandle, String> {
     }
     counter!("mimeref_spill_tempfails_total").increment(0);
     metrics::gauge!("mimeref_spill_held_bytes").set(0.0);
+    metrics::gauge!("mimeref_memory_held_bytes").set(0.0);
+    for stage in MEMORY_STAGES {
+        counter!("mimeref_memory_tempfails_total", "stage" => stage).increment(0);
+    }
     for cause in Cause::ALL {
         for action in ["tempfail", "accept"] {
             counter!("mimeref_internal_errors_total", "cause" => cause.as_str(), "action" => action)
@@ -173,6 +177,21 @@ pub fn spill_failure(stage: &'static str) {
 /// A message tempfailed because its spill failed and `memory_budget` had no room for it.
 pub fn spill_tempfail() {
     counter!("mimeref_spill_tempfails_total").increment(1);
+}
+
+/// Where a message was tempfailed for want of room in `memory_budget`: while it was
+/// received, or at end of message for its replaced body.
+pub const MEMORY_STAGES: [&str; 2] = ["message", "replaced_body"];
+
+/// A message tempfailed because `memory_budget` had no room for it at `stage` (one of
+/// [`MEMORY_STAGES`]).
+pub fn memory_tempfail(stage: &'static str) {
+    counter!("mimeref_memory_tempfails_total", "stage" => stage).increment(1);
+}
+
+/// Octets of message data held in memory (what `memory_budget` bounds): up or down.
+pub fn memory_held(delta: f64) {
+    metrics::gauge!("mimeref_memory_held_bytes").increment(delta);
 }
 
 /// Octets held in memory by messages whose spill failed: up (positive) or down.
