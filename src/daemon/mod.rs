@@ -25,6 +25,7 @@ mod health;
 pub mod http;
 mod listen;
 mod logging;
+mod memory;
 pub mod nofile;
 mod notify;
 mod reload;
@@ -71,6 +72,7 @@ pub fn warnings(cfg: &Config, socket: Option<&SocketSpec>) -> Vec<String> {
     if let Some(w) = socket.and_then(SocketSpec::exposure) {
         out.push(format!("--socket: {w}"));
     }
+    out.extend(memory::warnings(cfg));
     if rustix::process::geteuid().is_root() {
         out.push(
             "running as root: the daemon needs no privilege (ports above 1023, its own \
