@@ -16,7 +16,7 @@ use std::task::{Context as TaskContext, Poll};
 use bytes::Bytes;
 use indymilter::{
     Actions, CallbackFuture, Callbacks, Context, EomContext, MacroStage, NegotiateContext,
-    ProtoOpts, SocketInfo, Status,
+    ProtoOpts, SetErrorReply, SocketInfo, Status,
 };
 use tracing::debug;
 
@@ -278,7 +278,7 @@ fn handle_header(cx: &mut Context<Session>, name: CString, value: CString) -> Ca
         // Bytes as sent: non-UTF-8 header bytes must come through unchanged.
         s.guarded(|s| s.header(name.as_bytes(), value.as_bytes()));
     }
-    kept(cx.data.as_mut(), ProtoOpts::NOREPLY_HEADER)
+    kept(cx, ProtoOpts::NOREPLY_HEADER)
 }
 
 fn handle_eoh(cx: &mut Context<Session>) -> CallbackFuture<'_> {
@@ -288,14 +288,14 @@ fn handle_eoh(cx: &mut Context<Session>) -> CallbackFuture<'_> {
         s.queue_id = queue_id(&cx.macros);
         s.guarded(Session::eoh);
     }
-    kept(cx.data.as_mut(), ProtoOpts::NOREPLY_EOH)
+    kept(cx, ProtoOpts::NOREPLY_EOH)
 }
 
 fn handle_body(cx: &mut Context<Session>, chunk: Bytes) -> CallbackFuture<'_> {
     if let Some(s) = cx.data.as_mut() {
         s.guarded(|s| s.body(chunk));
     }
-    kept(cx.data.as_mut(), ProtoOpts::NOREPLY_BODY)
+    kept(cx, ProtoOpts::NOREPLY_BODY)
 }
 
 fn handle_eom(shared: Arc<Shared>, cx: &mut EomContext<Session>) -> CallbackFuture<'_> {
@@ -345,14 +345,20 @@ fn count(ended: &Ended) {
 /// The answer of a stage that keeps octets: a message `memory_budget` had no room for
 /// is tempfailed there and then when the stage replies (logged and counted here, as
 /// no end of message follows), otherwise at end of message.
-fn kept(s: Option<&mut Session>, stage: ProtoOpts) -> CallbackFuture<'static> {
-    let Some(s) = s else {
+fn kept(cx: &mut Context<Session>, stage: ProtoOpts) -> CallbackFuture<'static> {
+    let Some(s) = cx.data.as_mut() else {
         return next(None, stage);
     };
     if !s.no_reply.contains(stage) {
         if let Some(ended) = s.over_budget_now() {
             super::eom_log::ended(&s.config, &ended);
             count(&ended);
+            // The words end of message gives it (`Session::tempfail_over_budget`).
+            let _ = cx.reply.set_error_reply(
+                "451",
+                Some("4.3.1"),
+                ["Insufficient system resources, try again later"],
+            );
             return Box::pin(async { Status::Tempfail });
         }
     }
