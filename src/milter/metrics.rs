@@ -3,7 +3,7 @@
 
 use std::sync::{Mutex, OnceLock};
 
-use metrics::{counter, histogram, Counter, Histogram};
+use metrics::{counter, histogram, Counter, Gauge, Histogram};
 use metrics_exporter_prometheus::PrometheusHandle;
 
 use super::outcome::{Cause, Outcome};
@@ -55,6 +55,7 @@ pub fn install() -> Result<PrometheusHandle, String> {
         processing: Default::default(),
         eom: Default::default(),
         oversize: Default::default(),
+        memory_held: Default::default(),
     });
     // Series that alerts and dashboards rate() over exist from the start, at 0: a
     // series that appears with its first increment hides that increment from rate().
@@ -116,6 +117,8 @@ struct Handles {
     processing: [OnceLock<Histogram>; 2],
     eom: [OnceLock<Histogram>; 2],
     oversize: [OnceLock<Counter>; 2],
+    /// Moved at every header field and body chunk kept.
+    memory_held: OnceLock<Gauge>,
 }
 
 static HANDLES: OnceLock<Handles> = OnceLock::new();
@@ -191,7 +194,12 @@ pub fn memory_tempfail(stage: &'static str) {
 
 /// Octets of message data held in memory (what `memory_budget` bounds): up or down.
 pub fn memory_held(delta: f64) {
-    metrics::gauge!("mimeref_memory_held_bytes").increment(delta);
+    let Some(h) = HANDLES.get() else {
+        return;
+    };
+    h.memory_held
+        .get_or_init(|| metrics::gauge!("mimeref_memory_held_bytes"))
+        .increment(delta);
 }
 
 /// Octets held in memory by messages whose spill failed: up (positive) or down.
