@@ -489,6 +489,16 @@ async fn replaced_bodies_nobody_reads_stay_within_the_budget() {
         ) as usize,
         tempfailed
     );
+    let log = d.log();
+    assert!(
+        log.contains("for want of memory") && log.contains("for its replaced body would pass"),
+        "each tempfail logged, at most a line a second:\n{log}"
+    );
+    assert_eq!(
+        metric(http, "mimeref_memory_held_bytes"),
+        0.0,
+        "all given back"
+    );
     drop(d);
 }
 
