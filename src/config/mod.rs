@@ -52,6 +52,15 @@ pub const DEFAULT_MAX_HEADER_SIZE: usize = 1 << 20;
 /// `max_message_size` whose spill failed.
 pub const DEFAULT_MEMORY_BUDGET: usize = 256 << 20;
 
+/// What one busy connection holds beyond the message octets counted in
+/// `memory_budget`: its session and task (20 KB idle, BENCHMARKS.md), the packet being
+/// read (up to 64 KiB of body), the unused rest of a message's first allocation (up to
+/// 16 KiB).
+pub const CONNECTION_MEMORY: usize = 128 << 10;
+/// The daemon without connections (6 MB, BENCHMARKS.md), its kept buffers (up to 16
+/// MiB, `milter::buffer::Pool`) and what the allocator keeps of freed memory.
+pub const DAEMON_MEMORY: usize = 32 << 20;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
     Text,
@@ -194,13 +203,30 @@ pub struct Limits {
     /// it is received; never above `max_message_size`.
     pub spill_threshold: usize,
     pub spill_directory: PathBuf,
-    /// Octets of messages that could not spill (the file could not be created or
-    /// written) that the daemon holds in memory at once, over all connections; a message
-    /// that does not fit is tempfailed.
+    /// `spill_directory` is memory (tmpfs, ramfs): spilled octets count against
+    /// `memory_budget`.
+    pub spill_in_memory: bool,
+    /// Octets of message data the daemon holds in memory at once, over all connections
+    /// (buffers, spill files in memory, replaced bodies until sent); a message that
+    /// does not fit is tempfailed.
     pub memory_budget: usize,
 }
 
 impl Limits {
+    /// SECURITY.md's worst case of the daemon's memory, in octets, for `max_connections`
+    /// and `cpus` analyses at once: `memory_budget` (every octet of message data held),
+    /// plus `cpus` × 2 × `max_message_size` (a message read back or joined for its
+    /// analysis, and the replaced body being built), plus `max_connections` ×
+    /// [`CONNECTION_MEMORY`], plus [`DAEMON_MEMORY`]. tests/milter/milter_memory.rs
+    /// holds the daemon to it under a real cgroup limit.
+    pub fn worst_case_memory(&self, max_connections: usize, cpus: usize) -> u64 {
+        let n = |v: usize| v as u64;
+        n(self.memory_budget)
+            + n(cpus) * 2 * n(self.max_message_size)
+            + n(max_connections) * n(CONNECTION_MEMORY)
+            + n(DAEMON_MEMORY)
+    }
+
     /// The engine's share of the limits.
     pub fn engine(&self) -> engine::Limits {
         engine::Limits {

@@ -70,6 +70,20 @@ fn named(dir: &Path, mut name: impl FnMut() -> io::Result<String>) -> io::Result
     Err(taken.unwrap_or_else(|| io::Error::other("no name tried")))
 }
 
+/// Whether `dir` is on a filesystem kept in memory (tmpfs, ramfs): what is written
+/// there is memory the daemon's cgroup is charged for, not disk. False when it cannot
+/// be told.
+pub fn in_memory(dir: &Path) -> bool {
+    // Magic numbers from linux/magic.h.
+    const TMPFS_MAGIC: u64 = 0x0102_1994;
+    const RAMFS_MAGIC: u64 = 0x8584_58f6;
+    rustix::fs::statfs(dir).is_ok_and(|s| {
+        #[allow(clippy::unnecessary_cast)]
+        let t = s.f_type as u64;
+        t == TMPFS_MAGIC || t == RAMFS_MAGIC
+    })
+}
+
 fn random_name() -> io::Result<String> {
     let mut bits = [0u8; 16];
     getrandom::fill(&mut bits).map_err(|e| io::Error::other(format!("random source: {e}")))?;

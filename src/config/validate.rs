@@ -847,6 +847,7 @@ impl Validator<'_> {
             max_parts,
             max_header_size,
             spill_threshold,
+            spill_in_memory: super::spill::in_memory(&spill_directory),
             spill_directory,
             memory_budget,
         };

@@ -25,6 +25,7 @@ mod health;
 pub mod http;
 mod listen;
 mod logging;
+mod memory;
 pub mod nofile;
 mod notify;
 mod reload;
@@ -74,6 +75,7 @@ pub fn warnings(cfg: &Config, socket: Option<&SocketSpec>) -> Vec<String> {
         out.push(format!("--socket: {w}"));
     }
     out.extend(logging::syslog_warning(cfg));
+    out.extend(memory::warnings(cfg));
     if rustix::process::geteuid().is_root() {
         out.push(
             "running as root: the daemon needs no privilege (ports above 1023, its own \

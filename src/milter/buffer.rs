@@ -2,15 +2,22 @@
 //! beyond that in an unlinked file in `spill_directory`, so that many large messages
 //! trickling in over slow SMTP sessions cost disk cache, not daemon memory; read back
 //! whole at end of message (the engine works on one contiguous buffer), at most one
-//! spilled message per CPU at a time. Large buffers are kept for the next large
-//! messages ([`Pool`]: at most `POOL_BUFFERS` of up to `POOL_MAX` octets).
+//! message per CPU at a time. Large buffers are kept for the next large messages
+//! ([`Pool`]: at most `POOL_BUFFERS` of up to `POOL_MAX` octets).
+//!
+//! Every octet of a message the daemon holds in memory counts against `[limits]
+//! memory_budget`, which all the messages of the daemon share ([`Budget`]): what it
+//! keeps in memory while the message arrives, what it keeps in a spill file when the
+//! spill directory is itself memory (tmpfs), and, at end of message, a replaced body
+//! until it is sent. When the budget has no room for the next octets, a message that
+//! can still spill to disk does so at once, below its threshold; one that cannot (its
+//! spill failed, or spilled octets count as memory) is dropped from memory and marked
+//! [`Lost`], for the session to tempfail: it is neither analysed as far as it got nor
+//! passed on as oversize.
 //!
 //! A spill that fails (the file cannot be made, a write fails part-way: a full disk,
 //! an I/O error) never cuts the message short: what the file holds comes back into
-//! memory and the message goes on there, within `[limits] memory_budget`, which all the
-//! messages held that way share ([`Budget`]). One that does not fit is dropped from
-//! memory and marked [`Lost`], for the session to tempfail at end of message: it is
-//! neither analysed as far as it got nor passed on as oversize.
+//! memory and the message goes on there, within the budget.
 //!
 //! A leaf of the milter: it knows bytes, files and the default spill threshold, nothing
 //! of sessions, limits or policy. How a spill file is made is the configuration's
@@ -40,21 +47,22 @@ pub fn read_back_permits() -> &'static tokio::sync::Semaphore {
     })
 }
 
-/// Where and from what size a message spills, and how much the messages whose spill
-/// failed may hold in memory: `[limits] spill_threshold`, `spill_directory`,
-/// `memory_budget`.
+/// Where and from what size a message spills, and how much all the messages may hold
+/// in memory: `[limits] spill_threshold`, `spill_directory`, `memory_budget`.
 #[derive(Debug, Clone, Copy)]
 pub struct SpillTo<'a> {
     pub threshold: usize,
     pub dir: &'a Path,
+    /// The spill directory is memory (tmpfs): spilled octets count against the budget.
+    pub dir_in_memory: bool,
     pub budget: usize,
     /// The MTA's queue id once it has sent one (at end of header), for the log line
     /// of a failed spill.
     pub queue_id: &'a str,
 }
 
-/// The octets held in memory by messages whose spill failed, over all the connections
-/// of one daemon: what `[limits] memory_budget` bounds.
+/// The octets of message data held in memory, over all the connections of one daemon:
+/// what `[limits] memory_budget` bounds.
 #[derive(Debug, Default)]
 pub struct Budget(AtomicUsize);
 
@@ -75,19 +83,27 @@ impl Budget {
 }
 
 /// One message's share of a [`Budget`], given back when it is dropped (the message
-/// analysed, aborted or dropped from memory).
+/// analysed and its actions sent, aborted, or dropped from memory).
 #[derive(Debug)]
 pub struct Held {
     budget: Arc<Budget>,
     octets: usize,
+    /// The message's spill failed: its share is shown in `mimeref_spill_held_bytes`
+    /// too.
+    failed_spill: bool,
 }
 
 impl Held {
-    fn new(budget: &Arc<Budget>) -> Held {
+    pub fn new(budget: &Arc<Budget>) -> Held {
         Held {
             budget: budget.clone(),
             octets: 0,
+            failed_spill: false,
         }
+    }
+
+    pub fn octets(&self) -> usize {
+        self.octets
     }
 
     /// Whether `n` more octets fit under `limit`; taken if so.
@@ -95,25 +111,57 @@ impl Held {
         if !self.budget.take(n, limit) {
             return false;
         }
+        self.moved(n as f64);
         self.octets += n;
-        super::metrics::spill_held(n as f64);
         true
+    }
+
+    /// Makes the share exactly `n` octets: false (and the share as it was) when the
+    /// octets it needs more do not fit under `limit`.
+    pub fn resize(&mut self, n: usize, limit: usize) -> bool {
+        if n > self.octets {
+            return self.grow(n - self.octets, limit);
+        }
+        let less = self.octets - n;
+        self.budget.0.fetch_sub(less, Ordering::SeqCst);
+        self.moved(-(less as f64));
+        self.octets = n;
+        true
+    }
+
+    /// From now on the share is that of a message whose spill failed.
+    fn mark_failed_spill(&mut self) {
+        if !self.failed_spill {
+            self.failed_spill = true;
+            super::metrics::spill_held(self.octets as f64);
+        }
+    }
+
+    fn moved(&self, delta: f64) {
+        super::metrics::memory_held(delta);
+        if self.failed_spill {
+            super::metrics::spill_held(delta);
+        }
     }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.budget.0.fetch_sub(self.octets, Ordering::SeqCst);
-        super::metrics::spill_held(-(self.octets as f64));
+        self.resize(0, 0);
     }
 }
 
 /// Why a message's octets are gone: nothing can be analysed, end of message tempfails.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lost {
-    /// The spill failed, and holding the message in memory would have passed
-    /// `memory_budget`: `needed` octets for it while `held` were taken by others.
-    OverBudget { needed: usize, held: usize },
+    /// Holding the message in memory would have passed `memory_budget`: `needed`
+    /// octets for it while `held` were taken by others. `failed_spill`: it was in
+    /// memory because its spill failed (otherwise: spilled octets count as memory).
+    OverBudget {
+        needed: usize,
+        held: usize,
+        failed_spill: bool,
+    },
     /// The spill failed, and what the file held could not be read back.
     ReadBack(String),
 }
@@ -183,18 +231,20 @@ pub struct Buffer {
     pub(crate) chunks: Vec<Bytes>,
     /// Where `raw` goes back when it is a large buffer.
     pub(crate) pool: Arc<Pool>,
-    /// The same bytes in a temporary file once the message passed the threshold.
+    /// The same bytes in a temporary file once the message passed the threshold (or the
+    /// budget had no room for them in memory).
     pub(crate) spill: Option<File>,
     /// Octets buffered (in `raw` and `chunks`, or in `spill`).
     pub(crate) len: usize,
-    /// Where a failed spill's octets are accounted.
-    budget: Arc<Budget>,
-    /// The spill failed: the message is in memory past the threshold, this much of the
-    /// budget taken for it.
-    pub(crate) held: Option<Held>,
+    /// This message's share of `memory_budget`: the octets it holds in memory, and
+    /// those in its spill file when that is memory too.
+    pub(crate) share: Held,
+    /// The spill failed: the message is in memory past the threshold.
+    pub(crate) spill_failed: bool,
     /// Buffering stopped at a limit; later octets are not kept.
     pub(crate) incomplete: bool,
-    /// The octets are gone after a failed spill; later ones are not kept.
+    /// The octets are gone (past the budget, or a failed spill not read back); later
+    /// ones are not kept.
     pub(crate) lost: Option<Lost>,
 }
 
@@ -206,9 +256,10 @@ pub struct Taken {
     spill: Option<File>,
     len: usize,
     pool: Arc<Pool>,
-    /// The budget share of a message held in memory: kept until the analysis is done
-    /// with its octets.
-    pub(crate) held: Option<Held>,
+    spill_failed: bool,
+    /// The message's share of the budget: kept until the analysis is done with its
+    /// octets, and then for the replaced body until that is sent.
+    pub(crate) share: Held,
 }
 
 impl Buffer {
@@ -219,15 +270,11 @@ impl Buffer {
             pool,
             spill: None,
             len: 0,
-            budget,
-            held: None,
+            share: Held::new(&budget),
+            spill_failed: false,
             incomplete: false,
             lost: None,
         }
-    }
-
-    pub fn is_spilled(&self) -> bool {
-        self.spill.is_some()
     }
 
     /// Nothing more is kept: a limit was reached or the octets are lost.
@@ -237,13 +284,15 @@ impl Buffer {
 
     /// Everything kept so far, leaving the buffer empty.
     pub fn take(&mut self) -> Taken {
+        let budget = self.share.budget.clone();
         Taken {
             raw: std::mem::take(&mut self.raw),
             chunks: std::mem::take(&mut self.chunks),
             spill: self.spill.take(),
             len: self.len,
             pool: self.pool.clone(),
-            held: self.held.take(),
+            spill_failed: self.spill_failed,
+            share: std::mem::replace(&mut self.share, Held::new(&budget)),
         }
     }
 }
@@ -261,25 +310,31 @@ impl Taken {
 
     /// Spilled, or held in memory after its spill failed: a large message.
     pub fn is_large(&self) -> bool {
-        self.spill.is_some() || self.held.is_some()
+        self.spill.is_some() || self.spill_failed
     }
 
     pub fn len(&self) -> usize {
         self.len
     }
+
+    /// The message's share of the budget, taken out to outlive the octets.
+    pub fn take_share(&mut self) -> Held {
+        let empty = Held::new(&self.share.budget);
+        std::mem::replace(&mut self.share, empty)
+    }
+}
+
+/// Where the next octets of a message go.
+enum Place {
+    Memory,
+    File,
+    Lost,
 }
 
 impl Buffer {
     /// Appends buffered octets, spilling to a file past the threshold.
     pub fn append(&mut self, bytes: &[u8], to: SpillTo) {
-        if self.stopped() {
-            return;
-        }
-        self.spill_past(bytes.len(), to);
-        if self.spill.is_some() && self.write_spilled(bytes, to) {
-            return;
-        }
-        if !self.hold(bytes.len(), to) {
+        if !self.make_room(bytes, to) {
             return;
         }
         if self.chunks.is_empty() {
@@ -293,14 +348,7 @@ impl Buffer {
     /// Appends a body chunk: copied into `raw` while that has room, otherwise kept as it
     /// is.
     pub fn append_chunk(&mut self, chunk: Bytes, to: SpillTo) {
-        if self.stopped() {
-            return;
-        }
-        self.spill_past(chunk.len(), to);
-        if self.spill.is_some() && self.write_spilled(&chunk, to) {
-            return;
-        }
-        if !self.hold(chunk.len(), to) {
+        if !self.make_room(&chunk, to) {
             return;
         }
         let full = self.raw.capacity() - self.raw.len() < chunk.len();
@@ -320,18 +368,65 @@ impl Buffer {
         }
     }
 
+    /// Finds a place for `bytes`: true when they are to be kept in memory (their octets
+    /// taken from the budget), false when they went to the spill file or nothing more
+    /// is kept.
+    fn make_room(&mut self, bytes: &[u8], to: SpillTo) -> bool {
+        if self.stopped() {
+            return false;
+        }
+        match self.place(bytes.len(), to) {
+            Place::Memory => true,
+            Place::Lost => false,
+            Place::File if self.write_spilled(bytes, to) => false,
+            // The write failed: the file's octets are back in memory (or lost), and so
+            // must these be (their octets already taken when the file was memory).
+            Place::File => self.lost.is_none() && (to.dir_in_memory || self.hold(bytes.len(), to)),
+        }
+    }
+
+    /// Where `n` more octets go, their octets taken from the budget where they count.
+    fn place(&mut self, n: usize, to: SpillTo) -> Place {
+        self.spill_past(n, to);
+        if self.lost.is_some() {
+            return Place::Lost;
+        }
+        if self.spill.is_some() {
+            if to.dir_in_memory && !self.hold(n, to) {
+                return Place::Lost;
+            }
+            return Place::File;
+        }
+        if self.share.grow(n, to.budget) {
+            return Place::Memory;
+        }
+        // No room in memory for them: a message that can go to disk goes there now,
+        // below its threshold, rather than be tempfailed.
+        if !to.dir_in_memory && !self.spill_failed && self.spill_now(to) {
+            return Place::File;
+        }
+        self.over_budget(n);
+        Place::Lost
+    }
+
     /// Moves what memory holds to a new spill file when `n` more octets would pass the
     /// threshold. If that fails the message is held in memory instead.
     fn spill_past(&mut self, n: usize, to: SpillTo) {
-        if self.spill.is_some() || self.held.is_some() || self.len + n <= to.threshold {
+        if self.spill.is_some() || self.spill_failed || self.len + n <= to.threshold {
             return;
         }
+        self.spill_now(to);
+    }
+
+    /// Moves what memory holds to a new spill file: false when that failed, and then
+    /// the message stays in memory from now on.
+    fn spill_now(&mut self, to: SpillTo) -> bool {
         let f = match spill_file(to.dir) {
             Ok(f) => f,
             Err(e) => {
                 spill_failed("create", &e, &to);
-                self.start_holding(to);
-                return;
+                self.start_holding();
+                return false;
             }
         };
         let write = |mut f: File| {
@@ -346,11 +441,16 @@ impl Buffer {
                 self.spill = Some(f);
                 self.pool.give(std::mem::take(&mut self.raw));
                 self.chunks = Vec::new();
+                if !to.dir_in_memory {
+                    self.share.resize(0, 0);
+                }
+                true
             }
             // Memory still holds every octet: the file is simply dropped.
             Err(e) => {
                 spill_failed("write", &e, &to);
-                self.start_holding(to);
+                self.start_holding();
+                false
             }
         }
     }
@@ -381,7 +481,9 @@ impl Buffer {
         let Some(mut f) = self.spill.take() else {
             return;
         };
-        if !self.start_holding(to) {
+        self.start_holding();
+        // A file in memory was counted already.
+        if !to.dir_in_memory && !self.hold(self.len, to) {
             return;
         }
         match read_file(&mut f, self.len, &self.pool) {
@@ -390,32 +492,30 @@ impl Buffer {
         }
     }
 
-    /// The spill failed: the `len` octets so far count against the budget from now on,
-    /// as will every later one. False (and the message lost) when they do not fit.
-    fn start_holding(&mut self, to: SpillTo) -> bool {
-        self.held = Some(Held::new(&self.budget));
-        self.hold(self.len, to)
+    /// The spill failed: the message stays in memory from now on.
+    fn start_holding(&mut self) {
+        self.spill_failed = true;
+        self.share.mark_failed_spill();
     }
 
-    /// Takes `n` octets of the budget for a message held in memory (nothing for one that
-    /// is not); false, and the message lost, when they do not fit, or when it was lost
-    /// already (a failed spill just now).
+    /// Takes `n` octets of the budget; false, and the message lost, when they do not
+    /// fit.
     fn hold(&mut self, n: usize, to: SpillTo) -> bool {
-        if self.lost.is_some() {
-            return false;
-        }
-        let Some(h) = self.held.as_mut() else {
-            return true;
-        };
-        if h.grow(n, to.budget) {
+        if self.share.grow(n, to.budget) {
             return true;
         }
+        self.over_budget(n);
+        false
+    }
+
+    fn over_budget(&mut self, n: usize) {
+        let mine = self.share.octets();
         let lost = Lost::OverBudget {
-            needed: h.octets + n,
-            held: self.budget.held() - h.octets,
+            needed: mine + n,
+            held: self.share.budget.held().saturating_sub(mine),
+            failed_spill: self.spill_failed,
         };
         self.lose(lost);
-        false
     }
 
     /// Drops every octet kept and what they held of the budget.
@@ -423,7 +523,7 @@ impl Buffer {
         self.pool.give(std::mem::take(&mut self.raw));
         self.chunks = Vec::new();
         self.spill = None;
-        self.held = None;
+        self.share.resize(0, 0);
         self.lost = Some(why);
     }
 
@@ -432,9 +532,11 @@ impl Buffer {
     pub fn append_field(&mut self, name: &[u8], value: &[u8], to: SpillTo) {
         let len = name.len() + 1 + value.len() + 2;
         if self.spill.is_none()
-            && self.held.is_none()
+            && !self.spill_failed
             && self.chunks.is_empty()
             && self.len + len <= to.threshold
+            && !self.stopped()
+            && self.share.grow(len, to.budget)
         {
             if self.raw.capacity() == 0 {
                 // Room for the heading and body of ordinary mail in one allocation.
@@ -530,6 +632,7 @@ mod tests {
         SpillTo {
             threshold: 1000,
             dir: Path::new("/nonexistent/mimeref-milter-test"),
+            dir_in_memory: false,
             budget,
             queue_id: "NOQUEUE",
         }
@@ -558,7 +661,7 @@ mod tests {
         let mut b = spilled_then_failing(&[b'a'; 1500], &budget);
         b.append_chunk(Bytes::from_static(&[b'b'; 700]), to(1 << 20));
         b.append(b"tail", to(1 << 20));
-        assert!(b.spill.is_none() && b.held.is_some());
+        assert!(b.spill.is_none() && b.spill_failed);
         assert!(!b.incomplete && b.lost.is_none(), "nothing cut short");
         assert_eq!(budget.held(), 2204, "every octet counted in the budget");
         let mut want = vec![b'a'; 1500];
@@ -566,7 +669,7 @@ mod tests {
         want.extend_from_slice(b"tail");
         let mut taken = b.take();
         assert!(taken.is_large());
-        let held = taken.held.take();
+        let held = taken.take_share();
         assert_eq!(taken.read_back().unwrap(), want);
         assert_eq!(budget.held(), 2204, "until the analysis lets go of it");
         drop(held);
@@ -580,8 +683,8 @@ mod tests {
         for _ in 0..3 {
             b.append_chunk(Bytes::from_static(&[b'x'; 600]), to(1 << 20));
         }
-        assert!(b.spill.is_none() && b.held.is_some() && b.lost.is_none());
-        assert_eq!(budget.held(), 1800, "from the threshold on, all of it");
+        assert!(b.spill.is_none() && b.spill_failed && b.lost.is_none());
+        assert_eq!(budget.held(), 1800, "all of it");
         drop(b);
         assert_eq!(budget.held(), 0);
     }
@@ -599,11 +702,14 @@ mod tests {
             second.lost,
             Some(Lost::OverBudget {
                 needed: 1200,
-                held: 2000
+                held: 2000,
+                failed_spill: true,
             }),
             "what the file held does not fit beside the first"
         );
-        assert!(second.raw.capacity() == 0 && second.chunks.is_empty() && second.held.is_none());
+        assert!(
+            second.raw.capacity() == 0 && second.chunks.is_empty() && second.share.octets() == 0
+        );
         assert_eq!(budget.held(), 2000, "the second holds nothing");
         second.append(&[b'b'; 10], to(limit));
         assert_eq!(second.len, 1200, "and keeps nothing more");
@@ -624,6 +730,98 @@ mod tests {
         b.len = 1500;
         b.append(b"more", to(1 << 20));
         assert!(matches!(b.lost, Some(Lost::ReadBack(_))), "{:?}", b.lost);
+        assert_eq!(budget.held(), 0);
+    }
+
+    fn dir(name: &str) -> std::path::PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("mimeref-buffer-unit-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn every_octet_in_memory_counts_and_a_full_budget_sends_the_next_to_disk() {
+        let budget = Arc::new(Budget::default());
+        let d = dir("early");
+        let to = SpillTo {
+            threshold: 1 << 20,
+            dir: &d,
+            dir_in_memory: false,
+            budget: 3000,
+            queue_id: "NOQUEUE",
+        };
+        let pool = Arc::new(Pool::default());
+        let mut first = Buffer::new(pool.clone(), budget.clone());
+        first.append_field(b"Subject", b" one", to);
+        first.append_chunk(Bytes::from_static(&[b'a'; 1500]), to);
+        assert_eq!(
+            budget.held(),
+            14 + 1500,
+            "below the threshold, in memory, counted"
+        );
+        let mut second = Buffer::new(pool, budget.clone());
+        second.append_chunk(Bytes::from_static(&[b'b'; 1000]), to);
+        assert_eq!(budget.held(), 2514);
+        second.append_chunk(Bytes::from_static(&[b'c'; 1000]), to);
+        assert!(
+            second.spill.is_some(),
+            "no room in memory: to disk, far below the threshold"
+        );
+        assert!(second.lost.is_none());
+        assert_eq!(budget.held(), 1514, "and its octets given back");
+        let mut want = vec![b'b'; 1000];
+        want.extend_from_slice(&[b'c'; 1000]);
+        assert_eq!(second.take().read_back().unwrap(), want);
+        drop(first);
+        assert_eq!(budget.held(), 0, "an aborted message gives back its share");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_spill_directory_in_memory_counts_and_past_the_budget_the_message_is_lost() {
+        let budget = Arc::new(Budget::default());
+        let d = dir("tmpfs");
+        let to = SpillTo {
+            threshold: 1000,
+            dir: &d,
+            dir_in_memory: true,
+            budget: 2500,
+            queue_id: "NOQUEUE",
+        };
+        let mut b = Buffer::new(Arc::new(Pool::default()), budget.clone());
+        for _ in 0..2 {
+            b.append_chunk(Bytes::from_static(&[b'x'; 800]), to);
+        }
+        assert!(b.spill.is_some());
+        assert_eq!(budget.held(), 1600, "the file's octets count as memory");
+        b.append_chunk(Bytes::from_static(&[b'x'; 800]), to);
+        assert_eq!(budget.held(), 2400);
+        b.append_chunk(Bytes::from_static(&[b'x'; 800]), to);
+        assert_eq!(
+            b.lost,
+            Some(Lost::OverBudget {
+                needed: 3200,
+                held: 0,
+                failed_spill: false
+            })
+        );
+        assert!(b.spill.is_none(), "the file is dropped");
+        assert_eq!(budget.held(), 0);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_share_resized_for_a_replaced_body_fits_the_budget_or_stays() {
+        let budget = Arc::new(Budget::default());
+        let mut h = Held::new(&budget);
+        assert!(h.resize(700, 1000));
+        let mut other = Held::new(&budget);
+        assert!(!other.resize(400, 1000), "700 + 400 do not fit 1000");
+        assert_eq!((budget.held(), other.octets()), (700, 0));
+        assert!(h.resize(100, 1000));
+        assert!(other.resize(400, 1000));
+        drop((h, other));
         assert_eq!(budget.held(), 0);
     }
 

@@ -16,7 +16,7 @@ use std::task::{Context as TaskContext, Poll};
 use bytes::Bytes;
 use indymilter::{
     Actions, CallbackFuture, Callbacks, Context, EomContext, MacroStage, NegotiateContext,
-    ProtoOpts, SocketInfo, Status,
+    ProtoOpts, SetErrorReply, SocketInfo, Status,
 };
 use tracing::debug;
 
@@ -278,7 +278,7 @@ fn handle_header(cx: &mut Context<Session>, name: CString, value: CString) -> Ca
         // Bytes as sent: non-UTF-8 header bytes must come through unchanged.
         s.guarded(|s| s.header(name.as_bytes(), value.as_bytes()));
     }
-    next(cx.data.as_ref(), ProtoOpts::NOREPLY_HEADER)
+    kept(cx, ProtoOpts::NOREPLY_HEADER)
 }
 
 fn handle_eoh(cx: &mut Context<Session>) -> CallbackFuture<'_> {
@@ -288,14 +288,14 @@ fn handle_eoh(cx: &mut Context<Session>) -> CallbackFuture<'_> {
         s.queue_id = queue_id(&cx.macros);
         s.guarded(Session::eoh);
     }
-    next(cx.data.as_ref(), ProtoOpts::NOREPLY_EOH)
+    kept(cx, ProtoOpts::NOREPLY_EOH)
 }
 
 fn handle_body(cx: &mut Context<Session>, chunk: Bytes) -> CallbackFuture<'_> {
     if let Some(s) = cx.data.as_mut() {
         s.guarded(|s| s.body(chunk));
     }
-    next(cx.data.as_ref(), ProtoOpts::NOREPLY_BODY)
+    kept(cx, ProtoOpts::NOREPLY_BODY)
 }
 
 fn handle_eom(shared: Arc<Shared>, cx: &mut EomContext<Session>) -> CallbackFuture<'_> {
@@ -313,10 +313,7 @@ fn handle_eom(shared: Arc<Shared>, cx: &mut EomContext<Session>) -> CallbackFutu
                 // Logged and counted here, not in the session: the metrics know the
                 // session's outcome, the session knows nothing of them.
                 super::eom_log::ended(&session.config, &ended);
-                match &ended {
-                    Ended::Answered(o) => super::metrics::record(o),
-                    Ended::OverBudget { .. } => super::metrics::spill_tempfail(),
-                }
+                count(&ended);
                 return ended.status();
             }
             // Nothing more reaches the MTA: the cut is logged when the connection closes.
@@ -329,6 +326,45 @@ fn handle_eom(shared: Arc<Shared>, cx: &mut EomContext<Session>) -> CallbackFutu
         };
         internal_error(&session.config, &queue_id(&cx.macros), &failure)
     })
+}
+
+fn count(ended: &Ended) {
+    match ended {
+        Ended::Answered(o) => super::metrics::record(o),
+        Ended::OverBudget {
+            failed_spill,
+            stage,
+            ..
+        } => {
+            if *failed_spill {
+                super::metrics::spill_tempfail();
+            }
+            super::metrics::memory_tempfail(stage);
+        }
+    }
+}
+
+/// The answer of a stage that keeps octets: a message `memory_budget` had no room for
+/// is tempfailed there and then when the stage replies (logged and counted here, as
+/// no end of message follows), otherwise at end of message.
+fn kept(cx: &mut Context<Session>, stage: ProtoOpts) -> CallbackFuture<'static> {
+    let Some(s) = cx.data.as_mut() else {
+        return next(None, stage);
+    };
+    if !s.no_reply.contains(stage) {
+        if let Some(ended) = s.over_budget_now() {
+            super::eom_log::ended(&s.config, &ended);
+            count(&ended);
+            // The words end of message gives it (`Session::tempfail_over_budget`).
+            let _ = cx.reply.set_error_reply(
+                "451",
+                Some("4.3.1"),
+                ["Insufficient system resources, try again later"],
+            );
+            return Box::pin(async { Status::Tempfail });
+        }
+    }
+    next(Some(s), stage)
 }
 
 /// The answer to a message the daemon failed, as `internal_error_action` says: logged

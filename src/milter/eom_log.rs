@@ -23,12 +23,26 @@ pub fn ended(cfg: &Config, e: &Ended) {
             needed,
             held,
             budget,
-        } => super::throttle::SPILL_TEMPFAILED.hit(|| {
-            format!(
-                "{queue_id}: size={octets}: {needed} octets in memory would pass [limits] \
-                 memory_budget = {budget} ({held} held for other messages)"
-            )
-        }),
+            failed_spill,
+            stage,
+        } => {
+            let what = if *stage == "replaced_body" {
+                "its replaced body"
+            } else {
+                "it"
+            };
+            let throttled = if *failed_spill {
+                &super::throttle::SPILL_TEMPFAILED
+            } else {
+                &super::throttle::MEMORY_TEMPFAILED
+            };
+            throttled.hit(|| {
+                format!(
+                    "{queue_id}: size={octets}: {needed} octets in memory for {what} would \
+                     pass [limits] memory_budget = {budget} ({held} held for other messages)"
+                )
+            })
+        }
     }
 }
 

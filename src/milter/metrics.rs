@@ -3,7 +3,7 @@
 
 use std::sync::{Mutex, OnceLock};
 
-use metrics::{counter, histogram, Counter, Histogram};
+use metrics::{counter, histogram, Counter, Gauge, Histogram};
 use metrics_exporter_prometheus::PrometheusHandle;
 
 use super::outcome::{Cause, Outcome};
@@ -55,6 +55,7 @@ pub fn install() -> Result<PrometheusHandle, String> {
         processing: Default::default(),
         eom: Default::default(),
         oversize: Default::default(),
+        memory_held: Default::default(),
     });
     for &(name, kind, help) in HELP {
         match kind {
@@ -90,6 +91,10 @@ pub fn install() -> Result<PrometheusHandle, String> {
     }
     counter!("mimeref_spill_tempfails_total").increment(0);
     metrics::gauge!("mimeref_spill_held_bytes").set(0.0);
+    metrics::gauge!("mimeref_memory_held_bytes").set(0.0);
+    for stage in MEMORY_STAGES {
+        counter!("mimeref_memory_tempfails_total", "stage" => stage).increment(0);
+    }
     for cause in Cause::ALL {
         for action in ["tempfail", "accept"] {
             counter!("mimeref_internal_errors_total", "cause" => cause.as_str(), "action" => action)
@@ -138,6 +143,8 @@ const HELP: &[(&str, Kind, &str)] = &[
     ("mimeref_milter_socket_reachable", Kind::Gauge, "1 while the MTA can reach the daemon at its milter socket (always for TCP); 0 once the unix socket file was removed or replaced."),
     ("mimeref_timeouts_total", Kind::Counter, "Milter connections closed because a time limit passed: connection_timeout (read), transaction_timeout (transaction), reply_timeout (reply)."),
     ("mimeref_transactions_cut_total", Kind::Counter, "Mail transactions whose connection ended before end of message, by cause; the MTA applied its milter_default_action."),
+    ("mimeref_memory_tempfails_total", Kind::Counter, "Messages tempfailed because memory_budget had no room for them, by stage (message while received, replaced_body for its replaced body)."),
+    ("mimeref_memory_held_bytes", Kind::Gauge, "Octets of message data held in memory, which memory_budget bounds (buffers, spill files on tmpfs, failed spills, replaced bodies until sent)."),
     ("mimeref_connections_open", Kind::Gauge, "Milter connections open."),
     ("mimeref_max_connections", Kind::Gauge, "The max_connections in force."),
     ("mimeref_connections_refused_total", Kind::Counter, "Milter connections closed at once at max_connections."),
@@ -163,6 +170,8 @@ struct Handles {
     processing: [OnceLock<Histogram>; 2],
     eom: [OnceLock<Histogram>; 2],
     oversize: [OnceLock<Counter>; 2],
+    /// Moved at every header field and body chunk kept.
+    memory_held: OnceLock<Gauge>,
 }
 
 static HANDLES: OnceLock<Handles> = OnceLock::new();
@@ -224,6 +233,26 @@ pub fn spill_failure(stage: &'static str) {
 /// A message tempfailed because its spill failed and `memory_budget` had no room for it.
 pub fn spill_tempfail() {
     counter!("mimeref_spill_tempfails_total").increment(1);
+}
+
+/// Where a message was tempfailed for want of room in `memory_budget`: while it was
+/// received, or at end of message for its replaced body.
+pub const MEMORY_STAGES: [&str; 2] = ["message", "replaced_body"];
+
+/// A message tempfailed because `memory_budget` had no room for it at `stage` (one of
+/// [`MEMORY_STAGES`]).
+pub fn memory_tempfail(stage: &'static str) {
+    counter!("mimeref_memory_tempfails_total", "stage" => stage).increment(1);
+}
+
+/// Octets of message data held in memory (what `memory_budget` bounds): up or down.
+pub fn memory_held(delta: f64) {
+    let Some(h) = HANDLES.get() else {
+        return;
+    };
+    h.memory_held
+        .get_or_init(|| metrics::gauge!("mimeref_memory_held_bytes"))
+        .increment(delta);
 }
 
 /// Octets held in memory by messages whose spill failed: up (positive) or down.

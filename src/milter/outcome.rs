@@ -97,15 +97,18 @@ pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 pub enum Ended {
     /// Analysed, and the plan's actions sent.
     Answered(Outcome),
-    /// Held in memory after its spill failed, past `[limits] memory_budget`: tempfailed
-    /// without analysis.
+    /// Past `[limits] memory_budget`: tempfailed without analysis (`stage` "message")
+    /// or without its replaced body sent (`stage` "replaced_body").
     OverBudget {
         queue_id: String,
         octets: u64,
-        /// Octets this message would have added, and those held for other messages.
+        /// Octets this message would have held, and those held for other messages.
         needed: usize,
         held: usize,
         budget: usize,
+        /// It was in memory because its spill failed.
+        failed_spill: bool,
+        stage: &'static str,
     },
 }
 

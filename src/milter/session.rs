@@ -3,10 +3,11 @@
 //! `actions`. No socket in here, so it can be driven directly.
 //!
 //! Memory: the octets go to a [`Buffer`](super::buffer::Buffer), which spills large
-//! messages to a file and reads them back at end of message; at most one spilled message
-//! per CPU is read back at a time, so the daemon's peak is the small messages in flight
-//! plus a few times the largest message, plus at most `[limits] memory_budget` for
-//! messages whose spill failed (one that does not fit is tempfailed at end of message).
+//! messages to a file and reads them back at end of message; at most one message above
+//! `INLINE_MAX` per CPU is analysed at a time, so the daemon's peak is `[limits]
+//! memory_budget` (every octet of message data held: buffers, spill files on tmpfs,
+//! replaced bodies until sent) plus a few times the largest message (SECURITY.md). A
+//! message the budget has no room for is tempfailed at the first stage that replies.
 //!
 //! What fails inside the daemon comes back from [`Session::eom`] as a [`EomError`] with
 //! its [`Cause`]; the callbacks answer it as `internal_error_action` says.
@@ -304,6 +305,7 @@ impl Session {
         let to = SpillTo {
             threshold: limits.spill_threshold,
             dir: &limits.spill_directory,
+            dir_in_memory: limits.spill_in_memory,
             budget: limits.memory_budget,
             queue_id: &self.queue_id,
         };
@@ -361,7 +363,20 @@ impl Session {
         );
         let octets = m.octets;
         let started = m.started;
-        let (plan, findings, heading_copy) = self.analyse(m, macros, dir).await?;
+        let ((plan, findings, heading_copy, share), body_fits) =
+            self.analyse(m, macros, dir).await?;
+        if !body_fits {
+            let body = plan.body.as_ref().map_or(0, |b| b.len());
+            let held = self.budget.held().saturating_sub(share.octets());
+            return Ok(Self::tempfail_over_budget(
+                reply,
+                queue_id,
+                octets,
+                (body, held, false),
+                cfg.limits.memory_budget,
+                "replaced_body",
+            ));
+        }
         let mut form = self.value_form();
         if heading_copy {
             // The body is written after the MTA's own heading, so the copy must not
@@ -375,6 +390,7 @@ impl Session {
                 reply_timed_out: e.cut().is_some(),
                 ..EomError::new(Cause::Send, format!("sending actions: {e}"))
             })?;
+        drop(share);
         Ok(Ended::Answered(Outcome {
             queue_id,
             plan,
@@ -408,26 +424,78 @@ impl Session {
     ) -> Result<Option<Ended>, EomError> {
         match m.buf.lost.take() {
             None => Ok(None),
-            Some(Lost::OverBudget { needed, held }) => {
-                // Local and transient: the MTA keeps the message and tries again later.
-                let _ = reply.set_error_reply(
-                    "451",
-                    Some("4.3.1"),
-                    ["Insufficient system resources, try again later"],
-                );
-                Ok(Some(Ended::OverBudget {
-                    queue_id: queue_id.to_string(),
-                    octets: m.octets,
-                    needed,
-                    held,
-                    budget: cfg.limits.memory_budget,
-                }))
-            }
+            Some(Lost::OverBudget {
+                needed,
+                held,
+                failed_spill,
+            }) => Ok(Some(Self::tempfail_over_budget(
+                reply,
+                queue_id.to_string(),
+                m.octets,
+                (needed, held, failed_spill),
+                cfg.limits.memory_budget,
+                "message",
+            ))),
             Some(Lost::ReadBack(e)) => Err(EomError::new(
                 Cause::ReadBack,
                 format!("reading back a spill file that failed: {e}"),
             )),
         }
+    }
+
+    /// The answer to a message `[limits] memory_budget` has no room for: a tempfail (the
+    /// MTA keeps the message and tries again later), logged and counted by the caller.
+    /// `need`: the octets it needed, those held for other messages, and whether its
+    /// spill had failed.
+    fn tempfail_over_budget(
+        reply: &mut impl SetErrorReply,
+        queue_id: String,
+        octets: u64,
+        (needed, held, failed_spill): (usize, usize, bool),
+        budget: usize,
+        stage: &'static str,
+    ) -> Ended {
+        // Local and transient: the MTA keeps the message and tries again later.
+        let _ = reply.set_error_reply(
+            "451",
+            Some("4.3.1"),
+            ["Insufficient system resources, try again later"],
+        );
+        Ended::OverBudget {
+            queue_id,
+            octets,
+            needed,
+            held,
+            budget,
+            failed_spill,
+            stage,
+        }
+    }
+
+    /// The message being received, once `[limits] memory_budget` had no room for it:
+    /// ended here, for a stage that replies to tempfail it at once (the caller logs and
+    /// counts it) rather than take the rest of it for nothing.
+    pub fn over_budget_now(&mut self) -> Option<Ended> {
+        let m = self.message.as_mut()?;
+        let Some(Lost::OverBudget {
+            needed,
+            held,
+            failed_spill,
+        }) = m.buf.lost.clone()
+        else {
+            return None;
+        };
+        let octets = m.octets;
+        self.message = None;
+        Some(Ended::OverBudget {
+            queue_id: self.queue_id.clone(),
+            octets,
+            needed,
+            held,
+            budget: self.config.limits.memory_budget,
+            failed_spill,
+            stage: "message",
+        })
     }
 
     /// What the scopes match on; nothing to look up when there are none.
@@ -456,7 +524,7 @@ impl Session {
         mut m: Message,
         macros: &Macros,
         dir: crate::policy::Direction,
-    ) -> Result<(Plan, Vec<engine::Finding>, bool), EomError> {
+    ) -> Result<(Analysed, bool), EomError> {
         let cfg = self.config.clone();
         let options = match &self.options {
             Some(o) => o.clone(),
@@ -471,26 +539,27 @@ impl Session {
         let report_fields = m.report_fields;
         let envelope = self.envelope(&mut m, macros);
         let dry_run = cfg.service.dry_run;
-        // A large message waits for a read-back slot: that is what bounds memory. One
-        // held in memory after its spill failed waits too: joining it takes another copy.
-        let _permit =
-            if m.buf.is_spilled() || m.buf.held.is_some() {
-                Some(buffer::read_back_permits().acquire().await.map_err(|e| {
-                    EomError::new(Cause::ReadBackSlot, format!("read-back slot: {e}"))
-                })?)
-            } else {
-                None
-            };
         let mut taken = m.buf.take();
-        // Only an MTA without LEADING_SPACE has been seen to send one (Stalwart).
-        let copy_at = m.body_at.filter(|_| !self.leading_space);
         // Small messages (most mail) are analysed right here: the engine takes tens of
         // microseconds on them, less than a hop to the blocking pool and back costs on a
         // busy machine. Larger ones are CPU work on up to max_message_size octets: kept
         // off the reactor. Either way a panic becomes an error, never a lost connection.
         let inline = !taken.is_large() && taken.len() <= INLINE_MAX;
+        // Any other message waits for a slot (one per CPU): that is what bounds the
+        // memory the analyses take beyond the budget (a copy read back or joined, and
+        // the replaced body being built). More at once would not go faster.
+        let _permit =
+            if inline {
+                None
+            } else {
+                Some(buffer::read_back_permits().acquire().await.map_err(|e| {
+                    EomError::new(Cause::ReadBackSlot, format!("read-back slot: {e}"))
+                })?)
+            };
+        // Only an MTA without LEADING_SPACE has been seen to send one (Stalwart).
+        let copy_at = m.body_at.filter(|_| !self.leading_space);
         let job = Job {
-            held: taken.held.take(),
+            share: taken.take_share(),
             taken,
             copy_at,
             cfg,
@@ -512,7 +581,7 @@ impl Session {
         };
         let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
             == tokio::runtime::RuntimeFlavor::MultiThread;
-        if inline {
+        let analysed = if inline {
             caught(work)?
         } else if multi_thread {
             // Larger messages run on this thread too, but with the reactor's other tasks
@@ -531,15 +600,50 @@ impl Session {
                     EomError::new(Cause::Cancelled, format!("analysis: {e}"))
                 }
             })?
-        }
+        };
+        let mut analysed = analysed?;
+        // With the slot still taken: a body waiting here for room is one of the CPUs ×
+        // 2 × max_message_size that SECURITY.md's formula allows beside the budget.
+        let body_fits = match analysed.0.body.as_ref() {
+            Some(b) if !analysed.0.dry_run => {
+                room_for_body(&mut analysed.3, b.len(), self.config.limits.memory_budget).await
+            }
+            _ => true,
+        };
+        Ok((analysed, body_fits))
     }
 }
+
+/// How long a replaced body waits for room in `memory_budget` (other messages ending,
+/// other replaced bodies read by the MTA) before its message is tempfailed. Room comes
+/// within milliseconds from an MTA that reads; the wait keeps a read-back slot, so
+/// against MTAs that stopped reading it must be short.
+const BODY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Makes `share` the size of a replaced body, which is held until the MTA has read it
+/// all (a client that reads slowly or not at all keeps it): false when the budget had
+/// no room for it within [`BODY_WAIT`].
+async fn room_for_body(share: &mut buffer::Held, len: usize, budget: usize) -> bool {
+    let until = Instant::now() + BODY_WAIT;
+    while !share.resize(len, budget) {
+        if Instant::now() >= until {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    true
+}
+
+/// The plan, the findings, whether the body began with a copy of the heading, and the
+/// message's share of the budget.
+type Analysed = (Plan, Vec<engine::Finding>, bool, buffer::Held);
 
 /// What the analysis of one message needs, moved to where it runs (this thread, or the
 /// blocking pool for a large message).
 struct Job {
-    /// The budget a held message took, given back once its octets are freed.
-    held: Option<buffer::Held>,
+    /// The message's share of the budget: handed back to be resized for the replaced
+    /// body.
+    share: buffer::Held,
     taken: buffer::Taken,
     /// Where the body starts when it may begin with a copy of the heading.
     copy_at: Option<usize>,
@@ -556,8 +660,8 @@ struct Job {
 impl Job {
     /// Reads the message back, analyses and plans it: the plan, the findings, and
     /// whether the body began with a copy of the heading (analysed as the heading).
-    fn run(self) -> Result<(Plan, Vec<engine::Finding>, bool), EomError> {
-        let _held = self.held;
+    fn run(self) -> Result<Analysed, EomError> {
+        let share = self.share;
         let mut raw = self.taken.read_back().map_err(|e| {
             EomError::new(
                 Cause::ReadBack,
@@ -586,7 +690,7 @@ impl Job {
             cfg.planner()
                 .plan_scoped(dir, &analysis, &raw, self.dry_run, self.received, &scopes);
         self.pool.give(raw);
-        Ok((plan, analysis.findings, copy.is_some()))
+        Ok((plan, analysis.findings, copy.is_some(), share))
     }
 }
 
@@ -782,7 +886,7 @@ mod tests {
         let mut s = spilling(1 << 20, 10_000, "/nonexistent/mimeref-milter-test".into());
         let want = feed(&mut s);
         let m = s.message.as_ref().unwrap();
-        assert!(m.buf.spill.is_none() && m.buf.held.is_some());
+        assert!(m.buf.spill.is_none() && m.buf.spill_failed);
         assert!(!m.buf.incomplete && m.buf.lost.is_none());
         assert_eq!(s.budget.held(), want.len(), "held within memory_budget");
         assert_eq!(buffered(&mut s), want);

@@ -127,6 +127,16 @@ pub static SPILL_TEMPFAILED: Throttled = Throttled::new(Level::WARN, |n, d| {
     format!("tempfailed {n} message(s) whose spill failed: {d}")
 });
 
+/// Messages tempfailed because `memory_budget` had no room for them (their spill did
+/// not fail: the budget was full, or spilled octets count as memory), or for their
+/// replaced body; detail: the queue id and the octets.
+pub static MEMORY_TEMPFAILED: Throttled = Throttled::new(Level::WARN, |n, d| {
+    format!(
+        "tempfailed {n} message(s) for want of memory: {d}; lower max_connections or \
+         put spill_directory on disk, or raise memory_budget if the host has the memory"
+    )
+});
+
 /// Internal errors at end of message; detail: the queue id, the cause, the error and
 /// what the message got.
 pub static INTERNAL_ERROR: Throttled = Throttled::new(Level::ERROR, |n, d| {

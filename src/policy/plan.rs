@@ -503,9 +503,13 @@ impl Planner<'_> {
         }
         if !nested.is_empty() {
             match engine::apply(raw, nested.iter().copied()) {
-                Ok(new) => {
-                    let start = heading.get().body_start;
-                    plan.body = Some(new.get(start..).unwrap_or_default().to_vec());
+                Ok(mut new) => {
+                    // The body stays in the buffer `apply` made: a copy of it was a
+                    // third message-sized buffer beside the message and that one, past
+                    // SECURITY.md's two per analysis.
+                    let start = heading.get().body_start.min(new.len());
+                    new.drain(..start);
+                    plan.body = Some(new);
                     plan.body_edits = nested.len();
                     applied.extend(nested.iter().copied());
                 }

@@ -102,6 +102,8 @@ async fn dashboard_and_alerts_use_only_exported_metrics() {
         "mimeref_spill_failures_total",
         "mimeref_spill_tempfails_total",
         "mimeref_spill_held_bytes",
+        "mimeref_memory_tempfails_total",
+        "mimeref_memory_held_bytes",
         "mimeref_internal_errors_total",
     ] {
         assert!(used.contains(want), "the dashboard has no panel on {want}");

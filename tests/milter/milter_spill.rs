@@ -448,10 +448,24 @@ async fn past_the_memory_budget_a_failed_spill_is_tempfailed_never_accepted() {
     let defect = eml(&large_defect_last(MESSAGE_10MB));
     let mut a = replying(milter_addr(&d)).await;
     let mut b = replying(milter_addr(&d)).await;
-    // Both whole before either ends: 10 MB held for the first, the second does not fit.
+    // 10 MB held for the first; the second does not fit beside it, and this MTA waits
+    // for a reply to each body chunk: it is tempfailed at the chunk that would pass
+    // the budget, and the MTA aborts the transaction.
     send_all_but_eom(&mut a, &defect).await;
-    send_all_but_eom(&mut b, &defect).await;
-    let (_, st_b) = b.eom().await.unwrap();
+    assert_eq!(b.mail(["<a@example.org>"]).await.unwrap(), Status::Continue);
+    send_headers(&mut b, &defect).await;
+    let mut refused = None;
+    for chunk in defect.body.chunks(65535) {
+        match b.body(chunk.to_vec()).await.unwrap() {
+            Status::Continue => {}
+            other => {
+                refused = Some(other);
+                break;
+            }
+        }
+    }
+    let st_b = refused.expect("the second message refused at a body chunk");
+    b.abort().await.unwrap();
     let (_, st_a) = a.eom().await.unwrap();
     assert!(
         reply_text(&st_a).contains("extbody-url-unquoted"),
