@@ -522,17 +522,33 @@ impl Process {
 }
 
 /// A file that cannot be read; when permission is what is missing, how to get it. The
-/// packaged file is root:mimeref-milter 0640 (it may hold the addresses of the site's
-/// networks): an admin who is not root runs `check` or `survey` on it as a member of
-/// its group, or on a copy.
+/// package keeps the file in /etc/mimeref-milter, root:mimeref-milter 0750 (it may
+/// hold the addresses of the site's networks): an admin who is not root runs `check`
+/// or `survey` on it as a member of that group, or on a copy. Which group: the one of
+/// the first folder on the way that this user cannot enter, if its group may, else
+/// the file's own, if its group may read it.
 fn cannot_read(p: &Path, e: std::io::Error) -> ConfigErrors {
     use std::os::unix::fs::MetadataExt;
     let mut message = format!("cannot read: {e}");
     if e.kind() == std::io::ErrorKind::PermissionDenied {
-        let group = std::fs::metadata(p)
-            .ok()
-            .filter(|m| m.mode() & 0o040 != 0)
-            .map(|m| socket_access::group_name(m.gid()).unwrap_or_else(|| m.gid().to_string()));
+        let name = |gid: u32| socket_access::group_name(gid).unwrap_or_else(|| gid.to_string());
+        let absolute = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        let mut folders: Vec<&Path> = absolute.ancestors().skip(1).collect();
+        folders.reverse();
+        let closed = folders.into_iter().find(|d| {
+            rustix::fs::access(*d, rustix::fs::Access::EXEC_OK)
+                .is_err_and(|e| e == rustix::io::Errno::ACCESS)
+        });
+        let group = match closed {
+            Some(d) => std::fs::metadata(d)
+                .ok()
+                .filter(|m| m.mode() & 0o010 != 0)
+                .map(|m| name(m.gid())),
+            None => std::fs::metadata(p)
+                .ok()
+                .filter(|m| m.mode() & 0o040 != 0)
+                .map(|m| name(m.gid())),
+        };
         let copy = format!(
             "copy it to a file you can read and give that with --config (e.g. `sudo install \
              -m 0600 -o \"$USER\" {} ~/mimeref-milter.toml`)",
@@ -540,7 +556,7 @@ fn cannot_read(p: &Path, e: std::io::Error) -> ConfigErrors {
         );
         match group {
             Some(g) => message.push_str(&format!(
-                "; its group {g} may read it: join that group (`sudo usermod -aG {g} \
+                "; group {g} may read it: join that group (`sudo usermod -aG {g} \
                  \"$USER\"`, then log in again), or {copy}"
             )),
             None => message.push_str(&format!("; run this as root, or {copy}")),

@@ -432,8 +432,10 @@ fn offline_fix_of_an_oversize_message_changes_only_the_heading() {
     assert_eq!(fixed[sep(&fixed)..], msg[sep(&msg)..]);
 }
 
-/// A user who may not read the configuration (the packaged file is root:mimeref-milter
-/// 0640) is told which group may, and how to use a copy instead.
+/// A user who may not read the configuration is told which group may, and how to use a
+/// copy instead: for a file its group may read, and for a file in a folder only its
+/// group may enter (the package's /etc/mimeref-milter, root:mimeref-milter 0750, with
+/// the file 0644 inside).
 #[test]
 fn an_unreadable_config_names_the_group_to_join() {
     if !Path::new("/usr/bin/setpriv").exists() && !Path::new("/bin/setpriv").exists() {
@@ -460,13 +462,23 @@ fn an_unreadable_config_names_the_group_to_join() {
     std::fs::write(&config, "").unwrap();
     std::os::unix::fs::chown(&config, Some(0), Some(gid)).unwrap();
     std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
+    let closed = dir.join("etc");
+    std::fs::create_dir_all(&closed).unwrap();
+    std::os::unix::fs::chown(&closed, Some(0), Some(gid)).unwrap();
+    std::fs::set_permissions(&closed, std::os::unix::fs::PermissionsExt::from_mode(0o750)).unwrap();
+    let packaged = closed.join("mimeref-milter.toml");
+    std::fs::write(&packaged, "").unwrap();
     let msg = fixture_path("cli/clean.eml");
-    for cmd in ["check", "survey"] {
+    for (cmd, config) in [
+        ("check", &config),
+        ("survey", &config),
+        ("check", &packaged),
+    ] {
         let o = Command::new("setpriv")
             .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
             .arg(env!("CARGO_BIN_EXE_mimeref-milter"))
             .args([cmd, "--config"])
-            .arg(&config)
+            .arg(config)
             .arg(&msg)
             .output()
             .unwrap();
@@ -474,7 +486,7 @@ fn an_unreadable_config_names_the_group_to_join() {
         assert_eq!(o.status.code(), Some(2), "{cmd}: {err}");
         assert!(err.contains("Permission denied"), "{cmd}: {err}");
         assert!(
-            err.contains(&format!("its group {group} may read it")),
+            err.contains(&format!("group {group} may read it")),
             "{cmd}: {err}"
         );
         assert!(
