@@ -32,7 +32,7 @@ use crate::policy::plan::{Planner, Replies, Report};
 use crate::policy::{Action, Direction, Directions, Policies};
 use raw::RawConfig;
 pub use socket::SocketSpec;
-pub use socket_access::group_id;
+pub use socket_access::{group_id, socket_has_group};
 pub use spill::spill_file;
 use validate::{line_of, Validator};
 

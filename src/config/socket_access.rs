@@ -7,6 +7,13 @@
 //!
 //! Users and groups are read from /etc/passwd and /etc/group, where Debian keeps
 //! system users; the daemon's own groups come from the kernel.
+//!
+//! Under the unit's PrivateUsers= the service runs in a user namespace that maps only
+//! root and its own user and group: every other group, postfix among them, shows as
+//! the overflow gid (65534, nogroup) on files and in the process's own groups, and
+//! chown(2) cannot name it. Such a group can neither be checked nor given from inside;
+//! a set-group-ID directory of that group still gives it to the socket, and a
+//! directory that shows an unmapped group is taken to be that one ([`GidMap`]).
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -30,6 +37,89 @@ pub fn group_name(gid: u32) -> Option<String> {
         .into_iter()
         .find(|g| g.gid == gid)
         .map(|g| g.name)
+}
+
+/// Whether the socket at `path` has group `gid`: as seen, or (when `gid` is not
+/// mapped into this process's user namespace) by the set-group-ID directory it was
+/// created in, whose group it shares and which cannot be named from here either.
+pub fn socket_has_group(path: &Path, gid: u32) -> bool {
+    let Ok(sock) = std::fs::metadata(path) else {
+        return false;
+    };
+    if sock.gid() == gid {
+        return true;
+    }
+    let ids = GidMap::of_self();
+    ids.hidden(gid)
+        && ids.hidden(sock.gid())
+        && path
+            .parent()
+            .and_then(|d| std::fs::metadata(d).ok())
+            .is_some_and(|d| d.mode() & 0o2000 != 0 && d.gid() == sock.gid())
+}
+
+/// The process's umask, from /proc/self/status (reading it with umask(2) would
+/// change it).
+fn own_umask() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    parse_umask(&status)
+}
+
+fn parse_umask(status: &str) -> Option<u32> {
+    let v = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+    u32::from_str_radix(v.trim(), 8).ok()
+}
+
+/// The group ids of this process's user namespace (/proc/self/gid_map): inside
+/// systemd's PrivateUsers= only root and the service's own group; outside any user
+/// namespace all of them.
+pub(super) struct GidMap(Vec<(u64, u64)>);
+
+impl GidMap {
+    fn of_self() -> GidMap {
+        std::fs::read_to_string("/proc/self/gid_map")
+            .map_or_else(|_| GidMap::all(), |t| GidMap::parse(&t))
+    }
+
+    fn all() -> GidMap {
+        GidMap(vec![(0, u64::from(u32::MAX))])
+    }
+
+    /// Lines "inside outside count"; an unreadable map counts as the full one, which
+    /// keeps the checks as they are outside a user namespace.
+    fn parse(text: &str) -> GidMap {
+        let ranges: Vec<(u64, u64)> = text
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<u64> = l
+                    .split_whitespace()
+                    .filter_map(|n| n.parse().ok())
+                    .collect();
+                (f.len() == 3).then(|| (f[0], f[2]))
+            })
+            .collect();
+        if ranges.is_empty() {
+            GidMap::all()
+        } else {
+            GidMap(ranges)
+        }
+    }
+
+    /// A gid this namespace cannot name: a group looked up in /etc/group that is not
+    /// mapped, or the overflow gid a file of such a group shows.
+    fn hidden(&self, gid: u32) -> bool {
+        let g = u64::from(gid);
+        !self
+            .0
+            .iter()
+            .any(|&(start, count)| g >= start && g - start < count)
+    }
+
+    /// Whether a file showing group `seen` may be of group `gid`: the same id, or
+    /// both unmapped here (the one shows as the overflow gid for the other).
+    fn same_group(&self, seen: u32, gid: u32) -> bool {
+        seen == gid || (self.hidden(gid) && self.hidden(seen))
+    }
 }
 
 /// Which key a problem is reported at.
@@ -57,14 +147,26 @@ pub(super) fn check(path: &Path, group: &str, mode: Option<u32>) -> Vec<(Key, St
         )];
     };
     let me = Me::now();
+    let ids = GidMap::of_self();
     let mut problems = Vec::new();
     // A set-group-ID directory of that group gives the socket its group: the daemon
     // then has nothing to change.
     let inherited = path
         .parent()
         .and_then(|d| std::fs::metadata(d).ok())
-        .is_some_and(|m| m.mode() & 0o2000 != 0 && m.gid() == gid);
-    if !inherited && !me.may_chown_to(gid) {
+        .is_some_and(|m| m.mode() & 0o2000 != 0 && ids.same_group(m.gid(), gid));
+    if !inherited && ids.hidden(gid) {
+        problems.push((
+            Key::SocketGroup,
+            format!(
+                "socket_group {group:?}: group {group} is not mapped into this user \
+                 namespace (the unit's PrivateUsers=), so the daemon cannot give the \
+                 socket that group; put the socket in a set-group-ID directory of group \
+                 {group}, as the Debian package makes /var/spool/postfix/mimeref-milter \
+                 (2750 mimeref-milter:postfix)"
+            ),
+        ));
+    } else if !inherited && !me.may_chown_to(gid) {
         problems.push((
             Key::SocketGroup,
             format!(
@@ -77,8 +179,8 @@ pub(super) fn check(path: &Path, group: &str, mode: Option<u32>) -> Vec<(Key, St
             ),
         ));
     }
+    // connect(2) on a unix socket needs write permission.
     if let Some(m) = mode {
-        // connect(2) on a unix socket needs write permission.
         if m & 0o020 == 0 {
             problems.push((
                 Key::SocketMode,
@@ -88,8 +190,20 @@ pub(super) fn check(path: &Path, group: &str, mode: Option<u32>) -> Vec<(Key, St
                 ),
             ));
         }
+    } else if let Some(u) = own_umask().filter(|u| u & 0o020 != 0) {
+        // Without socket_mode the socket keeps what bind(2) gives it under the umask;
+        // the unit's UMask=0077 leaves the group nothing.
+        problems.push((
+            Key::SocketGroup,
+            format!(
+                "socket_group {group:?} without socket_mode: under umask {u:04o} the socket \
+                 gets mode {:04o}, so the group's members cannot connect; add \
+                 socket_mode = \"0660\"",
+                0o777 & !u
+            ),
+        ));
     }
-    if let Some(p) = directory_problem(path, group, gid, me.uid, &accounts) {
+    if let Some(p) = directory_problem(path, group, gid, me.uid, &accounts, &ids) {
         problems.push((Key::Socket, p));
     }
     problems
@@ -102,6 +216,7 @@ fn directory_problem(
     gid: u32,
     own_uid: u32,
     accounts: &Accounts,
+    ids: &GidMap,
 ) -> Option<String> {
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty())?;
     let mut dirs = Vec::new();
@@ -123,8 +238,9 @@ fn directory_problem(
     // group as such may search every directory, or at least one member other than the
     // daemon's user (and root, who may search anything) may, through its own uid or
     // another of its groups.
-    let group_may =
-        |m: &std::fs::Metadata| m.mode() & 0o001 != 0 || (m.gid() == gid && m.mode() & 0o010 != 0);
+    let group_may = |m: &std::fs::Metadata| {
+        m.mode() & 0o001 != 0 || (ids.same_group(m.gid(), gid) && m.mode() & 0o010 != 0)
+    };
     if dirs.iter().all(|(_, m)| group_may(m)) {
         return None;
     }
@@ -370,27 +486,111 @@ mod tests {
             |mode| std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
 
         chmod(0o750);
-        let p = directory_problem(&sock, "mta", mta_gid, owner, &accounts(false));
+        let p = directory_problem(
+            &sock,
+            "mta",
+            mta_gid,
+            owner,
+            &accounts(false),
+            &GidMap::all(),
+        );
         let want = format!("group mta cannot enter {} (0750 own:own)", dir.display());
         assert!(p.as_deref().is_some_and(|p| p.starts_with(&want)), "{p:?}");
         // The MTA's user gets in through another of its groups.
         assert_eq!(
-            directory_problem(&sock, "mta", mta_gid, owner, &accounts(true)),
+            directory_problem(
+                &sock,
+                "mta",
+                mta_gid,
+                owner,
+                &accounts(true),
+                &GidMap::all()
+            ),
             None
         );
         // Anyone may search it.
         chmod(0o751);
         assert_eq!(
-            directory_problem(&sock, "mta", mta_gid, owner, &accounts(false)),
+            directory_problem(
+                &sock,
+                "mta",
+                mta_gid,
+                owner,
+                &accounts(false),
+                &GidMap::all()
+            ),
             None
         );
 
         let gone = dir.join("missing/m.sock");
-        let p = directory_problem(&gone, "mta", mta_gid, owner, &accounts(false));
+        let p = directory_problem(
+            &gone,
+            "mta",
+            mta_gid,
+            owner,
+            &accounts(false),
+            &GidMap::all(),
+        );
         assert!(
             p.as_deref().is_some_and(|p| p.contains("does not exist")),
             "{p:?}"
         );
+        // Under PrivateUsers= (only root and the daemon's own group mapped; here a map
+        // with neither the directory's group nor the MTA's) both show as the
+        // overflow gid: not knowable, so not reported.
+        chmod(0o710);
+        assert!(directory_problem(
+            &sock,
+            "mta",
+            mta_gid,
+            owner,
+            &accounts(false),
+            &GidMap::all()
+        )
+        .is_some());
+        let private_users = GidMap::parse(&format!("{0} {0} 1\n", owner_gid.wrapping_add(1)));
+        assert_eq!(
+            directory_problem(
+                &sock,
+                "mta",
+                mta_gid,
+                owner,
+                &accounts(false),
+                &private_users
+            ),
+            None
+        );
         let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn the_umask_is_read_from_proc_status() {
+        assert_eq!(
+            parse_umask("Name:\tx\nUmask:\t0077\nState:\tR\n"),
+            Some(0o077)
+        );
+        assert_eq!(parse_umask("Name:\tx\n"), None);
+        assert!(own_umask().is_some());
+    }
+
+    #[test]
+    fn groups_outside_the_private_users_map_are_hidden() {
+        // systemd's PrivateUsers= for a service with group 113; postfix is 105.
+        let ids =
+            GidMap::parse("         0          0          1\n       113        113          1\n");
+        assert!(!ids.hidden(0));
+        assert!(!ids.hidden(113));
+        assert!(ids.hidden(105));
+        assert!(ids.hidden(65534));
+        // postfix's directory shows as nogroup: may be postfix's; the daemon's own
+        // group is known not to be.
+        assert!(ids.same_group(65534, 105));
+        assert!(!ids.same_group(113, 105));
+        assert!(!ids.same_group(65534, 113));
+        // Outside any user namespace every id is mapped: nothing is taken on trust.
+        let all = GidMap::parse("         0          0 4294967295\n");
+        assert!(!all.hidden(105));
+        assert!(!all.same_group(65534, 105));
+        assert!(!GidMap::parse("").hidden(105));
     }
 }

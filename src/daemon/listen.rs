@@ -5,7 +5,7 @@
 
 use std::future::Future;
 use std::io;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -89,10 +89,10 @@ pub async fn bind_milter(
                     .ok_or_else(|| bind_err(format!("socket_group {group:?}: no such group")))?;
                 // In a set-group-ID directory of that group (as the Debian package
                 // makes /var/spool/postfix/mimeref-milter) the socket has it already;
-                // chown(2) is then not needed, and the unit's system call filter need
-                // not allow it.
-                let has = std::fs::metadata(path).is_ok_and(|m| m.gid() == gid);
-                if !has {
+                // chown(2) is then not needed, and the unit's system call filter does
+                // not allow it. Under the unit's PrivateUsers= the group shows as
+                // nogroup: socket_has_group judges by the directory then.
+                if !crate::config::socket_has_group(path, gid) {
                     std::os::unix::fs::chown(path, None, Some(gid)).map_err(|e| {
                         bind_err(format!("socket_group on {}: {e}", path.display()))
                     })?;

@@ -1,6 +1,9 @@
 //! systemd's service notifications (sd_notify(3)), for `Type=notify` units: the unit
-//! is started only once the daemon says READY=1, so an MTA ordered after it
-//! (`Before=postfix.service`) never starts while the milter socket is missing.
+//! is started only once the daemon says READY=1, so an MTA ordered after it never
+//! starts while the milter socket is missing: the unit's `Before=` names
+//! `postfix.service`, `postfix@-.service` (Debian 12's real Postfix daemon, where
+//! `postfix.service` is a oneshot `/bin/true`) and `sendmail.service`, and the
+//! package's drop-in for `postfix@.service` orders every other Postfix instance.
 //!
 //! What is sent, and when:
 //! - `READY=1` once every socket is bound (the milter socket and `metrics_listen`);

@@ -497,3 +497,45 @@ fn an_unreadable_config_names_the_group_to_join() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Under the packaged unit's UMask=0077 a socket without socket_mode is born 0700:
+/// socket_group would then let its members do nothing, so config-check says so at
+/// socket_group's line; under UMask=0007 (the group may write) it says nothing.
+#[test]
+fn config_check_reports_socket_group_without_socket_mode_under_a_tight_umask() {
+    // The test's own group: one it may give the socket, so nothing else is reported.
+    // The socket goes in TempConfig's directory.
+    let gid = rustix::process::getegid().as_raw();
+    let dir = std::env::temp_dir().join(format!("mimeref-cli-umask-{}", std::process::id()));
+    let cfg = TempConfig::new(
+        "umask",
+        &format!(
+            "socket = \"unix:{}/m.sock\"\nsocket_group = \"{gid}\"\n",
+            dir.display()
+        ),
+    );
+    let under = |umask: &str| {
+        Command::new("sh")
+            .args([
+                "-c",
+                &format!("umask {umask}; exec \"$0\" config-check --config \"$1\""),
+            ])
+            .arg(env!("CARGO_BIN_EXE_mimeref-milter"))
+            .arg(cfg.path())
+            .output()
+            .unwrap()
+    };
+    let want = format!(
+        "{}:2: socket_group \"{gid}\" without socket_mode: under umask 0077 the socket gets \
+         mode 0700",
+        cfg.path()
+    );
+    let tight = under("0077");
+    let err = String::from_utf8_lossy(&tight.stderr);
+    assert!(!tight.status.success(), "{err}");
+    assert!(err.contains(&want), "{err}");
+    let loose = under("0007");
+    let err = String::from_utf8_lossy(&loose.stderr);
+    assert!(loose.status.success(), "{err}");
+    assert!(!err.contains("without socket_mode"), "{err}");
+}
