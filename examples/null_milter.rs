@@ -45,7 +45,7 @@ async fn main() {
     let addr = args
         .first()
         .cloned()
-        .unwrap_or_else(|| "127.0.0.1:7357".into());
+        .unwrap_or_else(|| "127.0.0.1:8897".into());
     let all_nr = ProtoOpts::NOREPLY_CONNECT
         | ProtoOpts::NOREPLY_HELO
         | ProtoOpts::NOREPLY_MAIL

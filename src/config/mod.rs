@@ -38,7 +38,12 @@ use validate::{line_of, Validator};
 
 /// Where the daemon looks when no `--config` was given.
 pub const DEFAULT_PATH: &str = "/etc/mimeref-milter/mimeref-milter.toml";
-pub const DEFAULT_SOCKET: &str = "inet:127.0.0.1:7357";
+/// A port no other milter takes by default: 7357, this daemon's first default, is
+/// clamav-milter's (its sample configuration and the official ClamAV image), and
+/// OpenDKIM (8891), dkimpy-milter and OpenDMARC (8892, 8893), OpenARC's usual 8894,
+/// rspamd (9900, 11332) and authentication_milter (12345) take others. 8897 is
+/// unassigned in IANA's registry. `tests::default_port_is_no_peers` keeps it so.
+pub const DEFAULT_SOCKET: &str = "inet:127.0.0.1:8897";
 // The planner's own defaults: the policy layer keeps them, the file overrides them.
 pub use crate::policy::plan::{
     DEFAULT_QUARANTINE_REASON, DEFAULT_REJECT_REPLY, DEFAULT_TEMPFAIL_REPLY,
@@ -585,6 +590,35 @@ mod tests {
 
     /// The planner's tests (`policy/plan_tests.rs`) build on the policy layer's
     /// defaults: a file that says nothing gives exactly those.
+
+    /// The default port is none that another milter takes by default, so that this
+    /// one and its peers on one host can all keep their defaults (DEFAULT_SOCKET says
+    /// whose each is).
+    #[test]
+    fn default_port_is_no_peers() {
+        const PEERS: [(u16, &str); 10] = [
+            (7357, "clamav-milter"),
+            (8891, "OpenDKIM"),
+            (8892, "dkimpy-milter"),
+            (8893, "OpenDMARC"),
+            (8894, "OpenARC"),
+            (9900, "rspamd (mailcow)"),
+            (11332, "rspamd proxy"),
+            (11333, "rspamd normal worker"),
+            (11334, "rspamd controller"),
+            (12345, "authentication_milter"),
+        ];
+        let SocketSpec::Inet { port, .. } = SocketSpec::parse(DEFAULT_SOCKET).unwrap() else {
+            panic!("{DEFAULT_SOCKET} is not an inet socket")
+        };
+        if let Some((_, who)) = PEERS.iter().find(|(p, _)| *p == port) {
+            panic!("{DEFAULT_SOCKET} is {who}'s default port");
+        }
+        assert_eq!(
+            Config::parse("", "t.toml").unwrap().listen.socket,
+            SocketSpec::parse(DEFAULT_SOCKET).unwrap()
+        );
+    }
     #[test]
     fn an_empty_file_gives_the_planners_defaults() {
         let c = Config::parse("", "t").unwrap();
@@ -862,19 +896,19 @@ mod tests {
         };
         assert!(warned("").is_empty());
         for quiet in [
-            "socket = \"inet:127.0.0.1:7357\"\nmetrics_listen = \"127.0.0.1:9357\"\n",
-            "socket = \"inet6:[::1]:7357\"\nmetrics_listen = \"[::1]:9357\"\n",
-            "socket = \"inet:localhost:7357\"\n",
+            "socket = \"inet:127.0.0.1:8897\"\nmetrics_listen = \"127.0.0.1:9357\"\n",
+            "socket = \"inet6:[::1]:8897\"\nmetrics_listen = \"[::1]:9357\"\n",
+            "socket = \"inet:localhost:8897\"\n",
             "socket = \"unix:/run/m.sock\"\nsocket_mode = \"0660\"\n",
         ] {
             assert!(warned(quiet).is_empty(), "{quiet}: {:?}", warned(quiet));
         }
         let w = warned(
-            "dry_run = false\nsocket = \"inet:7357\"\n\nmetrics_listen = \"0.0.0.0:9357\"\n",
+            "dry_run = false\nsocket = \"inet:8897\"\n\nmetrics_listen = \"0.0.0.0:9357\"\n",
         );
         assert_eq!(w.len(), 2, "{w:?}");
         assert!(
-            w[0].starts_with("socket t.toml:2: socket inet:0.0.0.0:7357: listens on every address"),
+            w[0].starts_with("socket t.toml:2: socket inet:0.0.0.0:8897: listens on every address"),
             "{w:?}"
         );
         assert!(
@@ -889,9 +923,9 @@ mod tests {
             w[0].starts_with("socket_mode t.toml:2: socket_mode \"0777\": every local user"),
             "{w:?}"
         );
-        let w = warned("socket = \"inet:192.0.2.1:7357\"\n");
+        let w = warned("socket = \"inet:192.0.2.1:8897\"\n");
         assert!(w[0].contains("192.0.2.1, not a loopback address"), "{w:?}");
-        let w = warned("socket = \"inet6:7357@::\"\n");
+        let w = warned("socket = \"inet6:8897@::\"\n");
         assert!(w[0].contains("every address"), "{w:?}");
     }
 

@@ -77,24 +77,24 @@ mod tests {
             port: p,
         };
         assert_eq!(
-            SocketSpec::parse("inet:127.0.0.1:7357").unwrap(),
-            inet("127.0.0.1", 7357)
+            SocketSpec::parse("inet:127.0.0.1:8897").unwrap(),
+            inet("127.0.0.1", 8897)
         );
         assert_eq!(
-            SocketSpec::parse("inet:7357@127.0.0.1").unwrap(),
-            inet("127.0.0.1", 7357)
+            SocketSpec::parse("inet:8897@127.0.0.1").unwrap(),
+            inet("127.0.0.1", 8897)
         );
         assert_eq!(
-            SocketSpec::parse("inet:7357").unwrap(),
-            inet("0.0.0.0", 7357)
+            SocketSpec::parse("inet:8897").unwrap(),
+            inet("0.0.0.0", 8897)
         );
         assert_eq!(
-            SocketSpec::parse("inet6:[::1]:7357").unwrap(),
-            inet("::1", 7357)
+            SocketSpec::parse("inet6:[::1]:8897").unwrap(),
+            inet("::1", 8897)
         );
         assert_eq!(
-            SocketSpec::parse("inet6:7357@::1").unwrap(),
-            inet("::1", 7357)
+            SocketSpec::parse("inet6:8897@::1").unwrap(),
+            inet("::1", 8897)
         );
         assert_eq!(
             SocketSpec::parse("inet:localhost:0").unwrap(),
@@ -107,7 +107,7 @@ mod tests {
         assert!(SocketSpec::parse("tcp:1.2.3.4:5").is_err());
         assert!(SocketSpec::parse("inet:1.2.3.4:99999").is_err());
         assert!(SocketSpec::parse("unix:").is_err());
-        assert!(SocketSpec::parse("7357").is_err());
+        assert!(SocketSpec::parse("8897").is_err());
         assert_eq!(inet("::1", 5).to_string(), "inet6:[::1]:5");
     }
 }

@@ -435,7 +435,7 @@ impl Validator<'_> {
         let default_socket = || {
             SocketSpec::parse(DEFAULT_SOCKET).unwrap_or(SocketSpec::Inet {
                 host: "127.0.0.1".into(),
-                port: 7357,
+                port: 8897,
             })
         };
         // As written, for the cross-field check below (also when it does not parse).

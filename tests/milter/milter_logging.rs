@@ -351,7 +351,7 @@ async fn exposed_settings_are_warned_about() {
     let cfg = dir.path().join("c.toml");
     std::fs::write(
         &cfg,
-        "socket = \"inet:0.0.0.0:7357\"\nmetrics_listen = \"0.0.0.0:9357\"\n",
+        "socket = \"inet:0.0.0.0:8897\"\nmetrics_listen = \"0.0.0.0:9357\"\n",
     )
     .unwrap();
     let out = Command::new(mta::daemon_bin())
@@ -364,7 +364,7 @@ async fn exposed_settings_are_warned_about() {
     let file = cfg.display();
     assert!(
         err.contains(&format!(
-            "warning: {file}:1: socket inet:0.0.0.0:7357: listens on every address of this host"
+            "warning: {file}:1: socket inet:0.0.0.0:8897: listens on every address of this host"
         )),
         "{err}"
     );
@@ -379,7 +379,7 @@ async fn exposed_settings_are_warned_about() {
     // A unix socket every local user may open, and a socket in the file that the
     // command line replaces by one on loopback.
     let sock = dir.path().join("m.sock");
-    std::fs::write(&cfg, "socket = \"inet:0.0.0.0:7357\"\n\n").unwrap();
+    std::fs::write(&cfg, "socket = \"inet:0.0.0.0:8897\"\n\n").unwrap();
     let unix_cfg = dir.path().join("unix.toml");
     std::fs::write(
         &unix_cfg,
