@@ -588,9 +588,6 @@ mod tests {
     use ipnet::IpNet;
     use std::collections::BTreeMap;
 
-    /// The planner's tests (`policy/plan_tests.rs`) build on the policy layer's
-    /// defaults: a file that says nothing gives exactly those.
-
     /// The default port is none that another milter takes by default, so that this
     /// one and its peers on one host can all keep their defaults (DEFAULT_SOCKET says
     /// whose each is).
@@ -619,6 +616,9 @@ mod tests {
             SocketSpec::parse(DEFAULT_SOCKET).unwrap()
         );
     }
+
+    /// The planner's tests (`policy/plan_tests.rs`) build on the policy layer's
+    /// defaults: a file that says nothing gives exactly those.
     #[test]
     fn an_empty_file_gives_the_planners_defaults() {
         let c = Config::parse("", "t").unwrap();

@@ -171,6 +171,39 @@ fn fixable(size: usize) -> Vec<u8> {
     out
 }
 
+/// The daemon under the configuration above, in a memory cgroup of the size
+/// SECURITY.md's formula gives it, with a margin: the cgroup is charged for the spill
+/// files' page cache too (reclaimable, so no cause for an OOM kill), and for the shell
+/// that execs the daemon. None (the test skips) where no memory cgroup can be made.
+struct AtTheFormula {
+    d: Daemon,
+    cg: Cgroup,
+    http: u16,
+    worst: u64,
+    margin: u64,
+}
+
+fn at_the_formula(name: &str) -> Option<AtTheFormula> {
+    let http = free_port();
+    let spill = spill_dir(&format!("memory-{name}"));
+    let config = config(&spill, http);
+    let worst = worst_case(&config);
+    let margin = 16 * MIB;
+    let cg = cgroup_or_skip(&format!("mimeref-milter-test-{name}"), worst + margin)?;
+    let d = Daemon::start_under(
+        &cg.wrapper().iter().map(String::as_str).collect::<Vec<_>>(),
+        &config,
+        &[],
+    );
+    Some(AtTheFormula {
+        d,
+        cg,
+        http,
+        worst,
+        margin,
+    })
+}
+
 fn spill_dir(name: &str) -> PathBuf {
     let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&d);
@@ -238,21 +271,16 @@ async fn send(port: u16, raw: std::sync::Arc<Vec<u8>>) -> Result<bool, String> {
 /// (the two largest sizes above the budget's share), all bodies replaced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_the_worst_case_the_formula_states_no_oom_and_every_message_answered() {
-    let http = free_port();
-    let spill = spill_dir("memory-worst-case");
-    let config = config(&spill, http);
-    let worst = worst_case(&config);
-    // The cgroup is charged for the spill files' page cache too (reclaimable, so no
-    // cause for an OOM kill); the margin is for the shell that execs the daemon.
-    let margin = 16 * MIB;
-    let Some(cg) = cgroup_or_skip("mimeref-milter-test-worst-case", worst + margin) else {
+    let Some(AtTheFormula {
+        d,
+        cg,
+        http,
+        worst,
+        margin,
+    }) = at_the_formula("worst-case")
+    else {
         return;
     };
-    let d = Daemon::start_under(
-        &cg.wrapper().iter().map(String::as_str).collect::<Vec<_>>(),
-        &config,
-        &[],
-    );
     let pid = d.pid().unwrap();
     let sizes = [5, 10, 15, 20];
     let msgs: Vec<_> = sizes
@@ -403,19 +431,12 @@ fn read_answer(mut s: TcpStream) -> Result<bool, String> {
 /// 16 clients (192 MB of bodies for a 64 MiB budget) keep the run short.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replaced_bodies_nobody_reads_stay_within_the_budget() {
-    let http = free_port();
-    let spill = spill_dir("memory-unread-bodies");
-    let config = config(&spill, http);
-    let worst = worst_case(&config);
-    let margin = 16 * MIB;
-    let Some(cg) = cgroup_or_skip("mimeref-milter-test-unread", worst + margin) else {
+    let Some(AtTheFormula {
+        d, cg, http, worst, ..
+    }) = at_the_formula("unread-bodies")
+    else {
         return;
     };
-    let d = Daemon::start_under(
-        &cg.wrapper().iter().map(String::as_str).collect::<Vec<_>>(),
-        &config,
-        &[],
-    );
     let pid = d.pid().unwrap();
     let raw = std::sync::Arc::new(fixable(12_000_000));
     let port = d.port;
