@@ -1,5 +1,6 @@
 //! Command line: `serve` (the default), `config-check`, and the offline tools `check`,
-//! `fix`, `survey` (`cli/survey.rs`, its inputs in `cli/mailbox.rs`) and `cturi`. One
+//! `fix`, `survey` (`cli/survey.rs`, its inputs in `cli/mailbox.rs`) and `cturi`; and
+//! `probe`, the health check of a running daemon. One
 //! place turns errors into messages and exit codes, the daemon's `DaemonError`
 //! included.
 //!
@@ -10,7 +11,7 @@
 //! Exit codes of `check`: 0 no findings, 1 findings, 2 error. `fix`: 0 wrote a message,
 //! 1 (`--as-milter`) the daemon would refuse it, 2 error. `survey`: 0 every input read,
 //! 1 some could not be or were skipped (a link out of the tree, a FIFO: the summary says
-//! which and why), 2 error. Everything else: 0 success, 1
+//! which and why), 2 error. `probe`: 0 ready, 1 not (or no answer). Everything else: 0 success, 1
 //! failure (e.g. config errors), 2 usage.
 
 mod mailbox;
@@ -74,6 +75,26 @@ pub(crate) enum Command {
     /// Map between Content-Types and ContentType: URIs (draft-eastlake-cturi).
     #[command(subcommand)]
     Cturi(CturiCommand),
+    /// Whether the running daemon takes mail: /readyz of metrics_listen, else an
+    /// option negotiation on the milter socket; exit 0 (ready) or 1, with one line
+    /// saying why. For a container's HEALTHCHECK: needs no curl.
+    Probe(ProbeArgs),
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ProbeArgs {
+    /// The daemon's configuration file [default: /etc/mimeref-milter/mimeref-milter.toml, else built-in defaults]
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Ask the milter socket SPEC (as given to serve --socket) instead of the config's
+    #[arg(long, short = 's', value_name = "SPEC")]
+    pub socket: Option<String>,
+    /// Negotiate on the milter socket even when metrics_listen is set
+    #[arg(long)]
+    pub milter: bool,
+    /// Seconds to wait for the answer
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
+    pub timeout: f64,
 }
 
 #[derive(Args, Debug, Default, Clone)]
@@ -276,6 +297,34 @@ pub fn main() -> ExitCode {
         Some(Command::Fix(args)) => fix(args),
         Some(Command::Survey(args)) => survey::run(args),
         Some(Command::Cturi(c)) => cturi(c),
+        Some(Command::Probe(args)) => probe(args),
+    }
+}
+
+/// `mimeref-milter probe`: 0 ready, 1 anything else, the configuration that cannot be
+/// read included (a health check's codes: 2 means something else to Docker).
+fn probe(args: ProbeArgs) -> ExitCode {
+    let answer = (|| {
+        let cfg = load_config(args.config.as_deref())?;
+        let socket = args
+            .socket
+            .as_deref()
+            .map(crate::config::SocketSpec::parse)
+            .transpose()?;
+        let timeout = std::time::Duration::try_from_secs_f64(args.timeout)
+            .map_err(|_| format!("--timeout {}: not a number of seconds", args.timeout))?;
+        let target = daemon::probe::ProbeTarget::from_config(&cfg, socket, args.milter);
+        daemon::probe::probe(&target, timeout)
+    })();
+    match answer {
+        Ok(line) => {
+            println!("ready: {line}");
+            ExitCode::SUCCESS
+        }
+        Err(why) => {
+            println!("not ready: {why}");
+            ExitCode::from(1)
+        }
     }
 }
 

@@ -26,6 +26,7 @@ mod policy;
 pub use cli::fuzzing as cli_fuzzing;
 pub use cli::main;
 pub use config::{Config, ConfigError, ConfigErrors, SocketSpec};
+pub use daemon::probe::{probe, ProbeTarget};
 pub use daemon::{bind, run, AnyListener, DaemonError, Reload, Reloaded, Sockets};
 pub use policy::scope::Envelope;
 pub use policy::Direction;

@@ -28,6 +28,7 @@ mod logging;
 mod memory;
 pub mod nofile;
 mod notify;
+pub mod probe;
 mod reload;
 mod socket_file;
 
