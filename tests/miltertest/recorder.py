@@ -5,7 +5,11 @@ accepts every message, and appends to FILE one JSON line per message with the
 header fields and the body it was handed. What it saw shows whether Postfix called
 it after mimeref-milter: a signer signs what it is handed.
 
-    recorder.py PORT FILE
+    recorder.py FILE
+
+It listens on a loopback port the system picks and prints that port first: a port
+picked beforehand could be taken by another test's Postfix before this slower
+start binds it.
 
 Standard library only, so it runs on the system Python. It negotiates no protocol
 flags: the MTA sends every stage and waits for each reply.
@@ -60,7 +64,7 @@ class Milter(socketserver.BaseRequestHandler):
                 elif cmd == b'E':
                     body += data
                     line = json.dumps({'headers': headers, 'body': body.decode('latin-1')})
-                    with LOCK, open(sys.argv[2], 'a') as f:
+                    with LOCK, open(sys.argv[1], 'a') as f:
                         f.write(line + '\n')
                     headers, body = [], b''
                     self.reply(b'a')
@@ -76,5 +80,6 @@ class Server(socketserver.ThreadingTCPServer):
 
 
 if __name__ == '__main__':
-    with Server(('127.0.0.1', int(sys.argv[1])), Milter) as s:
+    with Server(('127.0.0.1', 0), Milter) as s:
+        print(s.server_address[1], flush=True)
         s.serve_forever()
