@@ -6,6 +6,7 @@ negotiates, how it hands over header values and the body, and how it writes the
 milter's changes into the message it delivers.
 
     mta.py SCENARIO --port PORT --message FILE [--message FILE2]
+           [--sender ADDRESS] [--recipient ADDRESS]
 
 prints one JSON object: the replies to each stage and, for every message that was
 accepted, the message the MTA would deliver (latin-1 text, CRLF line ends). Any
