@@ -4,12 +4,13 @@
 //! main.cf, applies the recipe file the way the stack applies its override (appended,
 //! `postconf -n`, or `postconf -e` per line through a shell), points the container
 //! host names at test daemons on loopback, and checks that
-//! (a) the milter after mimeref-milter (a stand-in for the signer, which signs what
-//!     it is handed) is handed the fixed message;
+//! (a) the signer is handed the fixed message: docker-mailserver's OpenDKIM, run
+//!     itself, signs it and the signature verifies; for rspamd a recorder stands in
+//!     (a signer signs what it is handed);
 //! (b) while mimeref-milter is down, mail gets a 4xx, whatever the stack's
 //!     `milter_default_action`;
 //! (c) the other milters keep the stack's default action.
-//! Needs root and postfix: `sudo scripts/install-test-deps`.
+//! Needs root, postfix, opendkim and python3-dkim: `sudo scripts/install-test-deps`.
 #[path = "../support/mod.rs"]
 mod support;
 
@@ -20,7 +21,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use mta::{Daemon, Postfix, PostfixConfig, TempDir};
+use mta::{Daemon, Key, OpenDkim, Postfix, PostfixConfig, TempDir, DOMAIN};
 use serde_json::Value;
 use support::message::{fixture, with_message_id};
 
@@ -54,6 +55,8 @@ struct Stack {
     other: Option<&'static str>,
     /// The stack's `milter_default_action`.
     default_action: &'static str,
+    /// The signer is OpenDKIM, run itself; otherwise a recorder stands in for it.
+    opendkim: bool,
 }
 
 /// target/postfix/main.cf, then setup.d/dmarc_dkim_spf.sh (`postconf 'dkim_milter =
@@ -73,6 +76,7 @@ dmarc_milter = inet:localhost:8893
     signer: "inet:localhost:8891",
     other: Some("inet:localhost:8893"),
     default_action: "accept",
+    opendkim: true,
 };
 
 /// target/postfix/main.cf, then setup.d/security/rspamd.sh (`rspamd_milter =
@@ -89,6 +93,7 @@ rspamd_milter = inet:localhost:11332
     signer: "inet:localhost:11332",
     other: None,
     default_action: "accept",
+    opendkim: false,
 };
 
 /// data/conf/postfix/main.cf.
@@ -104,6 +109,7 @@ milter_mail_macros = i {mail_addr} {client_addr} {client_name} {auth_authen}
     signer: "inet:rspamd:9900",
     other: None,
     default_action: "tempfail",
+    opendkim: false,
 };
 
 /// core/postfix/conf/main.cf with ANTISPAM_ADDRESS's default (core/base/Dockerfile).
@@ -118,6 +124,7 @@ milter_default_action = tempfail
     signer: "inet:antispam:11332",
     other: None,
     default_action: "tempfail",
+    opendkim: false,
 };
 
 /// Where every recipe names mimeref-milter.
@@ -255,17 +262,37 @@ fn field<'a>(seen: &'a Value, name: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// The Blink MHTML fixture, from an address at OpenDKIM's signing domain: its
+/// stylesheet part gets a Content-ID through a body replacement.
+fn input(id: &str) -> Vec<u8> {
+    let m = String::from_utf8(fixture("html/chrome-cid-location.eml")).unwrap();
+    let m = m.replacen(
+        "From: <Saved by Blink>",
+        &format!("From: alice@{DOMAIN}"),
+        1,
+    );
+    with_message_id(m.as_bytes(), id)
+}
+
 fn run(stack: &Stack) {
-    let input = |id: &str| with_message_id(&fixture("html/chrome-cid-location.eml"), id);
     let tag = stack.recipe.trim_end_matches(".cf");
 
-    let mut signer = Recorder::start();
+    // docker-mailserver's OpenDKIM is run itself; rspamd takes 15 to 30 s to start
+    // here (tests/mta/rspamd_e2e.rs), so a recorder stands in for it.
+    let key = stack.opendkim.then(Key::generate);
+    let mut opendkim = key.as_ref().map(OpenDkim::start);
+    let mut stand_in = (!stack.opendkim).then(Recorder::start);
+    let signer_spec = match (&opendkim, &stand_in) {
+        (Some(o), _) => o.postfix_spec(),
+        (_, Some(r)) => r.spec(),
+        _ => unreachable!(),
+    };
     let other = stack.other.map(|_| Recorder::start());
     let mut d = Daemon::start("", &[]);
     let mut lines = applied(stack);
     for l in lines.iter_mut() {
         *l = l.replace(MIMEREF, &d.postfix_spec());
-        *l = l.replace(stack.signer, &signer.spec());
+        *l = l.replace(stack.signer, &signer_spec);
         if let (Some(o), Some(r)) = (stack.other, &other) {
             *l = l.replace(o, &r.spec());
         }
@@ -294,41 +321,54 @@ fn run(stack: &Stack) {
     );
 
     // (a) The signer is handed the fixed message.
-    let first = input(&format!("{tag}-1@sender.example"));
+    let first = input(&format!("{tag}-1@{DOMAIN}"));
     let r = pf.send(&first);
     assert_eq!(r.code, 250, "{r}\n{}", d.log());
     let got = pf.wait_delivered(&format!("{tag}-1@"));
+    let text = String::from_utf8_lossy(&got.message).into_owned();
     let want = mta::as_milter("outbound", "", &first);
     assert_ne!(body_of(&want), body_of(&first), "the fixture needs a fix");
-    let seen = signer.seen();
+    assert_eq!(body_of(&got.message), body_of(&want), "{text}");
+    if let Some(key) = &key {
+        // OpenDKIM signed the fixed message: its signature verifies.
+        assert_eq!(got.header("DKIM-Signature").len(), 1, "{text}");
+        key.assert_holds(&got.message, &text);
+        eprintln!("{tag}: (a) OpenDKIM's signature verifies over the fixed message");
+    }
+    // The recorder after mimeref-milter: the stand-in signer, or the milter after
+    // OpenDKIM (OpenDMARC's place).
+    let watcher = stand_in.as_ref().or(other.as_ref()).unwrap();
+    let seen = watcher.seen();
     assert_eq!(seen.len(), 1, "{seen:?}");
     let report = field(&seen[0], "X-MIMERef");
     assert!(
         report.len() == 1 && report[0].trim_start().starts_with("fix;"),
-        "the signer was not handed mimeref-milter's report: {:?}",
+        "the milter after mimeref-milter was not handed its report: {:?}",
         seen[0]["headers"]
     );
-    let signed_body = message::to_lf(seen[0]["body"].as_str().unwrap().as_bytes());
+    let handed = message::to_lf(seen[0]["body"].as_str().unwrap().as_bytes());
     assert_eq!(
-        signed_body,
+        handed,
         body_of(&want),
-        "the signer was not handed the fixed body:\n{}",
-        mta::show_diff(&body_of(&want), &signed_body)
+        "the milter after mimeref-milter was not handed the fixed body:\n{}",
+        mta::show_diff(&body_of(&want), &handed)
     );
-    assert_eq!(body_of(&got.message), body_of(&want));
-    if let Some(o) = &other {
-        assert_eq!(o.seen().len(), 1, "the milter after the signer");
+    if key.is_some() {
+        assert_eq!(field(&seen[0], "DKIM-Signature").len(), 1, "{seen:?}");
     }
     eprintln!(
-        "{tag}: (a) mimeref-milter up: {r}; the signer was handed X-MIMERef: {}",
+        "{tag}: (a) mimeref-milter up: {r}; the milter after it was handed X-MIMERef: {}",
         report[0].trim()
     );
 
     // (c) The signer down: the stack's own default action, untouched by the recipe.
     // Nothing is restarted: a port let go and bound again could meanwhile be handed to
     // another test's Postfix by free_port().
-    signer.stop();
-    let second = input(&format!("{tag}-2@sender.example"));
+    drop(opendkim.take());
+    if let Some(r) = stand_in.as_mut() {
+        r.stop();
+    }
+    let second = input(&format!("{tag}-2@{DOMAIN}"));
     let r = pf.send(&second);
     eprintln!(
         "{tag}: (c) signer down, milter_default_action = {}: {r}",
@@ -338,6 +378,8 @@ fn run(stack: &Stack) {
         "accept" => {
             assert_eq!(r.code, 250, "{r}");
             let got = pf.wait_delivered(&format!("{tag}-2@"));
+            // Unsigned: the signer was down.
+            assert!(got.header("DKIM-Signature").is_empty());
             assert_eq!(
                 body_of(&got.message),
                 body_of(&mta::as_milter("outbound", "", &second))
@@ -349,14 +391,14 @@ fn run(stack: &Stack) {
     // (b) mimeref-milter down as well: a 4xx, even where the stack's default is
     // accept (the signer's own outage just let mail through there).
     d.stop();
-    let r = pf.send(&input(&format!("{tag}-3@sender.example")));
+    let r = pf.send(&input(&format!("{tag}-3@{DOMAIN}")));
     eprintln!("{tag}: (b) mimeref-milter down: {r}");
     assert_eq!(r.class(), 4, "mimeref-milter down must tempfail: {r}");
 }
 
 #[test]
 fn docker_mailserver_opendkim_recipe() {
-    if mta::require_postfix() {
+    if mta::require_postfix() && mta::require_opendkim() {
         run(&DMS_OPENDKIM);
     }
 }
