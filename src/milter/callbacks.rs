@@ -100,8 +100,8 @@ fn handle_negotiate(
         throttle::NEGOTIATION_REFUSED.hit(|| {
             format!(
                 "among them connection {id} from the MTA at {peer}, which does not offer the milter actions {} that the configuration needs; \
-                 let it offer them (e.g. set milter_protocol = 6 in Postfix main.cf; Stalwart: \
-                 session.milter.<id>.options.flags.actions; go-milter: ClientOptions.ActionMask) \
+                 let it offer them (e.g. set milter_protocol = 6 in Postfix main.cf; Stalwart: the \
+                 milter's flagsAction, 0.15: session.milter.<id>.options.flags.actions; go-milter: ClientOptions.ActionMask) \
                  or change the policy",
                 action_names(missing)
             )

@@ -30,13 +30,15 @@ fn converse(
     scenario: &str,
     mta_name: &str,
     messages: &[&[u8]],
+    extra: &[&str],
 ) -> Result<Value, String> {
     let tmp = mta::TempDir::new("protocol");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/miltertest/mta.py");
     let mut cmd = Command::new(python);
     cmd.arg(script)
         .arg(scenario)
-        .args(["--mta", mta_name, "--port", &d.port.to_string()]);
+        .args(["--mta", mta_name, "--port", &d.port.to_string()])
+        .args(extra);
     for (i, m) in messages.iter().enumerate() {
         let f = tmp.path().join(format!("m{i}.eml"));
         std::fs::write(&f, m).unwrap();
@@ -50,7 +52,7 @@ fn converse(
 }
 
 fn run(python: &Path, d: &Daemon, scenario: &str, mta_name: &str, messages: &[&[u8]]) -> Value {
-    converse(python, d, scenario, mta_name, messages).unwrap_or_else(|e| {
+    converse(python, d, scenario, mta_name, messages, &[]).unwrap_or_else(|e| {
         panic!(
             "{scenario} with {mta_name} failed:\n{e}\ndaemon log:\n{}",
             d.log()
@@ -292,6 +294,57 @@ fn stalwart_sends_the_heading_again_as_the_body() {
     );
 }
 
+/// Stalwart sends MAIL and RCPT in lower case (the model does as its source does);
+/// scopes compare addresses without regard to case, so a scope written with capitals
+/// takes the same mail behind Stalwart as behind Postfix, which sends them as the
+/// client wrote them.
+#[test]
+fn stalwart_lower_cases_the_envelope_and_scopes_still_match() {
+    let Some(py) = python() else { return };
+    let cfg = format!(
+        "{BY_DIRECTION}[[scope]]\nname = \"bob\"\nrecipients = [\"Bob.Smith@Receiver.Example\"]\nexempt = \"ignore\"\n"
+    );
+    let d = Daemon::start(&cfg, &[]);
+    let m = msg("milter/top-extbody.eml");
+    let conv = |mta_name: &str, rcpt: &str| {
+        converse(
+            &py,
+            &d,
+            "message",
+            mta_name,
+            &[&m],
+            &["--sender", "Alice@Sender.Example", "--recipient", rcpt],
+        )
+        .unwrap_or_else(|e| panic!("{mta_name} {rcpt}: {e}\n{}", d.log()))
+    };
+    let envelope = |v: &Value| {
+        v["log"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find_map(|e| e.get("envelope"))
+            .cloned()
+            .unwrap_or_else(|| panic!("no envelope in {v}"))
+    };
+    let v = conv("stalwart", "Bob.Smith@Receiver.Example");
+    assert_eq!(
+        envelope(&v),
+        serde_json::json!(["<alice@sender.example>", "<bob.smith@receiver.example>"])
+    );
+    // Exempt: accepted as it came.
+    assert_eq!(replies(&v, 0).last().unwrap(), "a", "{v}\n{}", d.log());
+    assert_eq!(delivered(&v, 0).as_deref(), Some(&m[..]), "{}", d.log());
+    let v = conv("postfix", "Bob.Smith@Receiver.Example");
+    assert_eq!(
+        envelope(&v),
+        serde_json::json!(["<Alice@Sender.Example>", "<Bob.Smith@Receiver.Example>"])
+    );
+    assert_eq!(replies(&v, 0).last().unwrap(), "a", "{v}\n{}", d.log());
+    // Another recipient keeps the inbound policy: rejected.
+    let v = conv("stalwart", "Carol@Receiver.Example");
+    assert_eq!(replies(&v, 0), ["y"], "{v}\n{}", d.log());
+}
+
 #[test]
 fn go_milter_defaults_are_served() {
     without_leading_space("go-milter", "trusted_networks = []\n", false);
@@ -348,6 +401,8 @@ fn refused_negotiations_are_logged_once_a_second_with_the_peer_and_the_fix() {
     assert!(line.contains("ERROR"), "{line}");
     assert!(line.contains("the MTA at 127.0.0.1:"), "{line}");
     assert!(line.contains("milter_protocol = 6"), "{line}");
+    // Stalwart 0.16 calls the actions mask flagsAction.
+    assert!(line.contains("flagsAction"), "{line}");
     assert!(line.contains("SMFIF_CHGHDRS"), "{line}");
     let scrape = http_get(metrics, "/metrics");
     let metric = scrape

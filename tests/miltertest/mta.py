@@ -6,6 +6,7 @@ negotiates, how it hands over header values and the body, and how it writes the
 milter's changes into the message it delivers.
 
     mta.py SCENARIO --port PORT --message FILE [--message FILE2]
+           [--sender ADDRESS] [--recipient ADDRESS]
 
 prints one JSON object: the replies to each stage and, for every message that was
 accepted, the message the MTA would deliver (latin-1 text, CRLF line ends). Any
@@ -78,6 +79,9 @@ class Postfix:
             value = value[1:]
         return value.replace('\r\n', '\n')
 
+    def envelope(self, address):
+        return address
+
     def body(self, fields, body, message):
         return body
 
@@ -114,7 +118,8 @@ class Stalwart:
     UTF-8, and the whole message, heading included, as the body. It writes a
     changed or added value after 'Name:' when the value starts with white space and
     after 'Name: ' otherwise, adds fields at the top, and puts a replaced body after
-    its own copy of the heading."""
+    its own copy of the heading. MAIL and RCPT carry the envelope addresses in lower
+    case (message.rs: `address_lcase`)."""
 
     def __init__(self):
         self.offer = (6, 0xff, 0x42)
@@ -126,6 +131,9 @@ class Stalwart:
         except UnicodeDecodeError:
             return ''
         return value.strip(' \t\r\n')
+
+    def envelope(self, address):
+        return address.lower()
 
     def body(self, fields, body, message):
         return message
@@ -197,7 +205,8 @@ def replaced_body(replies):
 # ---------------------------------------------------------------------------
 
 class Conversation:
-    def __init__(self, port, mta):
+    def __init__(self, port, mta, sender='alice@sender.example', recipient='bob@receiver.example'):
+        self.sender, self.recipient = sender, recipient
         sock = socket.create_connection(('127.0.0.1', port), timeout=TIMEOUT)
         sock.settimeout(TIMEOUT)
         self.conn = client.MilterConnection(sock)
@@ -279,10 +288,12 @@ class Conversation:
         """MAIL .. end of message for one message; returns (replies, delivered)."""
         fields, body = parse(message)
         self.stage('helo', c.SMFIC_HELO, c.SMFIP_NOHELO, c.SMFIP_NR_HELO, helo='client.example')
-        r = self.stage('mail', c.SMFIC_MAIL, c.SMFIP_NOMAIL, c.SMFIP_NR_MAIL, args=['<alice@sender.example>'])
+        mail, rcpt = (f'<{self.mta.envelope(a)}>' for a in (self.sender, self.recipient))
+        self.log.append({'envelope': [mail, rcpt]})
+        r = self.stage('mail', c.SMFIC_MAIL, c.SMFIP_NOMAIL, c.SMFIP_NR_MAIL, args=[mail])
         if r not in ('skipped', 'noreply', c.SMFIR_CONTINUE):
             return [(r, {})], None
-        self.stage('rcpt', c.SMFIC_RCPT, c.SMFIP_NORCPT, c.SMFIP_NR_RCPT, args=['<bob@receiver.example>'])
+        self.stage('rcpt', c.SMFIC_RCPT, c.SMFIP_NORCPT, c.SMFIP_NR_RCPT, args=[rcpt])
         if self.mta.offer[0] >= 6:
             self.stage('data', c.SMFIC_DATA, c.SMFIP_NODATA, c.SMFIP_NR_DATA)
         for name, value in fields:
@@ -340,9 +351,11 @@ def main():
     p.add_argument('--mta', choices=sorted(MTAS), default='postfix')
     p.add_argument('--port', type=int, required=True)
     p.add_argument('--message', action='append', required=True)
+    p.add_argument('--sender', default='alice@sender.example')
+    p.add_argument('--recipient', default='bob@receiver.example')
     a = p.parse_args()
     messages = [open(f, 'rb').read().decode('latin-1') for f in a.message]
-    conv = Conversation(a.port, MTAS[a.mta]())
+    conv = Conversation(a.port, MTAS[a.mta](), a.sender, a.recipient)
     out = {'delivered': [], 'replies': []}
     try:
         if a.scenario == 'macro-first':

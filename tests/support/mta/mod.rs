@@ -14,13 +14,14 @@
 pub mod probe;
 
 mod daemon;
+mod opendkim;
 mod postfix;
 mod sendmail;
 mod smtp;
 
 // Every test crate uses its own share of them.
 #[allow(unused_imports)]
-pub use {daemon::*, postfix::*, sendmail::*, smtp::*};
+pub use {daemon::*, opendkim::*, postfix::*, sendmail::*, smtp::*};
 
 use std::fs;
 use std::io::Read;

@@ -129,15 +129,35 @@ milter_protocol = 6
 queue_run_delay = 5s
 minimal_backoff_time = 5s
 maximal_backoff_time = 10s
-{extra}
 ",
             queue = queue.display(),
             data = data.display(),
             log = log.display(),
             milters = cfg.milters,
             action = cfg.default_action,
-            extra = cfg.extra_main.join("\n"),
         );
+        // A parameter set in extra_main replaces the line above rather than following
+        // it: every Postfix process warns at start about each one set twice, and with
+        // maillog_file that is enough datagrams (net.unix.max_dgram_qlen is 10) to
+        // leave postlogd blocked on its own socket and smtpd with it, never greeting.
+        let overridden: Vec<&str> = cfg
+            .extra_main
+            .iter()
+            .filter(|l| !l.starts_with(|c: char| c.is_whitespace() || c == '#'))
+            .filter_map(|l| l.split_once('=').map(|(name, _)| name.trim()))
+            .collect();
+        let mut main_cf: String = main_cf
+            .lines()
+            .filter(|l| {
+                l.split_once('=')
+                    .is_none_or(|(name, _)| !overridden.contains(&name.trim()))
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        for l in &cfg.extra_main {
+            main_cf.push_str(l);
+            main_cf.push('\n');
+        }
         fs::write(etc.join("main.cf"), main_cf).expect("write main.cf");
 
         // chroot n unless asked: a chrooted smtpd/cleanup needs copies of /etc files

@@ -1,0 +1,443 @@
+//! The container mail stack recipes (packaging/postfix/recipes/, shown in the README's
+//! "Container mail stacks") on the real Postfix of the suite. The stacks' images are
+//! not pulled: each test writes the milter lines the stack's own files give its
+//! main.cf, applies the recipe file the way the stack applies its override (appended,
+//! `postconf -n`, or `postconf -e` per line through a shell), points the container
+//! host names at test daemons on loopback, and checks that
+//! (a) the signer is handed the fixed message: docker-mailserver's OpenDKIM, run
+//!     itself, signs it and the signature verifies; for rspamd a recorder stands in
+//!     (a signer signs what it is handed);
+//! (b) while mimeref-milter is down, mail gets a 4xx, whatever the stack's
+//!     `milter_default_action`;
+//! (c) the other milters keep the stack's default action.
+//! Needs root, postfix, opendkim and python3-dkim: `sudo scripts/install-test-deps`.
+#[path = "../support/mod.rs"]
+mod support;
+
+use support::{message, mta};
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use mta::{Daemon, Key, OpenDkim, Postfix, PostfixConfig, TempDir, DOMAIN};
+use serde_json::Value;
+use support::message::{fixture, with_message_id};
+
+fn repo(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+/// How a stack puts its override into main.cf.
+#[derive(Clone, Copy, Debug)]
+enum Apply {
+    /// mailcow (data/Dockerfiles/postfix/postfix.sh): `cat extra.cf >> main.cf`; the
+    /// last setting of a parameter wins.
+    Append,
+    /// docker-mailserver (target/scripts/startup/setup.d/postfix.sh): appended, then
+    /// main.cf rewritten from `postconf -n`.
+    AppendPostconfN,
+    /// Mailu (core/postfix/start.py): `os.system('postconf -e "{}"'.format(line))` for
+    /// each line that is neither empty nor a comment.
+    PostconfEachLine,
+}
+
+struct Stack {
+    recipe: &'static str,
+    /// main.cf's milter lines as the stack leaves them before the override, with
+    /// the stack's own host names.
+    base: &'static str,
+    apply: Apply,
+    /// The signer's milter address in `base`.
+    signer: &'static str,
+    /// Another milter after the signer (OpenDMARC), if the stack has one.
+    other: Option<&'static str>,
+    /// The stack's `milter_default_action`.
+    default_action: &'static str,
+    /// The signer is OpenDKIM, run itself; otherwise a recorder stands in for it.
+    opendkim: bool,
+}
+
+/// target/postfix/main.cf, then setup.d/dmarc_dkim_spf.sh (`postconf 'dkim_milter =
+/// inet:localhost:8891'`, `dmarc_milter = inet:localhost:8893`, each appended to the
+/// lists by `_add_to_or_update_postfix_main`), ENABLE_OPENDKIM=1 and
+/// ENABLE_OPENDMARC=1 being mailserver.env's defaults.
+const DMS_OPENDKIM: Stack = Stack {
+    recipe: "docker-mailserver-opendkim.cf",
+    base: "milter_protocol = 6
+milter_default_action = accept
+smtpd_milters = $dkim_milter $dmarc_milter
+non_smtpd_milters = $dkim_milter
+dkim_milter = inet:localhost:8891
+dmarc_milter = inet:localhost:8893
+",
+    apply: Apply::AppendPostconfN,
+    signer: "inet:localhost:8891",
+    other: Some("inet:localhost:8893"),
+    default_action: "accept",
+    opendkim: true,
+};
+
+/// target/postfix/main.cf, then setup.d/security/rspamd.sh (`rspamd_milter =
+/// inet:localhost:11332`, appended to smtpd_milters only).
+const DMS_RSPAMD: Stack = Stack {
+    recipe: "docker-mailserver-rspamd.cf",
+    base: "milter_protocol = 6
+milter_default_action = accept
+smtpd_milters = $rspamd_milter
+non_smtpd_milters =
+rspamd_milter = inet:localhost:11332
+",
+    apply: Apply::AppendPostconfN,
+    signer: "inet:localhost:11332",
+    other: None,
+    default_action: "accept",
+    opendkim: false,
+};
+
+/// data/conf/postfix/main.cf.
+const MAILCOW: Stack = Stack {
+    recipe: "mailcow.cf",
+    base: "milter_default_action = tempfail
+milter_protocol = 6
+smtpd_milters = inet:rspamd:9900
+non_smtpd_milters = inet:rspamd:9900
+milter_mail_macros = i {mail_addr} {client_addr} {client_name} {auth_authen}
+",
+    apply: Apply::Append,
+    signer: "inet:rspamd:9900",
+    other: None,
+    default_action: "tempfail",
+    opendkim: false,
+};
+
+/// core/postfix/conf/main.cf with ANTISPAM_ADDRESS's default (core/base/Dockerfile).
+const MAILU: Stack = Stack {
+    recipe: "mailu.cf",
+    base: "smtpd_milters = inet:antispam:11332
+milter_protocol = 6
+milter_mail_macros = i {mail_addr} {client_addr} {client_name} {auth_authen}
+milter_default_action = tempfail
+",
+    apply: Apply::PostconfEachLine,
+    signer: "inet:antispam:11332",
+    other: None,
+    default_action: "tempfail",
+    opendkim: false,
+};
+
+/// Where every recipe names mimeref-milter.
+const MIMEREF: &str = "inet:mimeref-milter:8897";
+
+/// tests/miltertest/recorder.py on a loopback port, stopped on drop.
+struct Recorder {
+    dir: TempDir,
+    port: u16,
+    child: Option<Child>,
+}
+
+impl Recorder {
+    fn start() -> Recorder {
+        let dir = TempDir::new("recorder");
+        let err = fs::File::create(dir.path().join("err")).unwrap();
+        let mut child = Command::new("/usr/bin/python3")
+            .arg(repo("tests/miltertest/recorder.py"))
+            .arg(dir.path().join("seen.jsonl"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(err)
+            .spawn()
+            .expect("start recorder.py");
+        // It prints the port it listens on once it does.
+        let mut line = String::new();
+        let _ = BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
+        let port = line.trim().parse().unwrap_or_else(|_| {
+            mta::stop_child(&mut child);
+            panic!(
+                "recorder.py did not start: {line:?}\n{}",
+                fs::read_to_string(dir.path().join("err")).unwrap_or_default()
+            )
+        });
+        Recorder {
+            dir,
+            port,
+            child: Some(child),
+        }
+    }
+
+    fn spec(&self) -> String {
+        format!("inet:127.0.0.1:{}", self.port)
+    }
+
+    /// Every message it was handed: header fields and body.
+    fn seen(&self) -> Vec<Value> {
+        fs::read_to_string(self.dir.path().join("seen.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            mta::stop_child(&mut c);
+        }
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn postconf(dir: &Path, args: &[&str]) -> String {
+    let (ok, out, err) = mta::run_bounded(
+        Command::new(Path::new(mta::SBIN).join("postconf"))
+            .arg("-c")
+            .arg(dir)
+            .args(args),
+        mta::WAIT,
+    );
+    assert!(ok, "postconf {args:?}: {err}{out}");
+    out
+}
+
+/// main.cf's lines once the stack has applied the recipe, its host names still in.
+fn applied(stack: &Stack) -> Vec<String> {
+    let recipe = fs::read_to_string(repo("packaging/postfix/recipes").join(stack.recipe))
+        .expect("read the recipe");
+    let dir = TempDir::new("stack-maincf");
+    let main_cf = dir.path().join("main.cf");
+    fs::write(&main_cf, stack.base).unwrap();
+    let text = match stack.apply {
+        // Appended, the last setting of a parameter wins; `postconf -n` gives what
+        // Postfix then reads, without the duplicates every Postfix process would warn
+        // about at start (DMS runs it itself).
+        Apply::Append | Apply::AppendPostconfN => {
+            fs::write(&main_cf, format!("{}{recipe}", stack.base)).unwrap();
+            // `-c` makes postconf list config_directory, which the stacks'
+            // /etc/postfix does not: it would point the test's Postfix at this folder.
+            postconf(dir.path(), &["-n"])
+                .lines()
+                .filter(|l| !l.starts_with("config_directory ="))
+                .map(|l| format!("{l}\n"))
+                .collect()
+        }
+        Apply::PostconfEachLine => {
+            for line in recipe.trim().split('\n') {
+                if line.starts_with('#') || line.is_empty() {
+                    continue;
+                }
+                let (ok, out, err) = mta::run_bounded(
+                    Command::new("sh").arg("-c").arg(format!(
+                        "{}/postconf -c {} -e \"{line}\"",
+                        mta::SBIN,
+                        dir.path().display()
+                    )),
+                    mta::WAIT,
+                );
+                assert!(ok, "postconf -e {line:?}: {err}{out}");
+            }
+            fs::read_to_string(&main_cf).unwrap()
+        }
+    };
+    text.lines().map(str::to_string).collect()
+}
+
+/// The fixed message's body as mimeref-milter makes it (LF line ends).
+fn body_of(msg: &[u8]) -> Vec<u8> {
+    let at = msg.windows(2).position(|w| w == b"\n\n").expect("a body") + 2;
+    msg[at..].to_vec()
+}
+
+fn field<'a>(seen: &'a Value, name: &str) -> Vec<&'a str> {
+    seen["headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h[0].as_str().unwrap().eq_ignore_ascii_case(name))
+        .map(|h| h[1].as_str().unwrap())
+        .collect()
+}
+
+/// The Blink MHTML fixture, from an address at OpenDKIM's signing domain: its
+/// stylesheet part gets a Content-ID through a body replacement.
+fn input(id: &str) -> Vec<u8> {
+    let m = String::from_utf8(fixture("html/chrome-cid-location.eml")).unwrap();
+    let m = m.replacen(
+        "From: <Saved by Blink>",
+        &format!("From: alice@{DOMAIN}"),
+        1,
+    );
+    with_message_id(m.as_bytes(), id)
+}
+
+fn run(stack: &Stack) {
+    let tag = stack.recipe.trim_end_matches(".cf");
+
+    // docker-mailserver's OpenDKIM is run itself; rspamd takes 15 to 30 s to start
+    // here (tests/mta/rspamd_e2e.rs), so a recorder stands in for it.
+    let key = stack.opendkim.then(Key::generate);
+    let mut opendkim = key.as_ref().map(OpenDkim::start);
+    let mut stand_in = (!stack.opendkim).then(Recorder::start);
+    let signer_spec = match (&opendkim, &stand_in) {
+        (Some(o), _) => o.postfix_spec(),
+        (_, Some(r)) => r.spec(),
+        _ => unreachable!(),
+    };
+    let other = stack.other.map(|_| Recorder::start());
+    let mut d = Daemon::start("", &[]);
+    let mut lines = applied(stack);
+    for l in lines.iter_mut() {
+        *l = l.replace(MIMEREF, &d.postfix_spec());
+        *l = l.replace(stack.signer, &signer_spec);
+        if let (Some(o), Some(r)) = (stack.other, &other) {
+            *l = l.replace(o, &r.spec());
+        }
+    }
+    // Every container host name was pointed at a test daemon.
+    for host in ["mimeref-milter:", "localhost:", "rspamd:", "antispam:"] {
+        assert!(
+            !lines.iter().any(|l| l.contains(host)),
+            "{host} left in {lines:#?}"
+        );
+    }
+    let mut pfc = PostfixConfig::with_milter("");
+    pfc.extra_main = lines;
+    let pf = Postfix::start(&pfc);
+    let effective = postconf(&pf.etc(), &["-x", "-h", "smtpd_milters"]);
+    let action = postconf(&pf.etc(), &["-h", "milter_default_action"]);
+    eprintln!("{tag}: smtpd_milters = {}", effective.trim());
+    eprintln!("{tag}: milter_default_action = {}", action.trim());
+    assert_eq!(action.trim(), stack.default_action);
+    assert!(
+        effective.starts_with(&format!(
+            "{{ {}, default_action=tempfail }}",
+            d.postfix_spec()
+        )),
+        "mimeref-milter is not first: {effective}"
+    );
+
+    // (a) The signer is handed the fixed message.
+    let first = input(&format!("{tag}-1@{DOMAIN}"));
+    let r = pf.send(&first);
+    assert_eq!(r.code, 250, "{r}\n{}", d.log());
+    let got = pf.wait_delivered(&format!("{tag}-1@"));
+    let text = String::from_utf8_lossy(&got.message).into_owned();
+    let want = mta::as_milter("outbound", "", &first);
+    assert_ne!(body_of(&want), body_of(&first), "the fixture needs a fix");
+    assert_eq!(body_of(&got.message), body_of(&want), "{text}");
+    if let Some(key) = &key {
+        // OpenDKIM signed the fixed message: its signature verifies.
+        assert_eq!(got.header("DKIM-Signature").len(), 1, "{text}");
+        key.assert_holds(&got.message, &text);
+        eprintln!("{tag}: (a) OpenDKIM's signature verifies over the fixed message");
+    }
+    // The recorder after mimeref-milter: the stand-in signer, or the milter after
+    // OpenDKIM (OpenDMARC's place).
+    let watcher = stand_in.as_ref().or(other.as_ref()).unwrap();
+    let seen = watcher.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let report = field(&seen[0], "X-MIMERef");
+    assert!(
+        report.len() == 1 && report[0].trim_start().starts_with("fix;"),
+        "the milter after mimeref-milter was not handed its report: {:?}",
+        seen[0]["headers"]
+    );
+    let handed = message::to_lf(seen[0]["body"].as_str().unwrap().as_bytes());
+    assert_eq!(
+        handed,
+        body_of(&want),
+        "the milter after mimeref-milter was not handed the fixed body:\n{}",
+        mta::show_diff(&body_of(&want), &handed)
+    );
+    if key.is_some() {
+        assert_eq!(field(&seen[0], "DKIM-Signature").len(), 1, "{seen:?}");
+    }
+    eprintln!(
+        "{tag}: (a) mimeref-milter up: {r}; the milter after it was handed X-MIMERef: {}",
+        report[0].trim()
+    );
+
+    // (c) The signer down: the stack's own default action, untouched by the recipe.
+    // Nothing is restarted: a port let go and bound again could meanwhile be handed to
+    // another test's Postfix by free_port().
+    drop(opendkim.take());
+    if let Some(r) = stand_in.as_mut() {
+        r.stop();
+    }
+    let second = input(&format!("{tag}-2@{DOMAIN}"));
+    let r = pf.send(&second);
+    eprintln!(
+        "{tag}: (c) signer down, milter_default_action = {}: {r}",
+        stack.default_action
+    );
+    match stack.default_action {
+        "accept" => {
+            assert_eq!(r.code, 250, "{r}");
+            let got = pf.wait_delivered(&format!("{tag}-2@"));
+            // Unsigned: the signer was down.
+            assert!(got.header("DKIM-Signature").is_empty());
+            assert_eq!(
+                body_of(&got.message),
+                body_of(&mta::as_milter("outbound", "", &second))
+            );
+        }
+        _ => assert_eq!(r.class(), 4, "{r}"),
+    }
+
+    // (b) mimeref-milter down as well: a 4xx, even where the stack's default is
+    // accept (the signer's own outage just let mail through there).
+    d.stop();
+    let r = pf.send(&input(&format!("{tag}-3@{DOMAIN}")));
+    eprintln!("{tag}: (b) mimeref-milter down: {r}");
+    assert_eq!(r.class(), 4, "mimeref-milter down must tempfail: {r}");
+}
+
+#[test]
+fn docker_mailserver_opendkim_recipe() {
+    if mta::require_postfix() && mta::require_opendkim() {
+        run(&DMS_OPENDKIM);
+    }
+}
+
+#[test]
+fn docker_mailserver_rspamd_recipe() {
+    if mta::require_postfix() {
+        run(&DMS_RSPAMD);
+    }
+}
+
+#[test]
+fn mailcow_recipe() {
+    if mta::require_postfix() {
+        run(&MAILCOW);
+    }
+}
+
+#[test]
+fn mailu_recipe() {
+    if mta::require_postfix() {
+        run(&MAILU);
+    }
+}
+
+/// The README shows each recipe file as it is, so the two cannot drift apart.
+#[test]
+fn readme_shows_every_recipe_file_verbatim() {
+    let readme = fs::read_to_string(repo("README.md")).unwrap();
+    let mut n = 0;
+    for e in fs::read_dir(repo("packaging/postfix/recipes")).unwrap() {
+        let path = e.unwrap().path();
+        let text = fs::read_to_string(&path).unwrap();
+        assert!(
+            readme.contains(&format!("```\n{text}```\n")),
+            "README.md does not show {} as it is",
+            path.display()
+        );
+        n += 1;
+    }
+    assert_eq!(n, 4, "a recipe without a test in this file");
+}
