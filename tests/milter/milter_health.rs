@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use indymilter_test::Status;
+use indymilter_test::{Status, TestConnection};
 use support::milter::*;
 
 #[tokio::test]
@@ -27,14 +27,7 @@ async fn healthz_and_readyz_follow_the_daemon() {
 
     // A message in flight holds shutdown open: meanwhile the instance is alive but
     // takes no new connection.
-    let mut c = m.conn().await;
-    connect(&mut c, REMOTE, None).await;
-    let msg = eml(&fixture("milter/clean.eml"));
-    assert_eq!(
-        c.mail(["<alice@example.org>"]).await.unwrap(),
-        Status::Continue
-    );
-    send_headers(&mut c, &msg).await;
+    let mut c = a_message_in_flight(&m).await;
     let addr = m.addr;
     let run = m.begin_shutdown();
     let ready = readyz_turns(http, 503).await;
@@ -93,6 +86,20 @@ async fn metrics_keeps_the_exporter_response() {
 
 /// `mimeref-milter probe` as the image's HEALTHCHECK runs it: the binary, its exit
 /// status and its one line.
+/// A connection with a message begun (MAIL and the header sent, no end of message):
+/// what holds a shutdown open.
+async fn a_message_in_flight(m: &Milter) -> TestConnection {
+    let mut c = m.conn().await;
+    connect(&mut c, REMOTE, None).await;
+    let msg = eml(&fixture("milter/clean.eml"));
+    assert_eq!(
+        c.mail(["<alice@example.org>"]).await.unwrap(),
+        Status::Continue
+    );
+    send_headers(&mut c, &msg).await;
+    c
+}
+
 async fn probe(args: &[String]) -> (Option<i32>, String) {
     let args = args.to_vec();
     tokio::task::spawn_blocking(move || {
@@ -144,14 +151,7 @@ async fn probe_exits_0_when_ready_and_1_with_the_reason_when_not() {
     );
 
     // Draining: a message in flight holds shutdown open, the listener is closed.
-    let mut c = m.conn().await;
-    connect(&mut c, REMOTE, None).await;
-    let msg = eml(&fixture("milter/clean.eml"));
-    assert_eq!(
-        c.mail(["<alice@example.org>"]).await.unwrap(),
-        Status::Continue
-    );
-    send_headers(&mut c, &msg).await;
+    let mut c = a_message_in_flight(&m).await;
     let run = m.begin_shutdown();
     readyz_turns(http, 503).await;
     assert_eq!(

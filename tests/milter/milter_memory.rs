@@ -21,6 +21,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use indymilter_test::{ProtoOpts, Status, TestConnection};
+use support::message::with_attachment;
 use support::milter::*;
 use support::mta::{free_port, Daemon};
 
@@ -150,25 +151,10 @@ fn vm_hwm(pid: u32) -> u64 {
         * 1024
 }
 
-/// nested-extbody.eml (a defect fixed in the body) with a base64 attachment that takes
-/// it to about `size` octets: every one gets its body replaced.
+/// nested-extbody.eml with a base64 attachment that takes it to about `size` octets:
+/// every one gets its body replaced.
 fn fixable(size: usize) -> Vec<u8> {
-    let raw = to_crlf(&fixture("milter/nested-extbody.eml"));
-    let delimiter = b"--outer--";
-    let at = raw
-        .windows(delimiter.len())
-        .rposition(|w| w == delimiter)
-        .unwrap();
-    let mut out = raw[..at].to_vec();
-    out.extend_from_slice(
-        b"--outer\r\nContent-Type: application/octet-stream\r\nContent-Transfer-Encoding: base64\r\n\r\n",
-    );
-    let line = b"QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVphYmNkZWZnaGlqa2xtbm9wcXJzdHV2d3h5ejAx\r\n";
-    while out.len() < size {
-        out.extend_from_slice(line);
-    }
-    out.extend_from_slice(&raw[at..]);
-    out
+    with_attachment(size, b"--outer--", true)
 }
 
 /// The daemon under the configuration above, in a memory cgroup of the size

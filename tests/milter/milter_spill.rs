@@ -16,6 +16,7 @@ use indymilter_test::{ProtoOpts, Status, TestConnection};
 use mimeref_milter::engine;
 use mimeref_milter::Config;
 use mimeref_milter::Direction;
+use support::message::with_attachment;
 use support::milter::*;
 use support::mta::{free_port, Daemon};
 
@@ -24,29 +25,6 @@ const THRESHOLD: usize = 64 << 10;
 /// nested-extbody.eml with a base64 attachment that takes it to about `size` octets.
 fn large_nested(size: usize) -> Vec<u8> {
     with_attachment(size, b"--outer--", true)
-}
-
-/// nested-extbody.eml with a base64 attachment of about `size` octets put in before
-/// the first (`last` false) or the closing (`last` true) occurrence of `delimiter`.
-fn with_attachment(size: usize, delimiter: &[u8], last: bool) -> Vec<u8> {
-    let raw = to_crlf(&fixture("milter/nested-extbody.eml"));
-    let mut places = raw.windows(delimiter.len());
-    let at = if last {
-        places.rposition(|w| w == delimiter)
-    } else {
-        places.position(|w| w == delimiter)
-    }
-    .expect("delimiter");
-    let mut out = raw[..at].to_vec();
-    out.extend_from_slice(
-        b"--outer\r\nContent-Type: application/octet-stream\r\nContent-Transfer-Encoding: base64\r\n\r\n",
-    );
-    let line = b"QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVphYmNkZWZnaGlqa2xtbm9wcXJzdHV2d3h5ejAx\r\n";
-    while out.len() < size {
-        out.extend_from_slice(line);
-    }
-    out.extend_from_slice(&raw[at..]);
-    out
 }
 
 /// A fresh, empty spill directory of this test's own.

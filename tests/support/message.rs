@@ -162,3 +162,27 @@ pub fn drop_fields(msg: &[u8], name: &str) -> Vec<u8> {
     out.extend_from_slice(&rest);
     out
 }
+
+/// tests/fixtures/milter/nested-extbody.eml (a defect fixed in the body, so every
+/// such message gets its body replaced) with a base64 attachment of about `size` octets put in before
+/// the first (`last` false) or the closing (`last` true) occurrence of `delimiter`.
+pub fn with_attachment(size: usize, delimiter: &[u8], last: bool) -> Vec<u8> {
+    let raw = to_crlf(&fixture("milter/nested-extbody.eml"));
+    let mut places = raw.windows(delimiter.len());
+    let at = if last {
+        places.rposition(|w| w == delimiter)
+    } else {
+        places.position(|w| w == delimiter)
+    }
+    .expect("delimiter");
+    let mut out = raw[..at].to_vec();
+    out.extend_from_slice(
+        b"--outer\r\nContent-Type: application/octet-stream\r\nContent-Transfer-Encoding: base64\r\n\r\n",
+    );
+    let line = b"QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVphYmNkZWZnaGlqa2xtbm9wcXJzdHV2d3h5ejAx\r\n";
+    while out.len() < size {
+        out.extend_from_slice(line);
+    }
+    out.extend_from_slice(&raw[at..]);
+    out
+}
