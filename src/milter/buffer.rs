@@ -246,6 +246,10 @@ pub struct Buffer {
     /// The octets are gone (past the budget, or a failed spill not read back); later
     /// ones are not kept.
     pub(crate) lost: Option<Lost>,
+    /// `raw` is lent to the connection for the next body chunk (see [`Buffer::lend`]):
+    /// the length it had then. Every callback takes it back before touching the
+    /// buffer.
+    pub(crate) lent: Option<usize>,
 }
 
 /// What a [`Buffer`] held, taken out of it to be read back (possibly on another thread).
@@ -274,6 +278,7 @@ impl Buffer {
             spill_failed: false,
             incomplete: false,
             lost: None,
+            lent: None,
         }
     }
 
@@ -284,6 +289,7 @@ impl Buffer {
 
     /// Everything kept so far, leaving the buffer empty.
     pub fn take(&mut self) -> Taken {
+        debug_assert!(self.lent.is_none(), "raw taken while lent");
         let budget = self.share.budget.clone();
         Taken {
             raw: std::mem::take(&mut self.raw),
@@ -366,6 +372,63 @@ impl Buffer {
         } else {
             self.chunks.push(chunk);
         }
+    }
+
+    /// `raw`, for the connection to read the next body chunk straight into its spare
+    /// capacity (indymilter's `Context::lend_body_buffer`): the chunk then costs no
+    /// copy of its own. Only while the message is in memory in `raw` alone; `None`
+    /// otherwise, or when `raw` has no room.
+    pub fn lend(&mut self) -> Option<Vec<u8>> {
+        if self.lent.is_some()
+            || self.stopped()
+            || self.spill.is_some()
+            || !self.chunks.is_empty()
+            || self.raw.capacity() == self.raw.len()
+        {
+            return None;
+        }
+        self.lent = Some(self.raw.len());
+        Some(std::mem::take(&mut self.raw))
+    }
+
+    /// Whether `raw` is lent.
+    pub fn is_lent(&self) -> bool {
+        self.lent.is_some()
+    }
+
+    /// `raw` back, as it was when lent (octets appended and not delivered dropped).
+    pub fn reclaim(&mut self, mut v: Vec<u8>) {
+        let Some(at) = self.lent.take() else {
+            self.pool.give(v);
+            return;
+        };
+        v.truncate(at);
+        self.raw = v;
+    }
+
+    /// `raw` back with a body chunk appended to it, of which the first `keep` octets
+    /// are kept. They stay where they are when memory is where they go; otherwise
+    /// (the threshold or the budget passed) they go the way of any other chunk.
+    pub fn append_lent(&mut self, mut v: Vec<u8>, keep: usize, to: SpillTo) {
+        let Some(at) = self.lent.take() else {
+            self.pool.give(v);
+            return;
+        };
+        v.truncate(at + keep);
+        let in_memory = !self.stopped()
+            && self.spill.is_none()
+            && self.chunks.is_empty()
+            && (self.spill_failed || self.len + keep <= to.threshold)
+            && self.share.grow(keep, to.budget);
+        if in_memory {
+            self.raw = v;
+            self.len += keep;
+            return;
+        }
+        let chunk = Bytes::copy_from_slice(&v[at..]);
+        v.truncate(at);
+        self.raw = v;
+        self.append_chunk(chunk, to);
     }
 
     /// Finds a place for `bytes`: true when they are to be kept in memory (their octets

@@ -298,6 +298,49 @@ impl Session {
         }
     }
 
+    /// A body chunk that the connection read into the lent buffer (`lend_body`): `n`
+    /// octets after what the buffer held.
+    pub fn body_in_buffer(&mut self, v: Vec<u8>, n: usize) {
+        if !self.message.as_ref().is_some_and(|m| m.buf.is_lent()) {
+            self.pool.give(v);
+            return;
+        }
+        let broken = self.broken.is_some();
+        let (m, to) = self.receiving();
+        if broken || m.buf.incomplete {
+            m.buf.reclaim(v);
+            if !broken {
+                m.octets += n as u64;
+            }
+            return;
+        }
+        m.octets += n as u64;
+        let keep = m.intake.body(n);
+        m.buf.append_lent(v, keep, to);
+        if keep < n {
+            m.buf.incomplete = true;
+        }
+    }
+
+    /// The message's buffer, lent to the connection so that the next body chunk is
+    /// read straight into it (indymilter's `Context::lend_body_buffer`); taken back by
+    /// `body_in_buffer` or `reclaim_body`.
+    pub fn lend_body(&mut self) -> Option<Vec<u8>> {
+        if self.broken.is_some() {
+            return None;
+        }
+        self.message.as_mut()?.buf.lend()
+    }
+
+    /// The lent buffer back, without a chunk (another stage came, or the chunk did not
+    /// fit and came on its own).
+    pub fn reclaim_body(&mut self, v: Vec<u8>) {
+        match self.message.as_mut() {
+            Some(m) if m.buf.is_lent() => m.buf.reclaim(v),
+            _ => self.pool.give(v),
+        }
+    }
+
     /// The message being received with where it may spill.
     fn receiving(&mut self) -> (&mut Message, SpillTo<'_>) {
         self.message();
@@ -993,6 +1036,104 @@ mod tests {
         s.abort();
         let back = s.pool.take(1).unwrap();
         assert_eq!((back.as_ptr(), back.len()), (p, 0), "and back when done");
+    }
+
+    /// What the connection does with a lent buffer (indymilter's `read_into`): a
+    /// chunk that fits its spare capacity is appended, else it comes on its own.
+    fn body_lent(s: &mut Session, b: &[u8]) {
+        match s.lend_body() {
+            Some(mut v) if v.capacity() - v.len() >= b.len() => {
+                v.extend_from_slice(b);
+                s.body_in_buffer(v, b.len());
+            }
+            Some(v) => {
+                s.reclaim_body(v);
+                body(s, b);
+            }
+            None => body(s, b),
+        }
+    }
+
+    fn feed_lent(s: &mut Session, chunks: usize) -> Vec<u8> {
+        s.mail();
+        s.header(b"Subject", b" a message read into its buffer");
+        s.eoh();
+        let mut want = b"Subject: a message read into its buffer\r\n\r\n".to_vec();
+        for i in 0..chunks {
+            let c = [b'a' + (i % 26) as u8; 1000];
+            body_lent(s, &c);
+            want.extend_from_slice(&c);
+        }
+        want
+    }
+
+    #[test]
+    fn chunks_read_into_the_lent_buffer_stay_where_they_are() {
+        let mut s = session(1 << 20);
+        let pooled = Vec::with_capacity(POOL_MAX);
+        let p = pooled.as_ptr();
+        s.pool.give(pooled);
+        let want = feed_lent(&mut s, 50);
+        let m = s.message.as_ref().unwrap();
+        assert!(!m.buf.is_lent() && m.buf.chunks.is_empty());
+        assert_eq!(m.buf.raw.as_ptr(), p, "the pooled buffer, never moved");
+        assert_eq!((m.octets, m.buf.len), (want.len() as u64, want.len()));
+        assert_eq!(s.budget.held(), want.len(), "every octet counted");
+        assert_eq!(buffered(&mut s), want);
+    }
+
+    #[test]
+    fn a_lent_buffer_past_the_spill_threshold_spills_in_order() {
+        let mut s = spilling(1 << 20, 30_000, std::env::temp_dir());
+        s.pool.give(Vec::with_capacity(POOL_MAX));
+        let want = feed_lent(&mut s, 50);
+        let m = s.message.as_ref().unwrap();
+        assert!(m.buf.spill.is_some() && m.buf.raw.capacity() == 0);
+        assert_eq!(buffered(&mut s), want);
+    }
+
+    #[test]
+    fn a_lent_buffer_stops_at_the_size_limit() {
+        let mut s = session(30_500);
+        s.pool.give(Vec::with_capacity(POOL_MAX));
+        let want = feed_lent(&mut s, 50);
+        let m = s.message.as_ref().unwrap();
+        assert!(m.buf.incomplete);
+        assert_eq!(m.octets, want.len() as u64, "every octet counted");
+        let kept = m.buf.len;
+        assert!(kept <= 30_500 && kept > 29_000, "{kept}");
+        assert_eq!(buffered(&mut s), want[..kept]);
+    }
+
+    #[test]
+    fn a_lent_buffer_over_the_budget_loses_the_message() {
+        let mut s = session(1 << 20);
+        let mut cfg = (*s.config).clone();
+        cfg.limits.memory_budget = 20_000;
+        // Spilled octets count as memory too: nowhere to go but lost.
+        cfg.limits.spill_in_memory = true;
+        s.config = Arc::new(cfg);
+        s.pool.give(Vec::with_capacity(POOL_MAX));
+        feed_lent(&mut s, 50);
+        let m = s.message.as_ref().unwrap();
+        assert!(matches!(
+            m.buf.lost,
+            Some(crate::milter::buffer::Lost::OverBudget { .. })
+        ));
+        assert_eq!(s.budget.held(), 0);
+    }
+
+    #[test]
+    fn a_lent_buffer_comes_back_without_octets_not_delivered() {
+        let mut s = session(1 << 20);
+        s.mail();
+        s.header(b"X", b" y");
+        s.eoh();
+        let mut v = s.lend_body().expect("room in the first allocation");
+        v.extend_from_slice(b"never delivered");
+        s.reclaim_body(v);
+        body_lent(&mut s, b"body\r\n");
+        assert_eq!(buffered(&mut s), b"X: y\r\n\r\nbody\r\n");
     }
 
     #[test]
