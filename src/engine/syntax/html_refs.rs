@@ -96,9 +96,21 @@ pub fn scan(html: &str, max_refs: usize) -> Scan {
 }
 
 fn collect(el: &Element, s: &mut Scan) {
+    let attributes = el.attributes();
+    if attributes.is_empty() {
+        // Most elements of a mail (`<p>`, `<td>`, `<span>`): nothing to read.
+        return;
+    }
     let tag = el.tag_name();
-    for a in el.attributes() {
+    for a in attributes {
         let name = a.name();
+        // Only the attributes read below are decoded: `class`, `alt`, `width`... are
+        // most of them.
+        if !(URL_ATTRIBUTES.contains(&name.as_str())
+            || matches!(name.as_str(), "archive" | "srcset" | "style"))
+        {
+            continue;
+        }
         let value = decode_char_refs(&a.value());
         let place = || format!("{tag}@{name}");
         if tag == "base" && name == "href" {
