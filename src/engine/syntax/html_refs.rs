@@ -304,6 +304,27 @@ mod tests {
     }
 
     #[test]
+    fn an_element_with_several_url_attributes_is_read_once_in_any_case() {
+        let s = scan(
+            r#"<p>text</p><IMG SRC="cid:a@b" Style="background:url(c.png)" LowSrc="l.gif"><td>x</td>"#,
+            100,
+        );
+        let got: Vec<(&str, &str)> = s
+            .refs
+            .iter()
+            .map(|r| (r.place.as_str(), r.url.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("img@src", "cid:a@b"),
+                ("img@style", "c.png"),
+                ("img@lowsrc", "l.gif")
+            ]
+        );
+    }
+
+    #[test]
     fn scan_reads_style_elements() {
         let s = scan(
             r#"<html><head><style type="text/css">
