@@ -224,9 +224,10 @@ pub struct Buffer {
     /// embedded line breaks as the MTA sent them), the empty line, then the body as far
     /// as it fits the first allocation. Empty once the message has spilled.
     pub(crate) raw: Vec<u8>,
-    /// The body chunks that came after `raw` was full and no pooled buffer had room, as
-    /// indymilter handed them over (each its own allocation of exactly the chunk's
-    /// size), joined once at end of message. Growing `raw` instead copied the message
+    /// The body chunks that came after `raw` was full past the size of a pooled buffer
+    /// (a message kept in memory after its spill failed), or when no larger buffer
+    /// could be allocated, as indymilter handed them over (each its own allocation of
+    /// exactly the chunk's size), joined once at end of message. Growing `raw` instead copied the message
     /// again at every doubling: 1.3 MB of the 3.5 MB copied per 2 MB message.
     pub(crate) chunks: Vec<Bytes>,
     /// Where `raw` goes back when it is a large buffer.
@@ -246,6 +247,10 @@ pub struct Buffer {
     /// The octets are gone (past the budget, or a failed spill not read back); later
     /// ones are not kept.
     pub(crate) lost: Option<Lost>,
+    /// `raw` is lent to the connection for the next body chunk (see [`Buffer::lend`]):
+    /// the length it had then. Every callback takes it back before touching the
+    /// buffer.
+    pub(crate) lent: Option<usize>,
 }
 
 /// What a [`Buffer`] held, taken out of it to be read back (possibly on another thread).
@@ -274,6 +279,7 @@ impl Buffer {
             spill_failed: false,
             incomplete: false,
             lost: None,
+            lent: None,
         }
     }
 
@@ -284,6 +290,7 @@ impl Buffer {
 
     /// Everything kept so far, leaving the buffer empty.
     pub fn take(&mut self) -> Taken {
+        debug_assert!(self.lent.is_none(), "raw taken while lent");
         let budget = self.share.budget.clone();
         Taken {
             raw: std::mem::take(&mut self.raw),
@@ -354,8 +361,11 @@ impl Buffer {
         let full = self.raw.capacity() - self.raw.len() < chunk.len();
         if full && self.chunks.is_empty() {
             // The first allocation is full: a large message. It continues in a
-            // pooled buffer if one has room, as one copy of each chunk.
-            if let Some(mut big) = self.pool.take(self.len + chunk.len()) {
+            // pooled buffer if one has room, else in a new one of the pool's size:
+            // chunks held apart cost a copy of each at end of message, while in one
+            // buffer the next ones are read straight into it (`lend`).
+            let need = self.len + chunk.len();
+            if let Some(mut big) = self.pool.take(need).or_else(|| large(need, to.threshold)) {
                 big.extend_from_slice(&self.raw);
                 self.raw = big;
             }
@@ -366,6 +376,63 @@ impl Buffer {
         } else {
             self.chunks.push(chunk);
         }
+    }
+
+    /// `raw`, for the connection to read the next body chunk straight into its spare
+    /// capacity (indymilter's `Context::lend_body_buffer`): the chunk then costs no
+    /// copy of its own. Only while the message is in memory in `raw` alone; `None`
+    /// otherwise, or when `raw` has no room.
+    pub fn lend(&mut self) -> Option<Vec<u8>> {
+        if self.lent.is_some()
+            || self.stopped()
+            || self.spill.is_some()
+            || !self.chunks.is_empty()
+            || self.raw.capacity() == self.raw.len()
+        {
+            return None;
+        }
+        self.lent = Some(self.raw.len());
+        Some(std::mem::take(&mut self.raw))
+    }
+
+    /// Whether `raw` is lent.
+    pub fn is_lent(&self) -> bool {
+        self.lent.is_some()
+    }
+
+    /// `raw` back, as it was when lent (octets appended and not delivered dropped).
+    pub fn reclaim(&mut self, mut v: Vec<u8>) {
+        let Some(at) = self.lent.take() else {
+            self.pool.give(v);
+            return;
+        };
+        v.truncate(at);
+        self.raw = v;
+    }
+
+    /// `raw` back with a body chunk appended to it, of which the first `keep` octets
+    /// are kept. They stay where they are when memory is where they go; otherwise
+    /// (the threshold or the budget passed) they go the way of any other chunk.
+    pub fn append_lent(&mut self, mut v: Vec<u8>, keep: usize, to: SpillTo) {
+        let Some(at) = self.lent.take() else {
+            self.pool.give(v);
+            return;
+        };
+        v.truncate(at + keep);
+        let in_memory = !self.stopped()
+            && self.spill.is_none()
+            && self.chunks.is_empty()
+            && (self.spill_failed || self.len + keep <= to.threshold)
+            && self.share.grow(keep, to.budget);
+        if in_memory {
+            self.raw = v;
+            self.len += keep;
+            return;
+        }
+        let chunk = Bytes::copy_from_slice(&v[at..]);
+        v.truncate(at);
+        self.raw = v;
+        self.append_chunk(chunk, to);
     }
 
     /// Finds a place for `bytes`: true when they are to be kept in memory (their octets
@@ -582,6 +649,21 @@ impl Drop for Buffer {
 /// The first allocation of a message's buffer: a typical message fits without
 /// growing it.
 pub(crate) const FIRST_ALLOCATION: usize = 16 << 10;
+
+/// A new buffer for a large message of `need` octets so far: the size of a pooled one
+/// (no larger than the spill threshold, past which the message goes to a file), so
+/// that it holds every message the pool's buffers hold. Only its pages that are
+/// written are memory. `None` past that size (a message kept in memory after its
+/// spill failed) or when the allocation fails: the chunks are then held apart.
+fn large(need: usize, threshold: usize) -> Option<Vec<u8>> {
+    let cap = POOL_MAX.min(threshold).max(POOL_MIN);
+    if need > cap {
+        return None;
+    }
+    let mut v = Vec::new();
+    v.try_reserve_exact(cap).ok()?;
+    Some(v)
+}
 
 /// A buffer for `len` octets: pooled if one has room, else allocated, failing rather
 /// than aborting when memory is short.

@@ -255,6 +255,7 @@ fn handle_mail(
     cx: &mut Context<Session>,
     args: Vec<CString>,
 ) -> CallbackFuture<'_> {
+    take_lent(cx);
     if shared.is_closing() {
         // Shutting down: new transactions go to another instance or come back later.
         return Box::pin(async { Status::Tempfail });
@@ -288,17 +289,48 @@ fn handle_eoh(cx: &mut Context<Session>) -> CallbackFuture<'_> {
         s.queue_id = queue_id(&cx.macros);
         s.guarded(Session::eoh);
     }
-    kept(cx, ProtoOpts::NOREPLY_EOH)
+    let answer = kept(cx, ProtoOpts::NOREPLY_EOH);
+    lend_body(cx);
+    answer
 }
 
 fn handle_body(cx: &mut Context<Session>, chunk: Bytes) -> CallbackFuture<'_> {
+    let lent = cx.take_body_buffer();
     if let Some(s) = cx.data.as_mut() {
-        s.guarded(|s| s.body(chunk));
+        match lent {
+            Some((v, n)) if n > 0 => s.guarded(|s| s.body_in_buffer(v, n)),
+            Some((v, _)) => s.guarded(|s| {
+                s.reclaim_body(v);
+                s.body(chunk);
+            }),
+            None => s.guarded(|s| s.body(chunk)),
+        }
     }
-    kept(cx, ProtoOpts::NOREPLY_BODY)
+    let answer = kept(cx, ProtoOpts::NOREPLY_BODY);
+    lend_body(cx);
+    answer
+}
+
+/// The message's buffer lent for the next body chunk: read into it by the connection,
+/// the chunk is not copied again (`Session::body_in_buffer`). Every callback that may
+/// follow a body chunk takes it back first (`take_lent`).
+fn lend_body(cx: &mut Context<Session>) {
+    if let Some(v) = cx.data.as_mut().and_then(Session::lend_body) {
+        cx.lend_body_buffer(v);
+    }
+}
+
+/// The lent buffer back into the message, before anything else touches it.
+fn take_lent(cx: &mut Context<Session>) {
+    if let (Some((v, _)), Some(s)) = (cx.take_body_buffer(), cx.data.as_mut()) {
+        s.reclaim_body(v);
+    }
 }
 
 fn handle_eom(shared: Arc<Shared>, cx: &mut EomContext<Session>) -> CallbackFuture<'_> {
+    if let (Some(v), Some(s)) = (cx.take_body_buffer(), cx.data.as_mut()) {
+        s.reclaim_body(v);
+    }
     Box::pin(async move {
         let Some(session) = cx.data.as_mut() else {
             let f = EomError::new(Cause::NoMessage, "no session at end of message");
@@ -405,6 +437,7 @@ impl<F: Future + Unpin> Future for CatchPanic<F> {
 }
 
 fn handle_abort(cx: &mut Context<Session>) -> CallbackFuture<'_> {
+    take_lent(cx);
     let cut = cx.cut();
     if let Some(s) = cx.data.as_mut() {
         if let Some(cut) = cut {
@@ -416,6 +449,7 @@ fn handle_abort(cx: &mut Context<Session>) -> CallbackFuture<'_> {
 }
 
 fn handle_close(cx: &mut Context<Session>) -> CallbackFuture<'_> {
+    take_lent(cx);
     let cut = cx.cut();
     if let Some(s) = cx.data.as_mut() {
         if let Some(cut) = cut {

@@ -298,6 +298,49 @@ impl Session {
         }
     }
 
+    /// A body chunk that the connection read into the lent buffer (`lend_body`): `n`
+    /// octets after what the buffer held.
+    pub fn body_in_buffer(&mut self, v: Vec<u8>, n: usize) {
+        if !self.message.as_ref().is_some_and(|m| m.buf.is_lent()) {
+            self.pool.give(v);
+            return;
+        }
+        let broken = self.broken.is_some();
+        let (m, to) = self.receiving();
+        if broken || m.buf.incomplete {
+            m.buf.reclaim(v);
+            if !broken {
+                m.octets += n as u64;
+            }
+            return;
+        }
+        m.octets += n as u64;
+        let keep = m.intake.body(n);
+        m.buf.append_lent(v, keep, to);
+        if keep < n {
+            m.buf.incomplete = true;
+        }
+    }
+
+    /// The message's buffer, lent to the connection so that the next body chunk is
+    /// read straight into it (indymilter's `Context::lend_body_buffer`); taken back by
+    /// `body_in_buffer` or `reclaim_body`.
+    pub fn lend_body(&mut self) -> Option<Vec<u8>> {
+        if self.broken.is_some() {
+            return None;
+        }
+        self.message.as_mut()?.buf.lend()
+    }
+
+    /// The lent buffer back, without a chunk (another stage came, or the chunk did not
+    /// fit and came on its own).
+    pub fn reclaim_body(&mut self, v: Vec<u8>) {
+        match self.message.as_mut() {
+            Some(m) if m.buf.is_lent() => m.buf.reclaim(v),
+            _ => self.pool.give(v),
+        }
+    }
+
     /// The message being received with where it may spill.
     fn receiving(&mut self) -> (&mut Message, SpillTo<'_>) {
         self.message();
@@ -902,56 +945,37 @@ mod tests {
     }
 
     #[test]
-    fn chunks_past_the_first_allocation_are_kept_not_copied() {
+    fn past_the_first_allocation_a_message_continues_in_a_buffer_of_the_pools_size() {
         let mut s = session(1 << 20);
         s.mail();
         s.header(b"Subject", b" big");
         s.eoh();
-        let first = Bytes::from(vec![b'x'; 10_000]);
-        let second = Bytes::from(vec![b'y'; 10_000]);
-        let (p1, p2) = (first.as_ptr(), second.as_ptr());
-        s.body(first);
-        s.body(second);
+        s.body(Bytes::from(vec![b'x'; 10_000]));
+        s.body(Bytes::from(vec![b'y'; 10_000]));
         body(&mut s, b"tail");
         let m = s.message.as_ref().unwrap();
-        assert_eq!(
-            m.buf.raw.len(),
-            16 + 10_000,
-            "the first chunk fits the first allocation"
-        );
-        assert_eq!(m.buf.raw.capacity(), FIRST_ALLOCATION, "which never grows");
-        assert_eq!(m.buf.chunks.len(), 2);
-        assert_eq!(
-            m.buf.chunks[0].as_ptr(),
-            p2,
-            "the second is held as received"
-        );
-        assert_ne!(m.buf.raw.as_ptr(), p1);
+        assert!(m.buf.chunks.is_empty(), "no chunk held apart to be joined");
+        assert!(m.buf.raw.capacity() >= POOL_MAX.min(1 << 20));
         let got = buffered(&mut s);
         let mut want = b"Subject: big\r\n\r\n".to_vec();
         want.extend_from_slice(&[b'x'; 10_000]);
         want.extend_from_slice(&[b'y'; 10_000]);
         want.extend_from_slice(b"tail");
         assert_eq!(got, want);
-        assert_eq!(
-            got.capacity(),
-            got.len(),
-            "joined into a buffer of the exact size"
-        );
     }
 
     #[test]
-    fn held_chunks_stop_at_the_size_limit() {
+    fn a_large_message_stops_at_the_size_limit() {
         let mut s = session(30_000);
         let want = feed(&mut s);
         let m = s.message.as_ref().unwrap();
-        assert!(m.buf.incomplete && !m.buf.chunks.is_empty());
+        assert!(m.buf.incomplete);
         assert_eq!((m.buf.len, m.octets), (30_000, want.len() as u64));
         assert_eq!(buffered(&mut s), want[..30_000]);
     }
 
     #[test]
-    fn held_chunks_go_to_the_spill_file_in_order() {
+    fn a_large_message_goes_to_the_spill_file_in_order() {
         let mut s = spilling(1 << 20, 30_000, std::env::temp_dir());
         s.mail();
         s.header(b"Subject", b" a message that spills");
@@ -960,7 +984,7 @@ mod tests {
             body(&mut s, &[b'a' + i; 1000]);
         }
         let m = s.message.as_ref().unwrap();
-        assert!(m.buf.spill.is_none() && !m.buf.chunks.is_empty());
+        assert!(m.buf.spill.is_none());
         let want = {
             let mut w = b"Subject: a message that spills\r\n\r\n".to_vec();
             for i in 0..50u8 {
@@ -995,6 +1019,104 @@ mod tests {
         assert_eq!((back.as_ptr(), back.len()), (p, 0), "and back when done");
     }
 
+    /// What the connection does with a lent buffer (indymilter's `read_into`): a
+    /// chunk that fits its spare capacity is appended, else it comes on its own.
+    fn body_lent(s: &mut Session, b: &[u8]) {
+        match s.lend_body() {
+            Some(mut v) if v.capacity() - v.len() >= b.len() => {
+                v.extend_from_slice(b);
+                s.body_in_buffer(v, b.len());
+            }
+            Some(v) => {
+                s.reclaim_body(v);
+                body(s, b);
+            }
+            None => body(s, b),
+        }
+    }
+
+    fn feed_lent(s: &mut Session, chunks: usize) -> Vec<u8> {
+        s.mail();
+        s.header(b"Subject", b" a message read into its buffer");
+        s.eoh();
+        let mut want = b"Subject: a message read into its buffer\r\n\r\n".to_vec();
+        for i in 0..chunks {
+            let c = [b'a' + (i % 26) as u8; 1000];
+            body_lent(s, &c);
+            want.extend_from_slice(&c);
+        }
+        want
+    }
+
+    #[test]
+    fn chunks_read_into_the_lent_buffer_stay_where_they_are() {
+        let mut s = session(1 << 20);
+        let pooled = Vec::with_capacity(POOL_MAX);
+        let p = pooled.as_ptr();
+        s.pool.give(pooled);
+        let want = feed_lent(&mut s, 50);
+        let m = s.message.as_ref().unwrap();
+        assert!(!m.buf.is_lent() && m.buf.chunks.is_empty());
+        assert_eq!(m.buf.raw.as_ptr(), p, "the pooled buffer, never moved");
+        assert_eq!((m.octets, m.buf.len), (want.len() as u64, want.len()));
+        assert_eq!(s.budget.held(), want.len(), "every octet counted");
+        assert_eq!(buffered(&mut s), want);
+    }
+
+    #[test]
+    fn a_lent_buffer_past_the_spill_threshold_spills_in_order() {
+        let mut s = spilling(1 << 20, 30_000, std::env::temp_dir());
+        s.pool.give(Vec::with_capacity(POOL_MAX));
+        let want = feed_lent(&mut s, 50);
+        let m = s.message.as_ref().unwrap();
+        assert!(m.buf.spill.is_some() && m.buf.raw.capacity() == 0);
+        assert_eq!(buffered(&mut s), want);
+    }
+
+    #[test]
+    fn a_lent_buffer_stops_at_the_size_limit() {
+        let mut s = session(30_500);
+        s.pool.give(Vec::with_capacity(POOL_MAX));
+        let want = feed_lent(&mut s, 50);
+        let m = s.message.as_ref().unwrap();
+        assert!(m.buf.incomplete);
+        assert_eq!(m.octets, want.len() as u64, "every octet counted");
+        let kept = m.buf.len;
+        assert!(kept <= 30_500 && kept > 29_000, "{kept}");
+        assert_eq!(buffered(&mut s), want[..kept]);
+    }
+
+    #[test]
+    fn a_lent_buffer_over_the_budget_loses_the_message() {
+        let mut s = session(1 << 20);
+        let mut cfg = (*s.config).clone();
+        cfg.limits.memory_budget = 20_000;
+        // Spilled octets count as memory too: nowhere to go but lost.
+        cfg.limits.spill_in_memory = true;
+        s.config = Arc::new(cfg);
+        s.pool.give(Vec::with_capacity(POOL_MAX));
+        feed_lent(&mut s, 50);
+        let m = s.message.as_ref().unwrap();
+        assert!(matches!(
+            m.buf.lost,
+            Some(crate::milter::buffer::Lost::OverBudget { .. })
+        ));
+        assert_eq!(s.budget.held(), 0);
+    }
+
+    #[test]
+    fn a_lent_buffer_comes_back_without_octets_not_delivered() {
+        let mut s = session(1 << 20);
+        s.mail();
+        s.header(b"X", b" y");
+        s.eoh();
+        let mut v = s.lend_body().expect("room in the first allocation");
+        v.extend_from_slice(b"never delivered");
+        s.reclaim_body(v);
+        body_lent(&mut s, b"body\r\n");
+        assert_eq!(buffered(&mut s), b"X: y\r\n\r\nbody\r\n");
+    }
+
     #[test]
     fn a_pooled_buffer_too_small_for_the_message_is_left_for_later() {
         let mut s = session(1 << 20);
@@ -1006,10 +1128,12 @@ mod tests {
         body(&mut s, &vec![b'a'; first]);
         body(&mut s, &vec![b'b'; INLINE_MAX]);
         let m = s.message.as_ref().unwrap();
-        assert_eq!(
-            (m.buf.raw.capacity(), m.buf.chunks.len()),
-            (FIRST_ALLOCATION, 1)
+        assert!(
+            m.buf.raw.capacity() >= POOL_MAX.min(1 << 20) && m.buf.chunks.is_empty(),
+            "a new buffer of the pool's size instead"
         );
+        assert_eq!(s.pool.take(1).map(|v| v.capacity()), Some(INLINE_MAX + 1));
+        s.pool.give(Vec::with_capacity(INLINE_MAX + 1));
         let mut want = b"X: y\r\n\r\n".to_vec();
         want.extend_from_slice(&vec![b'a'; first]);
         want.extend_from_slice(&vec![b'b'; INLINE_MAX]);

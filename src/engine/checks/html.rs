@@ -26,7 +26,7 @@ use crate::engine::model::mime::{Kind, Message};
 use crate::engine::model::rules::{Rule, Severity};
 use crate::engine::syntax::ascii::clip;
 use crate::engine::syntax::cid_url::{self, IdRef, IdUrl};
-use crate::engine::syntax::decode::{charset_decode, transfer_decode};
+use crate::engine::syntax::decode::{charset_decode_owned, transfer_decode};
 
 use super::cid_scope::{resolve_cid, CidScopes, Resolution};
 use super::location_scope::{Located, LocationScopes};
@@ -55,7 +55,7 @@ fn html_text(msg: &Message, entity: usize) -> Option<String> {
         return None;
     }
     let charset = e.ctype.get_str("charset");
-    Some(charset_decode(&decoded, charset.as_deref()))
+    Some(charset_decode_owned(decoded, charset.as_deref()))
 }
 
 fn tried(r: &IdRef) -> String {

@@ -103,6 +103,19 @@ fn qp(s: &[u8], underscore_space: bool) -> Vec<u8> {
     let mut out = Vec::with_capacity(s.len());
     let mut i = 0;
     while i < s.len() {
+        // The octets up to the next `=` (or `_`) are literal: copied as one run, not
+        // octet by octet (most of an HTML part's octets).
+        let next = if underscore_space {
+            memchr::memchr2(b'=', b'_', &s[i..])
+        } else {
+            memchr::memchr(b'=', &s[i..])
+        };
+        let Some(run) = next else {
+            out.extend_from_slice(&s[i..]);
+            break;
+        };
+        out.extend_from_slice(&s[i..i + run]);
+        i += run;
         let c = s[i];
         if c == b'=' {
             // soft break: "=" [WSP...] CRLF / LF
@@ -144,6 +157,25 @@ pub fn charset_decode(bytes: &[u8], charset: Option<&str>) -> String {
         .unwrap_or(encoding_rs::UTF_8);
     let (text, _, _) = enc.decode(bytes);
     text.into_owned()
+}
+
+/// [`charset_decode`] of a buffer the caller gives away: text that is already UTF-8 as
+/// it stands (the common case) becomes the `String` without a copy.
+pub fn charset_decode_owned(bytes: Vec<u8>, charset: Option<&str>) -> String {
+    let enc = charset
+        .and_then(|c| encoding_rs::Encoding::for_label(c.trim().as_bytes()))
+        .unwrap_or(encoding_rs::UTF_8);
+    let (text, _, _) = enc.decode(&bytes);
+    // Borrowed and as long as the input: no BOM removed, nothing replaced.
+    let text = match text {
+        std::borrow::Cow::Borrowed(t) if t.len() == bytes.len() => None,
+        t => Some(t.into_owned()),
+    };
+    match text {
+        Some(t) => t,
+        None => String::from_utf8(bytes)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+    }
 }
 
 /// Decodes RFC 2047 encoded-words in an unstructured value; whitespace between two
@@ -243,6 +275,27 @@ mod tests {
         );
         assert_eq!(rfc2047(b"a =?bogus"), b"a =?bogus");
         assert_eq!(rfc2047(b" http://x/"), b" http://x/");
+    }
+
+    #[test]
+    fn charsets_of_a_buffer_given_away_decode_alike() {
+        let cases: &[(&[u8], Option<&str>)] = &[
+            (b"plain ascii", None),
+            (b"caf\xc3\xa9", Some("utf-8")),
+            (b"\xef\xbb\xbfwith a BOM", Some("utf-8")),
+            (b"\xef\xbb\xbfwith a BOM", Some("iso-8859-1")),
+            (b"caf\xe9", Some("iso-8859-1")),
+            (b"caf\xe9", Some("x-unknown")),
+            (b"caf\xe9", None),
+            (b"\xff\xfeu\0t\0f\0", None),
+        ];
+        for &(b, cs) in cases {
+            assert_eq!(
+                charset_decode_owned(b.to_vec(), cs),
+                charset_decode(b, cs),
+                "{b:?} {cs:?}"
+            );
+        }
     }
 
     #[test]

@@ -96,9 +96,21 @@ pub fn scan(html: &str, max_refs: usize) -> Scan {
 }
 
 fn collect(el: &Element, s: &mut Scan) {
+    let attributes = el.attributes();
+    if attributes.is_empty() {
+        // Most elements of a mail (`<p>`, `<td>`, `<span>`): nothing to read.
+        return;
+    }
     let tag = el.tag_name();
-    for a in el.attributes() {
+    for a in attributes {
         let name = a.name();
+        // Only the attributes read below are decoded: `class`, `alt`, `width`... are
+        // most of them.
+        if !(URL_ATTRIBUTES.contains(&name.as_str())
+            || matches!(name.as_str(), "archive" | "srcset" | "style"))
+        {
+            continue;
+        }
         let value = decode_char_refs(&a.value());
         let place = || format!("{tag}@{name}");
         if tag == "base" && name == "href" {
@@ -289,6 +301,27 @@ mod tests {
         assert_eq!(s.base.as_deref(), Some("http://b.test/d/"));
         assert!(!s.truncated);
         assert_eq!(s.refs[1].place, "img@src");
+    }
+
+    #[test]
+    fn an_element_with_several_url_attributes_is_read_once_in_any_case() {
+        let s = scan(
+            r#"<p>text</p><IMG SRC="cid:a@b" Style="background:url(c.png)" LowSrc="l.gif"><td>x</td>"#,
+            100,
+        );
+        let got: Vec<(&str, &str)> = s
+            .refs
+            .iter()
+            .map(|r| (r.place.as_str(), r.url.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("img@src", "cid:a@b"),
+                ("img@style", "c.png"),
+                ("img@lowsrc", "l.gif")
+            ]
+        );
     }
 
     #[test]

@@ -32,9 +32,12 @@ enum Request {
         response: oneshot::Sender<io::Result<()>>,
     },
     ReadMsg {
-        response: oneshot::Sender<io::Result<Message>>,
+        response: oneshot::Sender<io::Result<Read>>,
         // mimeref-milter patch (time limits): when the open transaction's time ends.
         deadline: Option<Instant>,
+        // mimeref-milter patch (body into the milter's buffer): where a body chunk
+        // that fits goes, given back with the message.
+        into: Option<Vec<u8>>,
     },
 }
 
@@ -76,7 +79,11 @@ where
 
         while let Some(req) = conn.recv().await {
             match req {
-                Request::ReadMsg { response, deadline } => {
+                Request::ReadMsg {
+                    response,
+                    deadline,
+                    mut into,
+                } => {
                     // mimeref-milter patch (time limits): whichever ends first, the
                     // time for this command or the transaction's time.
                     self.reply_deadline = None;
@@ -88,11 +95,15 @@ where
 
                     let result = match self.passed {
                         Some(passed) => Err(LimitPassed::error(passed)),
-                        None => match time::timeout_at(until, message::read(&mut self.stream)).await {
-                            Ok(r) => r,
-                            Err(_) => Err(self.limit_passed(cut)),
-                        },
+                        None => {
+                            let read = message::read_into(&mut self.stream, &mut into);
+                            match time::timeout_at(until, read).await {
+                                Ok(r) => r,
+                                Err(_) => Err(self.limit_passed(cut)),
+                            }
+                        }
                     };
+                    let result = result.map(|(msg, appended)| Read { msg, appended, into });
 
                     let _ = response.send(result);
                 }
@@ -138,6 +149,15 @@ where
     }
 }
 
+/// mimeref-milter patch (body into the milter's buffer): a message read, and the
+/// buffer lent for body chunks with the number of octets appended to it (the
+/// message's payload is then empty).
+pub struct Read {
+    pub msg: Message,
+    pub appended: usize,
+    pub into: Option<Vec<u8>>,
+}
+
 // A connection can be cloned. Cloned connections all carry a handle to the
 // message-processing task (actor) holding the actual connection stream. Once
 // the last `Connection` is dropped, so is the `mpsc::Sender` handle and the
@@ -176,18 +196,31 @@ impl Connection {
 
     // mimeref-milter patch (time limits): `deadline`, when the open transaction's
     // time ends (upstream: `read_message` without it).
+    // The session reads with `read_message_into`; this is upstream's form, for the tests.
+    #[cfg(test)]
     pub async fn read_message_until(&self, deadline: Option<Instant>) -> io::Result<Message> {
+        self.read_message_into(deadline, None).await.map(|r| r.msg)
+    }
+
+    // mimeref-milter patch (body into the milter's buffer): `into`, where a body
+    // chunk that fits its spare capacity is appended.
+    pub async fn read_message_into(
+        &self,
+        deadline: Option<Instant>,
+        into: Option<Vec<u8>>,
+    ) -> io::Result<Read> {
         let (response_tx, response) = oneshot::channel();
 
         let request = Request::ReadMsg {
             response: response_tx,
             deadline,
+            into,
         };
 
         let result = self.do_request(request, response).await;
 
-        if let Ok(msg) = &result {
-            trace!(?msg, "message read");
+        if let Ok(r) = &result {
+            trace!(msg = ?r.msg, appended = r.appended, "message read");
         }
 
         result

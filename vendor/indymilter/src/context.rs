@@ -290,6 +290,10 @@ pub struct Context<T: Send> {
     pub reply: SmtpReply,
     // mimeref-milter patch (time limits): see `cut`.
     pub(crate) cut: Option<Cut>,
+    // mimeref-milter patch (body into the milter's buffer): the buffer lent for
+    // body chunks, and the octets the last read appended to it.
+    pub(crate) body_buffer: Option<Vec<u8>>,
+    pub(crate) appended: usize,
 }
 
 impl<T: Send> Context<T> {
@@ -299,6 +303,40 @@ impl<T: Send> Context<T> {
             macros: Macros::new(),
             reply: SmtpReply::new(),
             cut: None,
+            body_buffer: None,
+            appended: 0,
+        }
+    }
+
+    /// mimeref-milter patch (body into the milter's buffer): lends `buf` for the
+    /// next body chunks. A chunk whose payload fits the spare capacity of `buf` is
+    /// read from the connection straight into it, after what it holds, rather than
+    /// into a buffer of its own: a milter that keeps the whole message in one
+    /// buffer saves copying every chunk. The body callback then gets an empty
+    /// chunk, and [`take_body_buffer`][Self::take_body_buffer] gives back the
+    /// buffer with the number of octets appended. A chunk appended but not taken
+    /// back in the body callback is removed again. A buffer still lent at end of
+    /// message goes to the eom callback's context
+    /// ([`EomContext::take_body_buffer`]).
+    pub fn lend_body_buffer(&mut self, buf: Vec<u8>) {
+        self.body_buffer = Some(buf);
+        self.appended = 0;
+    }
+
+    /// mimeref-milter patch (body into the milter's buffer): the buffer lent with
+    /// [`lend_body_buffer`][Self::lend_body_buffer], and the number of octets of
+    /// the current body chunk appended to it (0 outside the body callback, or when
+    /// the chunk did not fit and came as the callback's argument).
+    pub fn take_body_buffer(&mut self) -> Option<(Vec<u8>, usize)> {
+        let appended = std::mem::take(&mut self.appended);
+        self.body_buffer.take().map(|b| (b, appended))
+    }
+
+    /// A chunk appended but not delivered: taken out of the lent buffer again.
+    pub(crate) fn undo_append(&mut self) {
+        let appended = std::mem::take(&mut self.appended);
+        if let Some(b) = self.body_buffer.as_mut() {
+            b.truncate(b.len().saturating_sub(appended));
         }
     }
 
@@ -347,9 +385,18 @@ pub struct EomContext<T: Send> {
     pub reply: SmtpReply,
     /// The end-of-message actions.
     pub actions: EomActions,
+    // mimeref-milter patch (body into the milter's buffer): the buffer still lent
+    // at end of message.
+    pub(crate) body_buffer: Option<Vec<u8>>,
 }
 
 impl<T: Send> EomContext<T> {
+    /// mimeref-milter patch (body into the milter's buffer): the buffer lent with
+    /// [`Context::lend_body_buffer`] that was still lent at end of message.
+    pub fn take_body_buffer(&mut self) -> Option<Vec<u8>> {
+        self.body_buffer.take()
+    }
+
     pub(crate) fn new(
         conn: Connection,
         data: Option<T>,
@@ -365,6 +412,7 @@ impl<T: Send> EomContext<T> {
                 conn,
                 available_actions,
             },
+            body_buffer: None,
         }
     }
 }

@@ -369,10 +369,16 @@ impl<T: Send> Session<T> {
                 self.transaction_deadline = self.transaction_timeout.map(|t| Instant::now() + t);
             }
 
-            let msg = select! {
-                msg = self.conn.read_message_until(self.transaction_deadline) => msg?,
+            // mimeref-milter patch (body into the milter's buffer): the lent buffer
+            // goes with the read and comes back with it.
+            let into = self.context.body_buffer.take();
+            let read = select! {
+                read = self.conn.read_message_into(self.transaction_deadline, into) => read?,
                 _ = self.shutdown.changed() => continue,
             };
+            self.context.body_buffer = read.into;
+            self.context.appended = read.appended;
+            let msg = read.msg;
 
             // At this point we need a `CommandMessage`: a valid command, but
             // not yet fully parsed. Parsing should only happen once it is
@@ -411,6 +417,7 @@ impl<T: Send> Session<T> {
                             break;
                         } else {
                             trace!("ignoring unexpected command");
+                            self.context.undo_append();
                             continue;
                         }
                     }
@@ -421,14 +428,20 @@ impl<T: Send> Session<T> {
             // buffer is, too, then transition to the new state, and handle the
             // command.
 
-            ensure_buffer_present(cmd, &msg.buffer)?;
+            // mimeref-milter patch (body into the milter's buffer): an appended
+            // chunk's payload is in the lent buffer, not empty.
+            if self.context.appended == 0 {
+                ensure_buffer_present(cmd, &msg.buffer)?;
+            }
 
             if let Some(next_state) = cmd.as_state() {
                 trace!(state = ?next_state, "transitioned to next state");
                 self.state = next_state;
             }
 
-            self.handle_command(msg).await?;
+            let handled = self.handle_command(msg).await;
+            self.context.undo_append();
+            handled?;
         }
 
         Ok(())
@@ -550,6 +563,8 @@ impl<T: Send> Session<T> {
                             self.context.reply.clone_internal(),
                             self.actions,
                         );
+                        // mimeref-milter patch (body into the milter's buffer)
+                        cx.body_buffer = self.context.body_buffer.take();
 
                         status = eom(&mut cx).await;
 

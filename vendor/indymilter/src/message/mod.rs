@@ -21,7 +21,7 @@
 pub mod command;
 pub mod reply;
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
 use std::{
     ascii,
     error::Error,
@@ -146,6 +146,18 @@ pub async fn read<S>(stream: &mut S) -> io::Result<Message>
 where
     S: AsyncRead + Unpin,
 {
+    read_into(stream, &mut None).await.map(|(msg, _)| msg)
+}
+
+/// mimeref-milter patch (body into the milter's buffer): reads a message; a body
+/// chunk whose payload fits the spare capacity of `into` is appended to `into`
+/// instead of going into a buffer of its own. Returns the message (with an empty
+/// payload when it was appended) and the number of octets appended. A read that
+/// fails part-way leaves `into` as it was.
+pub async fn read_into<S>(stream: &mut S, into: &mut Option<Vec<u8>>) -> io::Result<(Message, usize)>
+where
+    S: AsyncRead + Unpin,
+{
     let len = stream.read_u32().await?;
     let kind = stream.read_u8().await?;
 
@@ -157,11 +169,44 @@ where
         return Err(ErrorKind::InvalidData.into());
     }
 
-    let mut buffer = vec![0; len];
-    stream.read_exact(&mut buffer).await?;
+    if kind == BODY_CHUNK && len > 0 {
+        if let Some(v) = into.as_mut().filter(|v| v.capacity() - v.len() >= len) {
+            let start = v.len();
+            while v.len() - start < len {
+                let rest = len - (v.len() - start);
+                match stream.read_buf(&mut (&mut *v).limit(rest)).await {
+                    Ok(0) => {
+                        v.truncate(start);
+                        return Err(ErrorKind::UnexpectedEof.into());
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        v.truncate(start);
+                        return Err(e);
+                    }
+                }
+            }
+            return Ok((Message::new(kind, Bytes::new()), len));
+        }
+    }
 
-    Ok(Message::new(kind, buffer))
+    // mimeref-milter patch (payload read without zeroing): the payload goes straight
+    // into the buffer's uninitialised capacity. `vec![0; len]` zeroed every octet
+    // before the read overwrote it: for a 2 MB message body as many instructions as
+    // receiving it (callgrind counts `rep stosb` once per octet).
+    let mut buffer = BytesMut::with_capacity(len);
+    while buffer.len() < len {
+        let rest = len - buffer.len();
+        if stream.read_buf(&mut (&mut buffer).limit(rest)).await? == 0 {
+            return Err(ErrorKind::UnexpectedEof.into());
+        }
+    }
+
+    Ok((Message::new(kind, buffer.freeze()), 0))
 }
+
+/// The command byte of a body chunk (`SMFIC_BODY`).
+const BODY_CHUNK: u8 = b'B';
 
 /// Writes a milter protocol message to a stream.
 pub async fn write<S>(stream: &mut S, msg: Message) -> io::Result<()>
@@ -245,6 +290,82 @@ mod tests {
 
         let error = read(&mut stream).await.unwrap_err();
         assert_eq!(error.kind(), ErrorKind::UnexpectedEof);
+    }
+
+    // mimeref-milter patch (payload read without zeroing): a payload that comes in
+    // many reads (a pipe of 7 octets) arrives whole and in order.
+    #[tokio::test]
+    async fn read_payload_larger_than_one_read() {
+        let payload: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+        let (mut client, mut stream) = tokio::io::duplex(7);
+        let writer = tokio::spawn({
+            let payload = payload.clone();
+            async move {
+                client.write_u32(payload.len() as u32 + 1).await.unwrap();
+                client.write_u8(b'B').await.unwrap();
+                client.write_all(&payload).await.unwrap();
+                client.write_all(b"\0\0\0\x01E").await.unwrap();
+            }
+        });
+
+        let msg = read(&mut stream).await.unwrap();
+        assert_eq!(msg, Message::new(b'B', payload));
+        assert_eq!(read(&mut stream).await.unwrap(), Message::new(b'E', ""));
+        writer.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn read_payload_cut_short() {
+        let mut stream = {
+            let (mut client, stream) = tokio::io::duplex(100);
+            client.write_all(b"\0\0\0\x05Babc").await.unwrap();
+            stream
+        };
+
+        let error = read(&mut stream).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::UnexpectedEof);
+    }
+
+    // mimeref-milter patch (body into the milter's buffer): a body chunk that fits
+    // is appended to the lent buffer, in place; one that does not fit, and any other
+    // command, comes on its own; a chunk cut short leaves the buffer as it was.
+    #[tokio::test]
+    async fn read_into_appends_a_body_chunk_that_fits() {
+        let (mut client, mut stream) = tokio::io::duplex(16);
+        let writer = tokio::spawn(async move {
+            client.write_all(b"\0\0\0\x04Bxyz").await.unwrap();
+            client.write_all(b"\0\0\0\x04Babc").await.unwrap();
+            client.write_all(b"\0\0\0\x06Buvwxy").await.unwrap();
+            client.write_all(b"\0\0\0\x02Lz").await.unwrap();
+            client.write_all(b"\0\0\0\x04Bde").await.unwrap();
+        });
+
+        let mut v = Vec::with_capacity(10);
+        v.extend_from_slice(b"head:");
+        let p = v.as_ptr();
+        let mut into = Some(v);
+
+        let (msg, n) = read_into(&mut stream, &mut into).await.unwrap();
+        assert_eq!((msg, n), (Message::new(b'B', ""), 3));
+        assert_eq!(into.as_deref(), Some(&b"head:xyz"[..]));
+
+        // 3 more octets do not fit a capacity of 10.
+        let (msg, n) = read_into(&mut stream, &mut into).await.unwrap();
+        assert_eq!((msg, n), (Message::new(b'B', "abc"), 0));
+        let (msg, n) = read_into(&mut stream, &mut into).await.unwrap();
+        assert_eq!((msg, n), (Message::new(b'B', "uvwxy"), 0));
+        let (msg, n) = read_into(&mut stream, &mut into).await.unwrap();
+        assert_eq!((msg, n), (Message::new(b'L', "z"), 0));
+        assert_eq!(into.as_deref(), Some(&b"head:xyz"[..]));
+        assert_eq!(into.as_ref().unwrap().as_ptr(), p, "never moved");
+
+        writer.await.unwrap();
+        let mut v = into.take().unwrap();
+        v.truncate(5);
+        let mut into = Some(v);
+        let error = read_into(&mut stream, &mut into).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::UnexpectedEof);
+        assert_eq!(into.as_deref(), Some(&b"head:"[..]));
     }
 
     #[tokio::test]
