@@ -771,6 +771,29 @@ mod tests {
         assert_eq!(budget.held(), 0);
     }
 
+    /// Held in memory after its spill failed and past the size of a buffer made for a
+    /// large message: the chunks are kept apart and joined at end of message, every
+    /// octet in its place.
+    #[test]
+    fn chunks_held_apart_are_joined_in_order() {
+        let budget = Arc::new(Budget::default());
+        let mut b = Buffer::new(Arc::new(Pool::default()), budget.clone());
+        let mut want = Vec::new();
+        // 64 KiB chunks, each of its own octet, past the 256 KiB that a buffer for a
+        // large message holds when the threshold is small (`large`).
+        for i in 0..6u8 {
+            let chunk = vec![b'a' + i; 64 << 10];
+            want.extend_from_slice(&chunk);
+            b.append_chunk(Bytes::from(chunk), to(1 << 30));
+        }
+        assert!(b.spill_failed && b.lost.is_none());
+        assert!(!b.chunks.is_empty(), "the later chunks are held apart");
+        assert_eq!(budget.held(), want.len());
+        let taken = b.take();
+        assert!(taken.is_large());
+        assert_eq!(taken.read_back().unwrap(), want);
+    }
+
     #[test]
     fn past_the_budget_the_message_is_lost_and_its_share_given_back() {
         let budget = Arc::new(Budget::default());
