@@ -64,7 +64,10 @@ fn main() -> ExitCode {
         };
         match mode.as_str() {
             "engine" => dump_engine(file, &raw),
-            "html" => println!("{file} {:?}", html::scan(&String::from_utf8_lossy(&raw), 64)),
+            "html" => println!(
+                "{file} {:?}",
+                html::scan(&String::from_utf8_lossy(&raw), 64)
+            ),
             _ => {
                 eprintln!("usage: findings_dump engine|html FILE...");
                 return ExitCode::from(2);
