@@ -49,6 +49,13 @@ pub struct Scan {
 /// Collects the URL references of an HTML document, at most `max_refs` of them. Never
 /// panics and never builds a tree; a tokeniser error ends the scan with what was found.
 pub fn scan(html: &str, max_refs: usize) -> Scan {
+    scan_utf8(html.as_bytes(), max_refs)
+}
+
+/// [`scan`] of a document given as octets, which must be UTF-8 (as
+/// `decode::charset_decode_to_utf8` returns them): the tokeniser reads octets, so text
+/// known to be UTF-8 need not be made a `str` first.
+pub(crate) fn scan_utf8(html: &[u8], max_refs: usize) -> Scan {
     let out = RefCell::new(Scan::default());
     // The text of the `<style>` element being read: it comes in chunks, and a reference
     // may straddle two of them.
@@ -91,7 +98,7 @@ pub fn scan(html: &str, max_refs: usize) -> Scan {
                 cap(&mut s)
             }));
         let mut rewriter = HtmlRewriter::new(settings, |_: &[u8]| {});
-        rewriter.write(html.as_bytes()).and_then(|_| rewriter.end())
+        rewriter.write(html).and_then(|_| rewriter.end())
     };
     let mut s = out.into_inner();
     if result.is_err() {
