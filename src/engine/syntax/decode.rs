@@ -159,22 +159,19 @@ pub fn charset_decode(bytes: &[u8], charset: Option<&str>) -> String {
     text.into_owned()
 }
 
-/// [`charset_decode`] of a buffer the caller gives away: text that is already UTF-8 as
-/// it stands (the common case) becomes the `String` without a copy.
-pub fn charset_decode_owned(bytes: Vec<u8>, charset: Option<&str>) -> String {
+/// [`charset_decode`] of a buffer the caller gives away, as the UTF-8 octets of the
+/// text: text that is already UTF-8 as it stands (the common case) is returned as it is,
+/// without a copy and without being validated a second time (encoding_rs has just done
+/// so: turning it into a `String` would walk it again).
+pub fn charset_decode_to_utf8(bytes: Vec<u8>, charset: Option<&str>) -> Vec<u8> {
     let enc = charset
         .and_then(|c| encoding_rs::Encoding::for_label(c.trim().as_bytes()))
         .unwrap_or(encoding_rs::UTF_8);
     let (text, _, _) = enc.decode(&bytes);
-    // Borrowed and as long as the input: no BOM removed, nothing replaced.
-    let text = match text {
-        std::borrow::Cow::Borrowed(t) if t.len() == bytes.len() => None,
-        t => Some(t.into_owned()),
-    };
     match text {
-        Some(t) => t,
-        None => String::from_utf8(bytes)
-            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+        // Borrowed and as long as the input: no BOM removed, nothing replaced.
+        std::borrow::Cow::Borrowed(t) if t.len() == bytes.len() => bytes,
+        t => t.into_owned().into_bytes(),
     }
 }
 
@@ -291,8 +288,8 @@ mod tests {
         ];
         for &(b, cs) in cases {
             assert_eq!(
-                charset_decode_owned(b.to_vec(), cs),
-                charset_decode(b, cs),
+                charset_decode_to_utf8(b.to_vec(), cs),
+                charset_decode(b, cs).into_bytes(),
                 "{b:?} {cs:?}"
             );
         }
