@@ -230,6 +230,37 @@ pub fn many_parts(n: usize) -> Vec<u8> {
     m
 }
 
+/// `n` parts as a message with many attachments has them: each of its own type with a
+/// name, a disposition and a Content-ID, so that no two headings are alike (in
+/// `many_parts` every Content-Type is the same `text/plain`). Not in `NAMES`: it is a
+/// guarded figure (BENCHMARKS.md), not one of the throughput benchmarks.
+pub fn many_named_parts(n: usize) -> Vec<u8> {
+    const TYPES: [(&str, &str); 4] = [
+        ("text/plain; charset=\"utf-8\"", "txt"),
+        ("image/png", "png"),
+        ("application/pdf", "pdf"),
+        ("application/vnd.ms-excel", "xls"),
+    ];
+    let mut rng = Rng::new(6);
+    let mut m = Vec::new();
+    heading(&mut m, "named-parts", "multipart/mixed; boundary=\"p\"");
+    m.extend_from_slice(b"\r\n");
+    for i in 0..n {
+        let (ctype, ext) = TYPES[i % TYPES.len()];
+        m.extend_from_slice(
+            format!(
+                "--p\r\nContent-Type: {ctype}; name=\"part{i}.{ext}\"\r\n\
+                 Content-Disposition: attachment; filename=\"part{i}.{ext}\"\r\n\
+                 Content-ID: <part{i}@example.org>\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        m.extend_from_slice(&text(&mut rng, 40));
+    }
+    m.extend_from_slice(b"--p--\r\n");
+    m
+}
+
 /// Five levels: mixed > related > alternative > message/rfc822 > mixed, with text, HTML
 /// and small images at each level.
 pub fn nested() -> Vec<u8> {
@@ -337,6 +368,7 @@ pub fn named(name: &str) -> Option<Vec<u8>> {
         "nested-5" => nested(),
         "headers-5000" => many_headers(5000),
         "parts-10000" => many_parts(10_000),
+        "parts-10000-named" => many_named_parts(10_000),
         "attach-2m" => attachment(2 << 20),
         "attach-20m" => attachment(20 << 20),
         "attach-50m" => attachment(50 << 20),
