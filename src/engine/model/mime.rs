@@ -586,7 +586,12 @@ fn read_heading(buf: &[u8], range: Range<usize>, top: bool, all: &mut Vec<Field>
     let mut no_separator = true;
     let mut last_line_end = pos;
     while pos < end {
-        let (content_end, next) = line_end(buf, pos, end);
+        // The empty line that ends a heading needs no search for its end.
+        let (content_end, next) = match buf[pos] {
+            b'\n' => (pos, pos + 1),
+            b'\r' if pos + 1 < end && buf[pos + 1] == b'\n' => (pos, pos + 2),
+            _ => line_end(buf, pos, end),
+        };
         if next - content_end == 2 {
             crlf_lines += 1;
         } else if next > content_end {
@@ -610,14 +615,10 @@ fn read_heading(buf: &[u8], range: Range<usize>, top: bool, all: &mut Vec<Field>
             continue;
         }
         match field_name_end(line) {
-            Some(colon) => {
-                let mut name_end = pos + colon;
-                while name_end > pos && matches!(buf[name_end - 1], b' ' | b'\t') {
-                    name_end -= 1;
-                }
+            Some((name_len, colon)) => {
                 fields.push(Field {
                     start: pos,
-                    name: pos..name_end,
+                    name: pos..pos + name_len,
                     value: pos + colon + 1..content_end,
                     end: next,
                 });
@@ -645,9 +646,10 @@ fn read_heading(buf: &[u8], range: Range<usize>, top: bool, all: &mut Vec<Field>
     }
 }
 
-/// Position of the colon when `line` starts with a field name (printable ASCII, no
-/// colon; obsolete whitespace before the colon allowed).
-fn field_name_end(line: &[u8]) -> Option<usize> {
+/// The length of the name and the position of the colon when `line` starts with a
+/// field name (printable ASCII, no colon; obsolete whitespace before the colon allowed,
+/// and not part of the name).
+fn field_name_end(line: &[u8]) -> Option<(usize, usize)> {
     let i = name_len(line);
     if i == 0 {
         return None;
@@ -656,7 +658,7 @@ fn field_name_end(line: &[u8]) -> Option<usize> {
     while j < line.len() && matches!(line[j], b' ' | b'\t') {
         j += 1;
     }
-    (j < line.len() && line[j] == b':').then_some(j)
+    (j < line.len() && line[j] == b':').then_some((i, j))
 }
 
 /// How many octets at the start of `line` are [`FIELD_NAME`] octets. Eight at a time
