@@ -11,6 +11,7 @@
 
 use std::borrow::Cow;
 use std::ops::Range;
+use std::sync::{Arc, OnceLock};
 
 use compact_str::{CompactString, ToCompactString};
 use memchr::memmem;
@@ -71,8 +72,9 @@ pub struct Entity {
     /// [`Message::fields`]). One vector for the whole message rather than one per part.
     pub field_span: Range<usize>,
     /// The effective Content-Type (defaults applied: text/plain, or message/rfc822
-    /// inside multipart/digest).
-    pub ctype: ContentType,
+    /// inside multipart/digest). Shared between the parts that repeat one value: a
+    /// 10 000-part message paid for copying, moving and dropping 10 000 of them.
+    pub ctype: Arc<ContentType>,
     /// Index into the entity's fields of the Content-Type field used, if any.
     pub ctype_field: Option<usize>,
     pub encoding: Encoding,
@@ -405,12 +407,12 @@ impl<'a> Message<'a> {
             let name = &buf[f.name.clone()];
             if ctype_field.is_none() && eq_lower(name, b"content-type") {
                 match last_type.repeated(p.buf, buf, &f.value) {
-                    Some(from) => ctype = from.map(|j| self.entities[j].ctype.copy()),
+                    Some(from) => ctype = from.map(|j| Arc::clone(&self.entities[j].ctype)),
                     None => {
                         let ct = ContentType::parse(&buf[f.value.clone()]);
                         // RFC 2045 §5.2: an unreadable Content-Type means text/plain.
                         if !ct.mtype.is_empty() {
-                            ctype = Some(ct);
+                            ctype = Some(Arc::new(ct));
                         }
                         parsed_type = Some(f.value.clone());
                     }
@@ -510,17 +512,20 @@ struct Pending {
     phantom: bool,
 }
 
-fn default_type(digest: bool) -> ContentType {
-    let (t, s) = if digest {
-        ("message", "rfc822")
-    } else {
-        ("text", "plain")
+/// text/plain, or message/rfc822 in a digest: made once, shared by every entity
+/// without a readable Content-Type.
+fn default_type(digest: bool) -> Arc<ContentType> {
+    static DEFAULTS: OnceLock<[Arc<ContentType>; 2]> = OnceLock::new();
+    let made = |t: &'static str, s: &'static str| {
+        Arc::new(ContentType {
+            mtype: t.into(),
+            subtype: s.into(),
+            ..Default::default()
+        })
     };
-    ContentType {
-        mtype: t.into(),
-        subtype: s.into(),
-        ..Default::default()
-    }
+    let [plain, rfc822] =
+        DEFAULTS.get_or_init(|| [made("text", "plain"), made("message", "rfc822")]);
+    Arc::clone(if digest { rfc822 } else { plain })
 }
 
 /// The prefix children of a multipart at `path` are numbered under: the top-level
@@ -1088,12 +1093,12 @@ mod tests {
                     if ct.mtype.is_empty() {
                         default_type(digest)
                     } else {
-                        ct
+                        Arc::new(ct)
                     }
                 }
                 None => default_type(digest),
             };
-            assert_eq!(e.ctype, want, "part {}", e.path);
+            assert_eq!(*e.ctype, *want, "part {}", e.path);
         }
         assert_eq!(digests, 4);
         let html = m.entities.iter().filter(|e| e.ctype.is("text", "html"));

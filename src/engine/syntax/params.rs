@@ -127,23 +127,6 @@ impl ContentType {
         }
     }
 
-    /// A clone that does not call into `Vec::clone` for the empty vectors of a value
-    /// without parameters (`text/plain`), the value most parts of a many-part message
-    /// repeat.
-    #[inline]
-    pub(crate) fn copy(&self) -> ContentType {
-        if !(self.params.is_empty() && self.defects.is_empty()) {
-            return self.clone();
-        }
-        ContentType {
-            mtype: self.mtype.clone(),
-            subtype: self.subtype.clone(),
-            params: Vec::new(),
-            trailing: self.trailing,
-            defects: Vec::new(),
-        }
-    }
-
     /// Read to the end without any defect: safe to rewrite in place.
     pub fn is_clean(&self) -> bool {
         self.trailing.is_none() && self.defects.is_empty()
