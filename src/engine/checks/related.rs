@@ -20,7 +20,7 @@ use std::collections::HashMap;
 
 use crate::engine::model::analysis::{Context, Finding};
 use crate::engine::model::base_uri;
-use crate::engine::model::mime::{Entity, Kind, Message};
+use crate::engine::model::mime::{Entity, Field, Kind, Message};
 use crate::engine::model::rules::{Rule, Severity};
 use crate::engine::syntax::ascii::eq_lower;
 use crate::engine::syntax::ascii::excerpt;
@@ -303,7 +303,14 @@ fn check_location_duplicates(cx: &mut Context, idx: usize) {
 fn check_locations(cx: &mut Context, idx: usize) {
     let msg = cx.msg;
     let e = &msg.entities[idx];
-    // One pass over the heading for both names: this runs for every part.
+    let named = |f: &Field| {
+        let name = msg.name(e, f);
+        eq_lower(name, b"content-location") || eq_lower(name, b"content-base")
+    };
+    // This runs for every part, and most have neither field: look before setting up.
+    if !msg.fields(e).iter().any(named) {
+        return;
+    }
     let mut locations: Vec<usize> = Vec::new();
     let mut bases: Vec<usize> = Vec::new();
     for (i, f) in msg.fields(e).iter().enumerate() {
