@@ -9,26 +9,16 @@
 use std::hash::{Hash, Hasher};
 use std::process::ExitCode;
 
+use mimeref_milter::engine;
 use mimeref_milter::engine::fuzzing::html;
-use mimeref_milter::engine::{self, Limits, Options};
 
-/// The fuzz target's option flags that change what the engine reports (1 small depth,
-/// 2 few parts, 4 fix signed mail, 8 normalise URL continuations, 32 whole URL words).
+#[path = "../tests/support/fuzz_options.rs"]
+mod fuzz_options;
+use fuzz_options::options;
+
+/// Option sets as the engine fuzz target picks them (its first byte; 16, its CRLF
+/// copy, changes no option).
 const FLAG_SETS: [u8; 4] = [0, 1 | 2, 4 | 8, 32];
-
-fn options(flags: u8) -> Options {
-    Options {
-        limits: Limits {
-            max_depth: if flags & 1 != 0 { 4 } else { 64 },
-            max_parts: if flags & 2 != 0 { 8 } else { 20_000 },
-            ..Limits::default()
-        },
-        fix_signed: flags & 4 != 0,
-        normalize_url_continuations: flags & 8 != 0,
-        whole_url_words: flags & 32 != 0,
-        ..Options::default()
-    }
-}
 
 fn digest(bytes: &[u8]) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();

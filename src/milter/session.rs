@@ -1000,12 +1000,19 @@ mod tests {
         assert_eq!(buffered(&mut s), want);
     }
 
-    #[test]
-    fn a_large_message_continues_in_a_pooled_buffer() {
-        let mut s = session(1 << 20);
+    /// A session whose pool holds one buffer of the largest pooled size, and where
+    /// that buffer is.
+    fn session_with_pooled_buffer() -> (Session, *const u8) {
+        let s = session(1 << 20);
         let pooled = Vec::with_capacity(POOL_MAX);
         let p = pooled.as_ptr();
         s.pool.give(pooled);
+        (s, p)
+    }
+
+    #[test]
+    fn a_large_message_continues_in_a_pooled_buffer() {
+        let (mut s, p) = session_with_pooled_buffer();
         let want = feed(&mut s);
         let m = s.message.as_ref().unwrap();
         assert_eq!(m.buf.raw.as_ptr(), p, "past the first allocation");
@@ -1050,10 +1057,7 @@ mod tests {
 
     #[test]
     fn chunks_read_into_the_lent_buffer_stay_where_they_are() {
-        let mut s = session(1 << 20);
-        let pooled = Vec::with_capacity(POOL_MAX);
-        let p = pooled.as_ptr();
-        s.pool.give(pooled);
+        let (mut s, p) = session_with_pooled_buffer();
         let want = feed_lent(&mut s, 50);
         let m = s.message.as_ref().unwrap();
         assert!(!m.buf.is_lent() && m.buf.chunks.is_empty());
