@@ -156,10 +156,22 @@ fn plain_msg_id(value: &[u8]) -> Option<&[u8]> {
     let inner = &value[start + 1..end - 1];
     // One pass: `after_sep` is true at the start of each side and after a dot, where
     // neither a dot nor the end of a side may come. Atext, by far the most common, is
-    // decided by one table look-up.
+    // decided by one table look-up. The id's first eight octets are passed over at once
+    // when all are letters or digits (`part1234@`, `image001.`): tried further on, at
+    // each side or segment, the word test failed more often than it paid (domains
+    // are short), and cost more than the octets it saved.
     let mut at = false;
     let mut after_sep = true;
-    for &b in inner {
+    let mut i = 0;
+    if let Some(w) = inner.get(..8) {
+        if not_alnum(u64::from_le_bytes(w.try_into().unwrap_or([0; 8]))) == 0 {
+            after_sep = false;
+            i = 8;
+        }
+    }
+    while i < inner.len() {
+        let b = inner[i];
+        i += 1;
         if is_atext(b) {
             after_sep = false;
             continue;
@@ -172,6 +184,20 @@ fn plain_msg_id(value: &[u8]) -> Option<&[u8]> {
         after_sep = true;
     }
     (at && !after_sep).then_some(inner)
+}
+
+/// A word with the high bit set in each octet that is not an ASCII letter or digit.
+/// Each range test adds to octets whose high bit is clear, so no carry crosses octets.
+fn not_alnum(w: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = ONES * 0x80;
+    let v = w & !HIGH;
+    let in_range = |x: u64, lo: u8, hi: u8| {
+        (x + ONES * u64::from(0x80 - lo)) & !(x + ONES * u64::from(0x7f - hi)) & HIGH
+    };
+    // Setting 0x20 folds capitals onto small letters and nothing else onto them.
+    let alnum = in_range(v, b'0', b'9') | in_range(v | (ONES * 0x20), b'a', b'z');
+    (!alnum & HIGH) | (w & HIGH)
 }
 
 /// The identifier to compare, whatever was written: the msg-id's addr-spec when it parses,
@@ -479,6 +505,72 @@ impl Cur<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The eight-octet test flags exactly the octets that are not ASCII letters or
+    /// digits, in every position of the word, whatever its neighbours.
+    #[test]
+    fn not_alnum_flags_each_octet_that_is_not_a_letter_or_digit() {
+        for pos in 0..8 {
+            for v in 0..=255u8 {
+                for fill in [b'a', b'Z', b'0', b'~', 0x80, 0xff] {
+                    let mut w = [fill; 8];
+                    w[pos] = v;
+                    let got = not_alnum(u64::from_le_bytes(w));
+                    for (k, &o) in w.iter().enumerate() {
+                        let flagged = got >> (k * 8) & 0x80 != 0;
+                        assert_eq!(flagged, !o.is_ascii_alphanumeric(), "{w:?} octet {k}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Passing over the first eight octets at once reads a plain id as the octet-by-octet
+    /// reading did, whatever comes at and after the eighth: a separator there, an empty
+    /// side, a second `@`, an octet a msg-id cannot hold.
+    #[test]
+    fn plain_id_first_word_read_as_octets() {
+        fn octet_by_octet(inner: &[u8]) -> bool {
+            let (mut at, mut after_sep) = (false, true);
+            for &b in inner {
+                if is_atext(b) {
+                    after_sep = false;
+                    continue;
+                }
+                match b {
+                    b'@' if !at && !after_sep => at = true,
+                    b'.' if !after_sep => {}
+                    _ => return false,
+                }
+                after_sep = true;
+            }
+            at && !after_sep
+        }
+        let heads: [&[u8]; 6] = [
+            b"abcdefgh",
+            b"ABCD1234",
+            b"abcdefg",
+            b"abc.efgh",
+            b"abcdef-h",
+            b"a\xc3\xa9cdefg",
+        ];
+        let tails: [&[u8]; 9] = [
+            b"@x.y", b"@", b".@x", b"@x.", b"@x@y", b"x@y", b"", b" @x", b"@[x]",
+        ];
+        for h in heads {
+            for t in tails {
+                let inner = [h, t].concat();
+                let value = [b"<".as_slice(), &inner, b">"].concat();
+                let want = octet_by_octet(&inner).then_some(inner.as_slice());
+                assert_eq!(
+                    plain_msg_id(&value),
+                    want,
+                    "{:?}",
+                    String::from_utf8_lossy(&value)
+                );
+            }
+        }
+    }
 
     fn forms(v: &str) -> (Option<String>, Option<(String, Malformed)>) {
         let f = id_forms(v.as_bytes());
