@@ -19,7 +19,7 @@ pub struct ContentType {
     pub mtype: Name,
     /// Lower-case subtype, e.g. `external-body`.
     pub subtype: Name,
-    pub params: Vec<Param>,
+    pub params: Params,
     /// Byte offset (within the parsed value) where parsing stopped on unreadable input,
     /// if it did. Parameters after it are not in `params`.
     pub trailing: Option<usize>,
@@ -56,6 +56,12 @@ pub struct Param {
     /// The value as written, quotes included.
     pub value_span: Range<usize>,
 }
+
+/// The parameters of one value. Nearly every Content-Type and Content-Disposition
+/// has one or two (`charset`, `name`, `boundary`, `type`): held inline, they cost no
+/// allocation of their own, which a part whose heading no other part repeats paid
+/// once per part.
+pub type Params = smallvec::SmallVec<[Param; 2]>;
 
 /// Which form a merged parameter value came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -351,12 +357,8 @@ static TOKEN: [bool; 256] = {
     t
 };
 
-fn parse_params(
-    p: &mut Cursor,
-    trailing: &mut Option<usize>,
-    defects: &mut Vec<usize>,
-) -> Vec<Param> {
-    let mut params = Vec::new();
+fn parse_params(p: &mut Cursor, trailing: &mut Option<usize>, defects: &mut Vec<usize>) -> Params {
+    let mut params = Params::new();
     let mut after_defect = false;
     loop {
         p.skip_cfws();
