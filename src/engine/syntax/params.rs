@@ -109,7 +109,7 @@ impl ContentType {
         }
         ct.mtype = lower(t);
         ct.subtype = lower(st);
-        ct.params = parse_params(&mut p, &mut ct.trailing, &mut ct.defects);
+        parse_params(&mut p, &mut ct);
         ct
     }
 
@@ -291,7 +291,7 @@ impl Disposition {
         }
         d.kind = lower(t);
         d.kind_span = start..p.i;
-        d.params.params = parse_params(&mut p, &mut d.params.trailing, &mut d.params.defects);
+        parse_params(&mut p, &mut d.params);
         d
     }
 
@@ -357,8 +357,15 @@ static TOKEN: [bool; 256] = {
     t
 };
 
-fn parse_params(p: &mut Cursor, trailing: &mut Option<usize>, defects: &mut Vec<usize>) -> Params {
-    let mut params = Params::new();
+/// Reads the parameters into `ct` where they are kept, rather than returning them: the
+/// inline list is a few hundred octets, copied again by every move.
+fn parse_params(p: &mut Cursor, ct: &mut ContentType) {
+    let ContentType {
+        params,
+        trailing,
+        defects,
+        ..
+    } = ct;
     let mut after_defect = false;
     loop {
         p.skip_cfws();
@@ -431,7 +438,6 @@ fn parse_params(p: &mut Cursor, trailing: &mut Option<usize>, defects: &mut Vec<
             value_span: vstart..vend,
         });
     }
-    params
 }
 
 /// A lower-case media type, subtype or parameter name. The common ones point at a
