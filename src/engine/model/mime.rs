@@ -266,7 +266,7 @@ impl<'a> Message<'a> {
             }
             Kind::Message if descend => {
                 let child = self.encapsulated(idx);
-                self.queue(vec![child], work, limits);
+                queue(self.entities.len(), &mut self.overflow, child, work, limits);
             }
             Kind::ExternalBody if descend => {
                 let child = Pending {
@@ -277,7 +277,7 @@ impl<'a> Message<'a> {
                     digest: false,
                     phantom: true,
                 };
-                self.queue(vec![child], work, limits);
+                queue(self.entities.len(), &mut self.overflow, child, work, limits);
             }
             _ => {}
         }
@@ -319,21 +319,17 @@ impl<'a> Message<'a> {
         let prefix = child_prefix(&self.entities[idx].path);
         // In reverse, so that they are read in document order.
         for (n, r) in parts.into_iter().enumerate().rev() {
-            if self.entities.len() + work.len() >= limits.max_parts {
-                if self.overflow.parts_at.is_none() {
-                    self.overflow.parts_at = Some(idx);
-                }
-                // Only pushes change the sum: every earlier part is over the limit too.
-                break;
-            }
-            work.push(Pending {
+            let child = Pending {
                 buf: ebuf,
                 range: r,
                 parent: Some(idx),
                 path: child_path(prefix, n + 1),
                 digest,
                 phantom: false,
-            });
+            };
+            if !queue(self.entities.len(), &mut self.overflow, child, work, limits) {
+                break;
+            }
         }
     }
 
@@ -365,25 +361,6 @@ impl<'a> Message<'a> {
                 digest: false,
                 phantom: false,
             },
-        }
-    }
-
-    /// Puts `children` on the `work` stack, as far as `limits` allows more parts.
-    fn queue(&mut self, children: Vec<Pending>, work: &mut Vec<Pending>, limits: &Limits) {
-        // One reservation per multipart instead of repeated doubling of vectors that
-        // end up holding every part.
-        self.entities.reserve(children.len());
-        self.all_fields.reserve(2 * children.len());
-        work.reserve(children.len());
-        // Children go on the stack in reverse so that they are read in document order.
-        for c in children.into_iter().rev() {
-            if self.entities.len() + work.len() >= limits.max_parts {
-                if self.overflow.parts_at.is_none() {
-                    self.overflow.parts_at = c.parent;
-                }
-                continue;
-            }
-            work.push(c);
         }
     }
 
@@ -526,6 +503,27 @@ fn default_type(digest: bool) -> Arc<ContentType> {
     let [plain, rfc822] =
         DEFAULTS.get_or_init(|| [made("text", "plain"), made("message", "rfc822")]);
     Arc::clone(if digest { rfc822 } else { plain })
+}
+
+/// Puts `child` on the `work` stack if `limits` allows one more part beside the
+/// `read` entities; false (and the first overflow recorded) when it does not. Only
+/// pushes change the count, so once one child is refused every later one of the same
+/// parent is too.
+fn queue(
+    read: usize,
+    overflow: &mut Overflow,
+    child: Pending,
+    work: &mut Vec<Pending>,
+    limits: &Limits,
+) -> bool {
+    if read + work.len() >= limits.max_parts {
+        if overflow.parts_at.is_none() {
+            overflow.parts_at = child.parent;
+        }
+        return false;
+    }
+    work.push(child);
+    true
 }
 
 /// The prefix children of a multipart at `path` are numbered under: the top-level
