@@ -390,41 +390,60 @@ fn gap_after(successes: &[Instant], from: Instant, window: Duration) -> Duration
     gap
 }
 
-#[test]
-fn fleet_behind_haproxy_survives_drain_and_crash() {
-    if !mta::require_postfix() || !mta::require_haproxy() {
-        return;
-    }
-    let started = Instant::now();
-    let mut m1 = Instance::start("m1");
-    let mut m2 = Instance::start("m2");
-    let m3 = Instance::start("m3");
-    let hp = Haproxy::start(&[&m1, &m2, &m3]);
-    // Servers count as up until a check fails: wait for each one's first check.
-    hp.wait_checked(&["m1", "m2", "m3"]);
-    let ready = mta::wait_for(WAIT, || {
-        let t = hp.text();
-        ["m1", "m2", "m3"]
-            .iter()
-            .all(|n| !t.contains(&format!("Server mimeref/{n} is DOWN")))
-            .then_some(())
-    });
-    assert!(ready.is_some(), "{}", hp.text());
-    let pf = Arc::new(Postfix::start(&PostfixConfig::with_milter(&format!(
-        "inet:127.0.0.1:{}",
-        hp.port
-    ))));
+/// The three instances, HAProxy in front of them and Postfix in front of HAProxy.
+/// Fields drop in order: Postfix first, the instances last.
+struct Fleet {
+    pf: Arc<Postfix>,
+    hp: Haproxy,
+    m3: Instance,
+    m2: Instance,
+    m1: Instance,
+}
 
-    let mut sent: Vec<(String, Vec<u8>)> = (0..MESSAGES)
+impl Fleet {
+    /// Starts the fleet and returns once HAProxy has checked every instance and holds
+    /// none of them down.
+    fn start() -> Fleet {
+        let m1 = Instance::start("m1");
+        let m2 = Instance::start("m2");
+        let m3 = Instance::start("m3");
+        let hp = Haproxy::start(&[&m1, &m2, &m3]);
+        // Servers count as up until a check fails: wait for each one's first check.
+        hp.wait_checked(&["m1", "m2", "m3"]);
+        let ready = mta::wait_for(WAIT, || {
+            let t = hp.text();
+            ["m1", "m2", "m3"]
+                .iter()
+                .all(|n| !t.contains(&format!("Server mimeref/{n} is DOWN")))
+                .then_some(())
+        });
+        assert!(ready.is_some(), "{}", hp.text());
+        let pf = Arc::new(Postfix::start(&PostfixConfig::with_milter(&format!(
+            "inet:127.0.0.1:{}",
+            hp.port
+        ))));
+        Fleet { pf, hp, m3, m2, m1 }
+    }
+}
+
+/// The messages of the load, one in three fixable.
+fn load_messages() -> Vec<(String, Vec<u8>)> {
+    (0..MESSAGES)
         .map(|n| {
             let id = format!("fleet-{n}@sender.example");
             let msg = message(&id, n % 3 == 0);
             (id, msg)
         })
-        .collect();
-    let load = Arc::new(Load::default());
-    let load_start = Instant::now();
-    let clients: Vec<_> = (0..CLIENTS)
+        .collect()
+}
+
+/// `CLIENTS` threads sending `sent` between them through Postfix.
+fn start_clients(
+    pf: &Arc<Postfix>,
+    load: &Arc<Load>,
+    sent: &[(String, Vec<u8>)],
+) -> Vec<thread::JoinHandle<()>> {
+    (0..CLIENTS)
         .map(|w| {
             let (pf, load) = (pf.clone(), load.clone());
             let mine: Vec<(String, Vec<u8>)> =
@@ -435,67 +454,123 @@ fn fleet_behind_haproxy_survives_drain_and_crash() {
                 }
             })
         })
-        .collect();
-    let accepted_reach = |n: usize| {
-        let r = mta::wait_for(Duration::from_secs(60), || {
-            (load.accepted.load(Ordering::SeqCst) >= n).then_some(())
-        });
-        assert!(r.is_some(), "load stalled before {n} accepted");
-    };
+        .collect()
+}
 
-    // Instance 1: SIGTERM with a transaction of its own open. It must stop being
-    // offered connections, finish that message, and exit.
-    accepted_reach(MESSAGES / 3);
-    load.pause(&[&m1, &m2, &m3]);
-    let (mut h1, others1) = hold_on(&pf, &[&m1, &m2, &m3], "m1", "term");
+/// Waits (bounded) until the load has had `n` messages accepted.
+fn accepted_reach(load: &Load, n: usize) {
+    let r = mta::wait_for(Duration::from_secs(60), || {
+        (load.accepted.load(Ordering::SeqCst) >= n).then_some(())
+    });
+    assert!(r.is_some(), "load stalled before {n} accepted");
+}
+
+impl Load {
+    /// A message sent outside the clients (a holder's) was accepted.
+    fn count_accepted(&self, id: &str) {
+        self.successes.lock().unwrap().push(Instant::now());
+        self.accepted.fetch_add(1, Ordering::SeqCst);
+        self.outcome.lock().unwrap().insert(id.to_string(), 250);
+    }
+}
+
+/// Ends the sessions opened on the way to a holder: each must be accepted.
+fn finish_others(load: &Load, others: Vec<Holder>, sent: &mut Vec<(String, Vec<u8>)>) {
+    for mut h in others {
+        let r = h.smtp.data(&h.msg);
+        h.smtp.quit();
+        assert_eq!(r.code, 250, "{}: {r}", h.id);
+        load.count_accepted(&h.id);
+        sent.push((h.id, h.msg));
+    }
+}
+
+/// What the SIGTERM step leaves for the checks at the end.
+struct Drained {
+    /// When m1 got SIGTERM.
+    t_term: Instant,
+    /// When HAProxy marked m1 down (ms since the epoch).
+    down1: u128,
+    /// When m1 had exited (ms since the epoch).
+    drained_ms: u128,
+    /// The message held open on m1 over SIGTERM.
+    held: String,
+}
+
+/// Instance 1: SIGTERM with a transaction of its own open. It must stop being
+/// offered connections, finish that message, and exit.
+fn drain_m1(f: &mut Fleet, load: &Load, sent: &mut Vec<(String, Vec<u8>)>) -> Drained {
+    accepted_reach(load, MESSAGES / 3);
+    load.pause(&[&f.m1, &f.m2, &f.m3]);
+    let (mut h1, others1) = hold_on(&f.pf, &[&f.m1, &f.m2, &f.m3], "m1", "term");
     // Postfix has passed MAIL and RCPT on by the time it answers RCPT; a moment more
     // for the daemon to have read them through HAProxy. A fixed time: the daemon
     // negotiates no reply to MAIL and RCPT and shows nothing when it has read them.
     thread::sleep(Duration::from_millis(200));
     let t_term = Instant::now();
-    m1.daemon.signal_term();
+    f.m1.daemon.signal_term();
     load.resume();
-    let down1 = mta::wait_for(Duration::from_secs(5), || hp.down_at("m1"))
-        .unwrap_or_else(|| panic!("HAProxy did not mark m1 down:\n{}", hp.text()));
+    let down1 = mta::wait_for(Duration::from_secs(5), || f.hp.down_at("m1"))
+        .unwrap_or_else(|| panic!("HAProxy did not mark m1 down:\n{}", f.hp.text()));
     assert!(
-        m1.daemon.try_wait().is_none(),
+        f.m1.daemon.try_wait().is_none(),
         "m1 exited with a message in flight:\n{}",
-        m1.daemon.log()
+        f.m1.daemon.log()
     );
     let r = h1.smtp.data(&h1.msg);
-    assert_eq!(r.code, 250, "the drained message: {r}\n{}", m1.daemon.log());
+    assert_eq!(
+        r.code,
+        250,
+        "the drained message: {r}\n{}",
+        f.m1.daemon.log()
+    );
     h1.smtp.quit();
-    load.successes.lock().unwrap().push(Instant::now());
-    load.accepted.fetch_add(1, Ordering::SeqCst);
-    load.outcome.lock().unwrap().insert(h1.id.clone(), 250);
+    load.count_accepted(&h1.id);
     sent.push((h1.id.clone(), h1.msg.clone()));
-    let m1_exit = mta::wait_for(Duration::from_secs(10), || m1.daemon.try_wait())
-        .unwrap_or_else(|| panic!("m1 did not exit after draining:\n{}", m1.daemon.log()));
+    let m1_exit = mta::wait_for(Duration::from_secs(10), || f.m1.daemon.try_wait())
+        .unwrap_or_else(|| panic!("m1 did not exit after draining:\n{}", f.m1.daemon.log()));
     let drained_ms = now_ms();
-    assert!(m1_exit.success(), "m1 exit: {m1_exit}\n{}", m1.daemon.log());
+    assert!(
+        m1_exit.success(),
+        "m1 exit: {m1_exit}\n{}",
+        f.m1.daemon.log()
+    );
     // The held message at least (a load session may have opened one more before the
     // socket closed).
     assert!(
-        m1.daemon.log().contains("waiting up to 30s for "),
+        f.m1.daemon.log().contains("waiting up to 30s for "),
         "{}",
-        m1.daemon.log()
+        f.m1.daemon.log()
     );
-    for mut h in others1 {
-        let r = h.smtp.data(&h.msg);
-        h.smtp.quit();
-        assert_eq!(r.code, 250, "{}: {r}", h.id);
-        load.successes.lock().unwrap().push(Instant::now());
-        load.accepted.fetch_add(1, Ordering::SeqCst);
-        load.outcome.lock().unwrap().insert(h.id.clone(), 250);
-        sent.push((h.id, h.msg));
+    finish_others(load, others1, sent);
+    Drained {
+        t_term,
+        down1,
+        drained_ms,
+        held: h1.id,
     }
+}
 
-    // Instance 2: SIGKILL with a transaction open on it, under load. That message
-    // gets a 4xx (milter_default_action = tempfail) and is sent again.
-    accepted_reach(2 * MESSAGES / 3);
+/// What the SIGKILL step leaves for the checks at the end.
+struct Killed {
+    /// When the load paused to place the holder on m2 (the end of the SIGTERM window).
+    pause2: Instant,
+    /// When m2 got SIGKILL.
+    t_kill: Instant,
+}
+
+/// Instance 2: SIGKILL with a transaction open on it, under load. That message gets a
+/// 4xx (milter_default_action = tempfail) and is sent again.
+fn kill_m2(
+    f: &mut Fleet,
+    load: &Load,
+    clients: &[thread::JoinHandle<()>],
+    sent: &mut Vec<(String, Vec<u8>)>,
+) -> Killed {
+    accepted_reach(load, 2 * MESSAGES / 3);
     let pause2 = Instant::now();
-    load.pause(&[&m2, &m3]);
-    let (mut h2, others2) = hold_on(&pf, &[&m2, &m3], "m2", "kill");
+    load.pause(&[&f.m2, &f.m3]);
+    let (mut h2, others2) = hold_on(&f.pf, &[&f.m2, &f.m3], "m2", "kill");
     // As for m1: nothing shows the daemon has read MAIL and RCPT; a fixed moment.
     thread::sleep(Duration::from_millis(200));
     load.resume();
@@ -507,40 +582,38 @@ fn fleet_behind_haproxy_survives_drain_and_crash() {
     });
     assert!(busy.is_some(), "the load did not resume");
     let t_kill = Instant::now();
-    m2.daemon.kill();
+    f.m2.daemon.kill();
     let r = h2.smtp.data(&h2.msg);
     h2.smtp.quit();
     assert_eq!(r.class(), 4, "the message in flight on the killed m2: {r}");
     load.tempfails.fetch_add(1, Ordering::SeqCst);
-    for mut h in others2 {
-        let r = h.smtp.data(&h.msg);
-        h.smtp.quit();
-        assert_eq!(r.code, 250, "{}: {r}", h.id);
-        load.successes.lock().unwrap().push(Instant::now());
-        load.accepted.fetch_add(1, Ordering::SeqCst);
-        load.outcome.lock().unwrap().insert(h.id.clone(), 250);
-        sent.push((h.id, h.msg));
-    }
-    load.deliver(pf.port, &h2.id, &h2.msg);
+    finish_others(load, others2, sent);
+    load.deliver(f.pf.port, &h2.id, &h2.msg);
     sent.push((h2.id.clone(), h2.msg.clone()));
+    Killed { pause2, t_kill }
+}
 
-    for c in clients {
-        c.join().expect("client thread");
-    }
-    let load_time = load_start.elapsed();
+/// What came out of Postfix once the load is over, and which instance decided each
+/// delivered message.
+struct Outcome {
+    accepted: usize,
+    rejected: usize,
+    delivered: Vec<mta::Delivered>,
+    /// Ids of the sent messages not accepted, or not delivered exactly once.
+    lost: Vec<String>,
+    log: String,
+    bounced: usize,
+    queue: Vec<String>,
+    /// Each instance's name and the queue ids it gave a verdict for.
+    ids: Vec<(&'static str, Vec<String>)>,
+    /// Delivered messages per instance.
+    served: HashMap<&'static str, usize>,
+}
 
-    // Everything accepted comes out of the queue, once.
-    let accepted = load.accepted.load(Ordering::SeqCst);
-    let rejected = load.rejected.load(Ordering::SeqCst);
-    // Whole messages only: smtp-sink creates a dump file when the transaction starts,
-    // so counting files let the last message, still being written, count as lost.
-    let delivered = mta::wait_for(Duration::from_secs(60), || {
-        let d = pf.delivered();
-        (d.len() >= accepted).then_some(d)
-    })
-    .unwrap_or_else(|| pf.delivered());
+/// Delivered messages by their Message-ID.
+fn by_message_id(delivered: &[mta::Delivered]) -> HashMap<String, Vec<&mta::Delivered>> {
     let mut by_id: HashMap<String, Vec<&mta::Delivered>> = HashMap::new();
-    for d in &delivered {
+    for d in delivered {
         for v in d.header("Message-ID") {
             by_id
                 .entry(v.trim_matches(['<', '>']).to_string())
@@ -548,73 +621,121 @@ fn fleet_behind_haproxy_survives_drain_and_crash() {
                 .push(d);
         }
     }
+    by_id
+}
+
+/// The queue id Postfix gave a delivered message (its Received field).
+fn queue_id(d: &mta::Delivered) -> Option<String> {
+    d.header("Received")
+        .join(" ")
+        .split("with ESMTP id ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+}
+
+/// Everything accepted comes out of the queue, once: collects what came out.
+fn collect_outcome(f: &Fleet, load: &Load, sent: &[(String, Vec<u8>)]) -> Outcome {
+    let accepted = load.accepted.load(Ordering::SeqCst);
+    let rejected = load.rejected.load(Ordering::SeqCst);
+    // Whole messages only: smtp-sink creates a dump file when the transaction starts,
+    // so counting files let the last message, still being written, count as lost.
+    let delivered = mta::wait_for(Duration::from_secs(60), || {
+        let d = f.pf.delivered();
+        (d.len() >= accepted).then_some(d)
+    })
+    .unwrap_or_else(|| f.pf.delivered());
+    let by_id = by_message_id(&delivered);
     let outcome = load.outcome.lock().unwrap().clone();
-    let lost: Vec<&String> = sent
+    let lost: Vec<String> = sent
         .iter()
         .map(|(id, _)| id)
         .filter(|id| outcome.get(*id) != Some(&250) || by_id.get(*id).map(Vec::len) != Some(1))
+        .cloned()
         .collect();
-    let log = pf.log();
+    let log = f.pf.log();
     let bounced = log.matches("status=bounced").count();
-    let queue = pf.queue_json();
+    let queue = f.pf.queue_json();
 
     // Which instance gave each delivered message its verdict (queue id in the trace).
-    let ids: Vec<(&str, Vec<String>)> = [&m1, &m2, &m3]
+    let ids: Vec<(&'static str, Vec<String>)> = [&f.m1, &f.m2, &f.m3]
         .iter()
         .map(|i| (i.name, i.queue_ids()))
         .collect();
-    let mut served: HashMap<&str, usize> = HashMap::new();
+    let mut served: HashMap<&'static str, usize> = HashMap::new();
     for d in &delivered {
-        let received = d.header("Received").join(" ");
-        let qid = received
-            .split("with ESMTP id ")
-            .nth(1)
-            .and_then(|s| s.split_whitespace().next())
-            .unwrap_or("")
+        let qid = queue_id(d)
+            .unwrap_or_default()
             .trim_end_matches(';')
             .to_string();
         if let Some((name, _)) = ids.iter().find(|(_, q)| q.contains(&qid)) {
             *served.entry(name).or_default() += 1;
         }
     }
+    Outcome {
+        accepted,
+        rejected,
+        delivered,
+        lost,
+        log,
+        bounced,
+        queue,
+        ids,
+        served,
+    }
+}
 
+/// The figures of the run, on standard output (`--nocapture`): BENCHMARKS.md quotes
+/// them.
+fn print_figures(
+    f: &Fleet,
+    load: &Load,
+    sent: &[(String, Vec<u8>)],
+    o: &Outcome,
+    load_time: Duration,
+    term: &Drained,
+    kill: &Killed,
+) {
     let successes = load.successes.lock().unwrap().clone();
     // Up to 5 s after each signal, and for SIGTERM only until the load paused again
     // (the pause for the second holder is no failover).
     let window = Duration::from_secs(5);
-    let gap_term = gap_after(&successes, t_term, window.min(pause2 - t_term));
-    let gap_kill = gap_after(&successes, t_kill, window);
-    let m1_after_down: Vec<u128> = hp
-        .connections_to("m1")
-        .into_iter()
-        .filter(|&t| t > down1)
-        .collect();
-    let m1_before = hp.connections_to("m1").len();
-
+    let gap_term = gap_after(
+        &successes,
+        term.t_term,
+        window.min(kill.pause2 - term.t_term),
+    );
+    let gap_kill = gap_after(&successes, kill.t_kill, window);
+    let m1_after_down =
+        f.hp.connections_to("m1")
+            .into_iter()
+            .filter(|&t| t > term.down1)
+            .count();
+    let m1_before = f.hp.connections_to("m1").len();
     println!(
         "fleet: {} messages ({MESSAGES} + {} holders), {CLIENTS} clients, {:.1} s of load, {:.1} msg/s accepted",
         sent.len(),
         sent.len() - MESSAGES,
         load_time.as_secs_f64(),
-        accepted as f64 / load_time.as_secs_f64()
+        o.accepted as f64 / load_time.as_secs_f64()
     );
     println!(
-        "fleet: sent {} = delivered {} + rejected {rejected}; lost {}; bounced {bounced}; 4xx answered and resent {}",
+        "fleet: sent {} = delivered {} + rejected {}; lost {}; bounced {}; 4xx answered and resent {}",
         sent.len(),
-        delivered.len(),
-        lost.len(),
+        o.delivered.len(),
+        o.rejected,
+        o.lost.len(),
+        o.bounced,
         load.tempfails.load(Ordering::SeqCst)
     );
     println!(
-        "fleet: verdicts by instance m1 {} (SIGTERM), m2 {} (SIGKILL), m3 {}; HAProxy connections to m1 {m1_before}, after its DOWN {}",
-        served.get("m1").unwrap_or(&0),
-        served.get("m2").unwrap_or(&0),
-        served.get("m3").unwrap_or(&0),
-        m1_after_down.len()
+        "fleet: verdicts by instance m1 {} (SIGTERM), m2 {} (SIGKILL), m3 {}; HAProxy connections to m1 {m1_before}, after its DOWN {m1_after_down}",
+        o.served.get("m1").unwrap_or(&0),
+        o.served.get("m2").unwrap_or(&0),
+        o.served.get("m3").unwrap_or(&0),
     );
     println!(
         "fleet: failover gap (longest time without a 250 after the signal; SIGTERM: {} ms until the next pause, SIGKILL: {} s): SIGTERM m1 {} ms, SIGKILL m2 {} ms",
-        window.min(pause2 - t_term).as_millis(),
+        window.min(kill.pause2 - term.t_term).as_millis(),
         window.as_secs(),
         gap_term.as_millis(),
         gap_kill.as_millis()
@@ -631,24 +752,32 @@ fn fleet_behind_haproxy_survives_drain_and_crash() {
     };
     println!(
         "fleet: first successes (ms) after SIGTERM {:?}, after SIGKILL {:?}; m1 marked down {} ms after SIGTERM",
-        first(t_term),
-        first(t_kill),
-        down1 as i128 - (now_ms() as i128 - t_term.elapsed().as_millis() as i128)
+        first(term.t_term),
+        first(kill.t_kill),
+        term.down1 as i128 - (now_ms() as i128 - term.t_term.elapsed().as_millis() as i128)
     );
     for o in load.odd.lock().unwrap().iter().take(20) {
         println!("fleet: {o}");
     }
+}
 
+/// Sent = delivered + rejected, nothing lost, rejected or bounced, the queue empty.
+fn assert_nothing_lost(load: &Load, sent: &[(String, Vec<u8>)], o: &Outcome) {
+    let (lost, queue) = (&o.lost, &o.queue);
     assert!(lost.is_empty(), "lost: {lost:?}\nqueue: {queue:?}");
-    assert_eq!(rejected, 0, "{:?}", load.odd.lock().unwrap());
+    assert_eq!(o.rejected, 0, "{:?}", load.odd.lock().unwrap());
     assert_eq!(
         sent.len(),
-        delivered.len() + rejected,
+        o.delivered.len() + o.rejected,
         "sent != delivered + rejected"
     );
-    assert_eq!(bounced, 0, "{log}");
+    assert_eq!(o.bounced, 0, "{}", o.log);
     assert!(queue.is_empty(), "left in the queue: {queue:?}");
-    // Each instance carried part of the mail; all of it went through one of them.
+}
+
+/// Each instance carried part of the mail; all of it went through one of them.
+fn assert_every_instance_served(o: &Outcome) {
+    let served = &o.served;
     for n in ["m1", "m2", "m3"] {
         assert!(
             served.get(n).is_some_and(|&c| c > 0),
@@ -657,30 +786,45 @@ fn fleet_behind_haproxy_survives_drain_and_crash() {
     }
     assert_eq!(
         served.values().sum::<usize>(),
-        delivered.len(),
+        o.delivered.len(),
         "{served:?}"
     );
-    // The drained instance: messages before, its held message during the drain, no
-    // connection from HAProxy once it was marked down, and none after it exited.
-    assert!(m1_before > 1, "{}", hp.text());
-    assert!(m1_after_down.is_empty(), "{m1_after_down:?} after {down1}");
-    assert!(hp.connections_to("m1").iter().all(|&t| t < drained_ms));
-    let h1_qid = by_id[&h1.id][0]
-        .header("Received")
-        .join(" ")
-        .split("with ESMTP id ")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next().map(str::to_string))
-        .unwrap_or_default();
+}
+
+/// The drained instance: messages before, its held message during the drain, no
+/// connection from HAProxy once it was marked down, and none after it exited.
+fn assert_m1_drained(f: &Fleet, o: &Outcome, term: &Drained) {
+    let m1_before = f.hp.connections_to("m1").len();
+    let m1_after_down: Vec<u128> =
+        f.hp.connections_to("m1")
+            .into_iter()
+            .filter(|&t| t > term.down1)
+            .collect();
+    assert!(m1_before > 1, "{}", f.hp.text());
     assert!(
-        ids[0].1.contains(&h1_qid),
+        m1_after_down.is_empty(),
+        "{m1_after_down:?} after {}",
+        term.down1
+    );
+    assert!(f
+        .hp
+        .connections_to("m1")
+        .iter()
+        .all(|&t| t < term.drained_ms));
+    let by_id = by_message_id(&o.delivered);
+    let h1_qid = queue_id(by_id[&term.held][0]).unwrap_or_default();
+    assert!(
+        o.ids[0].1.contains(&h1_qid),
         "the message held over SIGTERM was not m1's"
     );
+}
 
-    // Every delivered message is what the offline fix writes, and the fixable ones
-    // were fixed.
+/// Every delivered message is what the offline fix writes, and the fixable ones were
+/// fixed. Returns how many were.
+fn assert_delivered_as_offline(sent: &[(String, Vec<u8>)], o: &Outcome) -> usize {
+    let by_id = by_message_id(&o.delivered);
     let mut fixed = 0;
-    for (id, msg) in &sent {
+    for (id, msg) in sent {
         let got = by_id[id][0].without_trace();
         let want = mta::as_milter("inbound", CONFIG, msg);
         assert_eq!(got, want, "{id}\n{}", mta::show_diff(&want, &got));
@@ -689,6 +833,34 @@ fn fleet_behind_haproxy_survives_drain_and_crash() {
         }
     }
     assert!(fixed >= MESSAGES / 3, "only {fixed} fixed");
+    fixed
+}
+
+#[test]
+fn fleet_behind_haproxy_survives_drain_and_crash() {
+    if !mta::require_postfix() || !mta::require_haproxy() {
+        return;
+    }
+    let started = Instant::now();
+    let mut f = Fleet::start();
+    let mut sent = load_messages();
+    let load = Arc::new(Load::default());
+    let load_start = Instant::now();
+    let clients = start_clients(&f.pf, &load, &sent);
+
+    let term = drain_m1(&mut f, &load, &mut sent);
+    let kill = kill_m2(&mut f, &load, &clients, &mut sent);
+    for c in clients {
+        c.join().expect("client thread");
+    }
+    let load_time = load_start.elapsed();
+
+    let o = collect_outcome(&f, &load, &sent);
+    print_figures(&f, &load, &sent, &o, load_time, &term, &kill);
+    assert_nothing_lost(&load, &sent, &o);
+    assert_every_instance_served(&o);
+    assert_m1_drained(&f, &o, &term);
+    let fixed = assert_delivered_as_offline(&sent, &o);
     println!(
         "fleet: {fixed} delivered fixed, as fix --as-milter writes; {:.1} s in all",
         started.elapsed().as_secs_f64()
