@@ -124,9 +124,12 @@ async fn message_content_never_injects_lines_into_headers_or_replies() {
         b"http://user%0d%0a@example.org:80/\xc3\xa9\xff/x?\x0bq",
         b"http://example.org/ a\tb /c",
     ];
-    let config = "[[rewrite]]\nscheme = \"http\"\n\
-                  template = \"https://gw.example.net/{scheme}/{userinfo}{host}{port}{path}{query}{fragment}?u={url_pct}\"\n\
-                  [report]\nalways = true\n";
+    let config = r#"[[rewrite]]
+scheme = "http"
+template = "https://gw.example.net/{scheme}/{userinfo}{host}{port}{path}{query}{fragment}?u={url_pct}"
+[report]
+always = true
+"#;
     let reject = "[policy.inbound]\n\"extbody-url-invalid\" = \"reject\"\n\"extbody-url-unencoded\" = \"reject\"\n";
     for (name, cfg) in [("rewrite", config), ("reject", reject)] {
         let m = Milter::start(&format!("security-{name}"), cfg).await;

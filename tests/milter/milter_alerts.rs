@@ -407,12 +407,19 @@ async fn the_alerts_fire_on_the_daemons_real_metrics() {
     std::fs::create_dir(&spill).unwrap();
     let (port, http) = (free_port(), free_port());
     let config = format!(
-        "metrics_listen = \"127.0.0.1:{http}\"\nmetrics_max_connections = 2\n\
-         max_connections = 3\n\
-         log_target = \"syslog\"\nsyslog_socket = \"{}\"\n\
-         [limits]\nspill_threshold = 4096\nspill_directory = \"{}\"\nmemory_budget = 1024\n\
-         [policy.inbound]\n\"related-cid-duplicate\" = \"reject\"\n\
-         \"extbody-url-unquoted\" = \"tempfail\"\n",
+        r#"metrics_listen = "127.0.0.1:{http}"
+metrics_max_connections = 2
+max_connections = 3
+log_target = "syslog"
+syslog_socket = "{}"
+[limits]
+spill_threshold = 4096
+spill_directory = "{}"
+memory_budget = 1024
+[policy.inbound]
+"related-cid-duplicate" = "reject"
+"extbody-url-unquoted" = "tempfail"
+"#,
         dir.path().join("no-syslog.sock").display(),
         spill.display()
     );

@@ -32,9 +32,15 @@ const MIB: u64 = 1 << 20;
 
 fn config(spill: &Path, http: u16) -> String {
     format!(
-        "max_connections = {CONNECTIONS}\nmetrics_listen = \"127.0.0.1:{http}\"\n\
-         log_level = \"info\"\n[limits]\nmax_message_size = {}\nspill_threshold = {}\n\
-         memory_budget = {}\nspill_directory = \"{}\"\n",
+        r#"max_connections = {CONNECTIONS}
+metrics_listen = "127.0.0.1:{http}"
+log_level = "info"
+[limits]
+max_message_size = {}
+spill_threshold = {}
+memory_budget = {}
+spill_directory = "{}"
+"#,
         24 * MIB,
         MIB,
         64 * MIB,
@@ -548,8 +554,11 @@ fn a_budget_and_connections_the_cgroup_cannot_hold_are_warned_about() {
     assert!(err.contains(OVER_LIMIT), "{err}");
     assert!(err.contains("128 MiB"), "names the limit: {err}");
     // A configuration the formula puts below the limit: no warning.
-    let small = "max_connections = 10\n[limits]\nmemory_budget = 16777216\n\
-                 max_message_size = 8388608\n";
+    let small = r#"max_connections = 10
+[limits]
+memory_budget = 16777216
+max_message_size = 8388608
+"#;
     let err = config_check("memory-warn-small", small, &cg.wrapper());
     assert!(!err.contains(OVER_LIMIT), "{err}");
     // And `serve`, at start, in its log.

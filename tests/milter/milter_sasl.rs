@@ -11,9 +11,12 @@ use support::milter::*;
 
 /// Inbound rejects, outbound fixes: the reply and the edits tell which policy applied.
 /// No trusted network and no outbound daemon, so authentication is the only way out.
-const CONFIG: &str = "trusted_networks = []\n\
-                      [policy.inbound]\n\"*\" = \"reject\"\n\
-                      [policy.outbound]\n\"*\" = \"fix\"\n";
+const CONFIG: &str = r#"trusted_networks = []
+[policy.inbound]
+"*" = "reject"
+[policy.outbound]
+"*" = "fix"
+"#;
 
 /// Over-long words in the URL of a top-level external-body: fixable, one rule.
 const FIXTURE: &str = "milter/top-extbody.eml";

@@ -10,9 +10,12 @@ use support::milter::*;
 
 /// Inbound rejects the duplicate Content-ID, outbound only reports it: the status tells
 /// which direction the daemon chose.
-const SPLIT: &str = "outbound_daemons = [\"submission\"]\n\
-                     [policy.inbound]\n\"related-cid-duplicate\" = \"reject\"\n\
-                     [policy.outbound]\n\"related-cid-duplicate\" = \"report\"\n";
+const SPLIT: &str = r#"outbound_daemons = ["submission"]
+[policy.inbound]
+"related-cid-duplicate" = "reject"
+[policy.outbound]
+"related-cid-duplicate" = "report"
+"#;
 
 fn is_inbound(s: &Status) -> bool {
     match s {

@@ -416,8 +416,12 @@ async fn past_the_memory_budget_a_failed_spill_is_tempfailed_never_accepted() {
     let disk = Tmpfs::mount("full-disk-budget", "6m");
     let (mut d, http) = start_real(
         &format!(
-            "[limits]\nspill_directory = \"{}\"\nmemory_budget = {}\n\
-             [policy.inbound]\n\"extbody-url-unquoted\" = \"reject\"\n",
+            r#"[limits]
+spill_directory = "{}"
+memory_budget = {}
+[policy.inbound]
+"extbody-url-unquoted" = "reject"
+"#,
             disk.path().display(),
             16 << 20
         ),
@@ -636,9 +640,14 @@ fn a_full_spill_disk_behind_postfix() {
     let disk = Tmpfs::mount("full-disk-postfix", "6m");
     let d = Daemon::start(
         &format!(
-            "trusted_networks = []\n[limits]\nspill_directory = \"{}\"\n\
-             memory_budget = {}\noversize_action = \"reject\"\n\
-             [policy.inbound]\n\"extbody-url-unquoted\" = \"reject\"\n",
+            r#"trusted_networks = []
+[limits]
+spill_directory = "{}"
+memory_budget = {}
+oversize_action = "reject"
+[policy.inbound]
+"extbody-url-unquoted" = "reject"
+"#,
             disk.path().display(),
             12 << 20
         ),

@@ -59,8 +59,10 @@ fn binary(dir: &Path) -> PathBuf {
 /// The socket settings of the documented setup, for a socket in `sock_dir`.
 fn socket_config(sock_dir: &Path) -> String {
     format!(
-        "socket = \"unix:{}/mimeref-milter.sock\"\nsocket_mode = \"0660\"\n\
-         socket_group = \"postfix\"\n{POLICY}",
+        r#"socket = "unix:{}/mimeref-milter.sock"
+socket_mode = "0660"
+socket_group = "postfix"
+{POLICY}"#,
         sock_dir.display()
     )
 }

@@ -335,8 +335,11 @@ fn reject_gives_5xx_with_configured_text() {
         return;
     }
     let cfg = config(
-        "[reply]\nreject = \"550 5.6.0 Refused by the e2e test: {rules}\"\n\
-         [policy.inbound]\n\"extbody-*\" = \"reject\"\n",
+        r#"[reply]
+reject = "550 5.6.0 Refused by the e2e test: {rules}"
+[policy.inbound]
+"extbody-*" = "reject"
+"#,
     );
     let (d, pf) = start(&cfg, &[], PostfixConfig::with_milter(""));
     let (input, _) = nested();
@@ -360,8 +363,11 @@ fn tempfail_gives_4xx_with_configured_text() {
         return;
     }
     let cfg = config(
-        "[reply]\ntempfail = \"451 4.6.0 Try later, e2e: {rules}\"\n\
-         [policy.inbound]\n\"*\" = \"tempfail\"\n",
+        r#"[reply]
+tempfail = "451 4.6.0 Try later, e2e: {rules}"
+[policy.inbound]
+"*" = "tempfail"
+"#,
     );
     let (d, pf) = start(&cfg, &[], PostfixConfig::with_milter(""));
     let (input, _) = nested();
@@ -416,8 +422,13 @@ fn inbound_and_submission_get_their_own_policy() {
         return;
     }
     let cfg = config(
-        "[reply]\nreject = \"550 5.6.0 inbound refused: {rules}\"\n\
-         [policy.inbound]\n\"*\" = \"reject\"\n[policy.outbound]\n\"*\" = \"fix\"\n",
+        r#"[reply]
+reject = "550 5.6.0 inbound refused: {rules}"
+[policy.inbound]
+"*" = "reject"
+[policy.outbound]
+"*" = "fix"
+"#,
     );
     let mut pfc = PostfixConfig::with_milter("");
     pfc.submission = true;
@@ -586,8 +597,11 @@ Content-Location: http://example.org/a/very/long/path/that/goes/on/and/on/beyond
 ";
     // The fold is off by default (it reads worse in some readers): asked for here.
     let cfg = config(
-        "[policy.inbound]\n\"location-line-too-long\" = \"fix\"\n\
-         [policy.outbound]\n\"location-line-too-long\" = \"fix\"\n",
+        r#"[policy.inbound]
+"location-line-too-long" = "fix"
+[policy.outbound]
+"location-line-too-long" = "fix"
+"#,
     );
     let (d, pf) = start(&cfg, &[], PostfixConfig::with_milter(""));
     let r = pf.send(msg);
@@ -609,9 +623,13 @@ fn rewrite_and_strip_inside_a_nested_multipart() {
         return;
     }
     let cfg = config(
-        "[schemes]\nstrip_denied = true\n\
-         [[rewrite]]\nscheme = \"http\"\nhost_suffix = \"example.com\"\n\
-         template = \"https://{authority}{path}{query}\"\n",
+        r#"[schemes]
+strip_denied = true
+[[rewrite]]
+scheme = "http"
+host_suffix = "example.com"
+template = "https://{authority}{path}{query}"
+"#,
     );
     let (d, pf) = start(&cfg, &[], PostfixConfig::with_milter(""));
     let input = with_message_id(

@@ -18,8 +18,13 @@ fn direction_and_queue_id_without_any_milter_macros_in_main_cf() {
     let (_sasl, sasl_main_cf) = mta::sasl_anonymous();
     let d = Daemon::start(
         &format!(
-            "trusted_networks = []\noutbound_daemons = [\"{}\"]\n\
-             [policy.inbound]\n\"*\" = \"reject\"\n[policy.outbound]\n\"*\" = \"fix\"\n",
+            r#"trusted_networks = []
+outbound_daemons = ["{}"]
+[policy.inbound]
+"*" = "reject"
+[policy.outbound]
+"*" = "fix"
+"#,
             mta::SUBMISSION_DAEMON_NAME
         ),
         &[],

@@ -192,8 +192,11 @@ fn reject_gives_5xx_with_configured_text() {
     }
     let d = Daemon::start(
         &config(
-            "[reply]\nreject = \"550 5.6.0 Refused by the e2e test: {rules}\"\n\
-             [policy.inbound]\n\"extbody-*\" = \"reject\"\n",
+            r#"[reply]
+reject = "550 5.6.0 Refused by the e2e test: {rules}"
+[policy.inbound]
+"extbody-*" = "reject"
+"#,
         ),
         &[],
     );
@@ -233,8 +236,11 @@ fn quarantine_holds_the_message_with_the_configured_reason() {
     }
     let d = Daemon::start(
         &config(
-            "[reply]\nquarantine = \"Held by the e2e test: {rules}\"\n\
-             [policy.inbound]\n\"extbody-*\" = \"quarantine\"\n",
+            r#"[reply]
+quarantine = "Held by the e2e test: {rules}"
+[policy.inbound]
+"extbody-*" = "quarantine"
+"#,
         ),
         &[],
     );

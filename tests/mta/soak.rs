@@ -117,8 +117,12 @@ fn soak() {
     let cfg = dir.path().join("soak.toml");
     std::fs::write(
         &cfg,
-        "log_level = \"warn\"\n[policy.inbound]\n\"related-cid-duplicate\" = \"reject\"\n\
-         [policy.outbound]\n\"related-cid-duplicate\" = \"reject\"\n",
+        r#"log_level = "warn"
+[policy.inbound]
+"related-cid-duplicate" = "reject"
+[policy.outbound]
+"related-cid-duplicate" = "reject"
+"#,
     )
     .unwrap();
     let port = mta::free_port();
