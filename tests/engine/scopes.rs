@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+use crate::support;
 use crate::support::message::fixture_path;
 
 fn run(args: &[&str]) -> Output {
@@ -51,38 +52,10 @@ fn file(name: &str, text: &str) -> File {
     File(p)
 }
 
-/// Inbound (no trusted network), the built-in policy, and one scope of each kind.
-const SCOPES: &str = r#"trusted_networks = []
-
-[[scope]]
-name = "announce"
-header = { name = "List-Id", pattern = '<announce\.example\.org>' }
-exempt = "ignore"
-
-[[scope]]
-name = "archive"
-recipients = ["archive@example.net"]
-exempt = "log"
-
-[[scope]]
-name = "strict"
-recipients = ["@strict.example"]
-[scope.policy]
-"extbody-*" = "reject"
-
-[[scope]]
-name = "partner"
-client_networks = ["198.51.100.0/24"]
-senders = ["@partner.example"]
-exempt = "log"
-
-[[scope]]
-name = "staff"
-sasl_logins = ["alice"]
-fix_signed = true
-[scope.policy]
-"related-type-missing" = "fix"
-"#;
+/// The shared scope configuration, the archive on example.net.
+fn scopes() -> String {
+    support::scopes::config("", "example.net")
+}
 
 /// `check --actions` with `extra` arguments on `fixture`: the printed plan.
 fn plan(cfg: &str, fixture: &str, extra: &[&str]) -> String {
@@ -109,7 +82,8 @@ const TOP: &str = "milter/top-extbody.eml";
 
 #[test]
 fn check_actions_picks_the_scope_of_the_envelope() {
-    let p = |extra: &[&str]| plan(SCOPES, TOP, extra);
+    let scopes = scopes();
+    let p = |extra: &[&str]| plan(&scopes, TOP, extra);
     let none = p(&["--rcpt", "bob@example.net"]);
     assert!(
         none.contains("verdict: fix\n") && !none.contains("scope:"),
@@ -176,7 +150,7 @@ fn check_actions_picks_the_scope_of_the_envelope() {
 #[test]
 fn a_scope_may_fix_signed_mail() {
     let fixture = "signed/dkim-covers-content-type.eml";
-    let staff = plan(SCOPES, fixture, &["--macro", "{auth_authen}=Alice"]);
+    let staff = plan(&scopes(), fixture, &["--macro", "{auth_authen}=Alice"]);
     assert!(
         staff.contains("direction: outbound\nverdict: fix\nscope: staff\n"),
         "{staff}"
@@ -186,7 +160,7 @@ fn a_scope_may_fix_signed_mail() {
         staff.contains("change_header: Content-Type index 1"),
         "{staff}"
     );
-    let other = plan(SCOPES, fixture, &["--macro", "{auth_authen}=bob"]);
+    let other = plan(&scopes(), fixture, &["--macro", "{auth_authen}=bob"]);
     assert!(
         other.contains(
             "rules: related-part-disposition-missing related-type-missing signed-content\n"
@@ -198,7 +172,7 @@ fn a_scope_may_fix_signed_mail() {
 
 #[test]
 fn fix_as_milter_writes_what_the_scope_delivers() {
-    let c = file("fix.toml", SCOPES);
+    let c = file("fix.toml", &scopes());
     let f = fixture_path(TOP);
     let raw = std::fs::read(&f).unwrap();
     let fix = |extra: &[&str]| {
@@ -280,7 +254,7 @@ exempt = "log"
             at(20)
         )
     );
-    let good = file("good-scopes.toml", SCOPES);
+    let good = file("good-scopes.toml", &scopes());
     let o = run(&["config-check", "--config", good.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{o:?}");
 }

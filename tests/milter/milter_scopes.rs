@@ -15,28 +15,10 @@ use support::milter::*;
 /// policy.
 const FIXTURE: &str = "milter/top-extbody.eml";
 
-const SCOPES: &str = r#"trusted_networks = []
-
-[[scope]]
-name = "announce"
-header = { name = "List-Id", pattern = '<announce\.example\.org>' }
-exempt = "ignore"
-
-[[scope]]
-name = "archive"
-recipients = ["archive@example.net"]
-exempt = "log"
-
-[[scope]]
-name = "strict"
-recipients = ["@strict.example"]
-policy = { "extbody-*" = "reject" }
-
-[[scope]]
-name = "report-only"
-recipients = ["@report.example"]
-policy = { "*" = "report" }
-"#;
+/// The shared scope configuration, the archive on example.net.
+fn scopes() -> String {
+    support::scopes::config("", "example.net")
+}
 
 /// One transaction: MAIL FROM `from`, RCPT TO each of `rcpts`, then `msg`.
 async fn send_to(
@@ -112,7 +94,7 @@ fn assert_rejected(what: &str, r: &(EomActions, Status)) {
 
 #[tokio::test]
 async fn one_recipient_one_scope() {
-    let m = Milter::start("scopes-one", SCOPES).await;
+    let m = Milter::start("scopes-one", &scopes()).await;
     let mut c = m.conn().await;
     connect(&mut c, REMOTE, None).await;
     let msg = message();
@@ -163,7 +145,7 @@ async fn one_recipient_one_scope() {
 /// scope, a fix is made only when every recipient's scope fixes, else it is reported.
 #[tokio::test]
 async fn several_recipients_take_the_safe_side() {
-    let m = Milter::start("scopes-several", SCOPES).await;
+    let m = Milter::start("scopes-several", &scopes()).await;
     let mut c = m.conn().await;
     connect(&mut c, REMOTE, None).await;
     let msg = message();
@@ -234,7 +216,7 @@ async fn rcpt_is_asked_for_only_when_a_scope_reads_recipients() {
     );
     c.close().await.unwrap();
     plain.stop().await;
-    let scoped = Milter::start("scopes-rcpt", SCOPES).await;
+    let scoped = Milter::start("scopes-rcpt", &scopes()).await;
     let c = scoped.conn().await;
     assert!(
         !c.negotiated_opts().contains(ProtoOpts::NO_RCPT),
@@ -302,7 +284,7 @@ async fn a_reload_brings_scopes_in() {
 async fn the_metric_names_the_deciding_scope() {
     // The recorder is the whole test binary's: outbound mail (the client's network is
     // trusted here) is this test's alone.
-    let outbound = SCOPES.replace(
+    let outbound = scopes().replace(
         "trusted_networks = []",
         &format!("trusted_networks = [\"{REMOTE}/32\"]"),
     );

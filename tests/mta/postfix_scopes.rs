@@ -10,34 +10,11 @@ mod support;
 use support::message::drop_fields;
 use support::mta::{self, Daemon, Postfix, PostfixConfig};
 
-/// Inbound mail through the main smtpd (loopback is not trusted here), and four scopes:
-/// a mailing list exempted by its List-Id, a recipient whose mail is only logged, a
-/// domain that rejects what the rest fixes, a domain that only reports.
-const SCOPES: &str = r#"trusted_networks = []
-outbound_daemons = ["submission"]
-
-[[scope]]
-name = "announce"
-header = { name = "List-Id", pattern = '<announce\.lists\.example\.org>' }
-exempt = "ignore"
-
-[[scope]]
-name = "archive"
-recipients = ["archive@receiver.example"]
-exempt = "log"
-
-[[scope]]
-name = "strict"
-recipients = ["@strict.example"]
-[scope.policy]
-"extbody-*" = "reject"
-
-[[scope]]
-name = "report-only"
-recipients = ["@report.example"]
-[scope.policy]
-"*" = "report"
-"#;
+/// Inbound mail through the main smtpd (loopback is not trusted here; submission is
+/// outbound) and the shared scopes, the archive on the domain Postfix delivers to.
+fn scopes() -> String {
+    support::scopes::config("outbound_daemons = [\"submission\"]\n", "receiver.example")
+}
 
 const FROM: &str = "alice@sender.example";
 
@@ -118,14 +95,15 @@ fn the_same_message_to_an_exempt_recipient_and_to_a_normal_one() {
     if !mta::require_postfix() {
         return;
     }
-    let (d, pf) = start_with(SCOPES);
+    let scopes = scopes();
+    let (d, pf) = start_with(&scopes);
     let (input, _) = nested("scope-exempt@sender.example");
     let r = send(&pf, &["archive@receiver.example"], &input);
     assert_eq!(r.code, 250, "{r}\n{}", d.log());
     let got = delivered_as_offline(
         &pf,
         &d,
-        SCOPES,
+        &scopes,
         "scope-exempt@",
         &input,
         &["archive@receiver.example"],
@@ -138,7 +116,7 @@ fn the_same_message_to_an_exempt_recipient_and_to_a_normal_one() {
     let got = delivered_as_offline(
         &pf,
         &d,
-        SCOPES,
+        &scopes,
         "scope-normal@",
         &input,
         &["bob@receiver.example"],
@@ -169,7 +147,8 @@ fn a_reject_domain_and_a_report_domain() {
     if !mta::require_postfix() {
         return;
     }
-    let (d, pf) = start_with(SCOPES);
+    let scopes = scopes();
+    let (d, pf) = start_with(&scopes);
     let (input, _) = nested("scope-strict@sender.example");
     let r = send(&pf, &["x@strict.example"], &input);
     assert_eq!(r.code, 550, "{r}\n{}", d.log());
@@ -184,7 +163,7 @@ fn a_reject_domain_and_a_report_domain() {
     let got = delivered_as_offline(
         &pf,
         &d,
-        SCOPES,
+        &scopes,
         "scope-report@",
         &input,
         &["y@report.example"],
@@ -213,12 +192,13 @@ fn two_recipients_in_different_scopes() {
     if !mta::require_postfix() {
         return;
     }
-    let (d, pf) = start_with(SCOPES);
+    let scopes = scopes();
+    let (d, pf) = start_with(&scopes);
     let (input, _) = nested("scope-mixed@sender.example");
     let both = ["bob@receiver.example", "archive@receiver.example"];
     let r = send(&pf, &both, &input);
     assert_eq!(r.code, 250, "{r}\n{}", d.log());
-    let got = delivered_as_offline(&pf, &d, SCOPES, "scope-mixed@", &input, &both);
+    let got = delivered_as_offline(&pf, &d, &scopes, "scope-mixed@", &input, &both);
     // The archive's scope takes no fix: the fix is withheld and reported instead.
     same(
         "fix withheld",
@@ -253,7 +233,7 @@ fn mail_from_an_exempt_mailing_list() {
     if !mta::require_postfix() {
         return;
     }
-    let cfg = SCOPES.replace(
+    let cfg = scopes().replace(
         "outbound_daemons = [\"submission\"]\n",
         "outbound_daemons = [\"submission\"]\n[policy.inbound]\n\"*\" = \"reject\"\n",
     );
@@ -266,7 +246,7 @@ fn mail_from_an_exempt_mailing_list() {
         t.insert_str(at, &format!("List-Id: Announcements\n <{list_id}>\n"));
         t.into_bytes()
     };
-    let input = list("scope-list@sender.example", "announce.lists.example.org");
+    let input = list("scope-list@sender.example", "announce.example.org");
     let r = send(&pf, &["bob@receiver.example"], &input);
     assert_eq!(r.code, 250, "{r}\n{}", d.log());
     let got = delivered_as_offline(
@@ -315,8 +295,11 @@ fn sighup_brings_a_scope_in() {
     assert_eq!(r.code, 550, "before the reload: {r}\n{}", d.log());
 
     let with_scope = format!(
-        "{strict}[[scope]]\nname = \"archive\"\nrecipients = [\"archive@receiver.example\"]\n\
-         exempt = \"ignore\"\n"
+        r#"{strict}[[scope]]
+name = "archive"
+recipients = ["archive@receiver.example"]
+exempt = "ignore"
+"#
     );
     d.reload_with(&with_scope);
     let (input, _) = nested("scope-hup-2@sender.example");

@@ -1,7 +1,8 @@
 //! Support for every integration test binary: message bytes and fixtures
 //! ([`message`]), the fix invariants ([`invariants`]), the daemon run in-process and
-//! driven like an MTA ([`milter`]), and the spawned daemon with private Postfix,
-//! Sendmail and the other programs around it ([`mta`]).
+//! driven like an MTA ([`milter`]), the spawned daemon with private Postfix,
+//! Sendmail and the other programs around it ([`mta`]), and the scope configuration
+//! the scope tests share ([`scopes`]).
 //!
 //! Each binary takes it in with `#[path = "../support/mod.rs"] mod support;` and uses
 //! only part of it.
@@ -11,6 +12,7 @@ pub mod invariants;
 pub mod message;
 pub mod milter;
 pub mod mta;
+pub mod scopes;
 
 use std::time::{Duration, Instant};
 
