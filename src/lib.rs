@@ -6,6 +6,7 @@
 //! engine → `policy` (direction, actions, intake, the planner) → `config` (the file,
 //! grouped by when a key takes effect) → `milter` (the protocol, buffering, sending a
 //! plan) → `daemon` (sockets, signals, reload, the HTTP endpoint) → `cli`.
+//! ARCHITECTURE.md maps the tree; each folder's root `//!` doc lists its files.
 //!
 //! Only the engine is public whole. Of the rest, what a caller needs: the binary's
 //! [`main`]; a [`Config`] (loaded or parsed, with its [`ConfigErrors`]) and the
