@@ -870,7 +870,7 @@ fn fleet_behind_haproxy_survives_drain_and_crash() {
 
 /// Messages per second through HAProxy with one instance, then with two, each for the
 /// same time (`MIMEREF_FLEET_SECONDS`, default 10) with the same clients. A by-hand
-/// measurement for the README, not a check: `cargo test --test fleet_e2e -- --ignored
+/// measurement for BENCHMARKS.md, not a check: `cargo test --test fleet_e2e -- --ignored
 /// --nocapture`.
 #[test]
 #[ignore = "a measurement; run by hand"]
