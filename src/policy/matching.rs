@@ -1,9 +1,11 @@
 //! Whether a message matches a scope's keys: envelope addresses (`local@domain`,
 //! `@domain`, `@.domain`, `<>`), the client network, the SASL login and a top-level
 //! header field with a pattern over its value. Every key given must match; a list
-//! matches when one of its entries does. Which scope a message then falls into is
-//! `scope`'s; what that does to a finding is `decide`'s.
+//! matches when one of its entries does. The header fields are read as [`TopFields`]
+//! (which `survey` shows too), with the engine's heading scan. Which scope a message
+//! then falls into is `scope`'s; what that does to a finding is `decide`'s.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::net::IpAddr;
 
@@ -11,6 +13,7 @@ use ipnet::IpNet;
 use regex::bytes::Regex;
 
 use super::direction::in_networks;
+use crate::engine::model::mime;
 
 /// An envelope address pattern of a scope.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -271,7 +274,7 @@ impl Matcher {
 pub struct FieldCache<'a> {
     raw: &'a [u8],
     extra: &'a [(String, Vec<u8>)],
-    fields: Option<Vec<(&'a [u8], Vec<u8>)>>,
+    fields: Option<TopFields<'a>>,
 }
 
 impl<'a> FieldCache<'a> {
@@ -295,82 +298,83 @@ impl<'a> FieldCache<'a> {
         }
         let raw = self.raw;
         self.fields
-            .get_or_insert_with(|| top_level_fields(raw))
+            .get_or_insert_with(|| TopFields::read(raw))
             .iter()
             .any(|(n, v)| n.eq_ignore_ascii_case(h.name.as_bytes()) && h.matches(v))
     }
 }
 
-/// The top-level header fields: name and unfolded value without surrounding white
-/// space. Lines that are no field (no colon) are passed over; the empty line ends the
-/// heading.
-pub fn top_level_fields(raw: &[u8]) -> Vec<(&[u8], Vec<u8>)> {
-    let mut out: Vec<(&[u8], Vec<u8>)> = Vec::new();
-    let mut continuing = false;
-    for line in raw.split(|&b| b == b'\n') {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.is_empty() {
-            break;
-        }
-        if matches!(line[0], b' ' | b'\t') {
-            if continuing {
-                if let Some((_, v)) = out.last_mut() {
-                    v.extend_from_slice(line);
-                }
-            }
-            continue;
-        }
-        continuing = false;
-        if let Some(colon) = line.iter().position(|&b| b == b':') {
-            let name = line[..colon].trim_ascii_end();
-            if !name.is_empty() && !name.contains(&b' ') {
-                out.push((name, line[colon + 1..].to_vec()));
-                continuing = true;
-            }
-        }
-    }
-    for (_, v) in &mut out {
-        let t = v.trim_ascii();
-        if t.len() != v.len() {
-            *v = t.to_vec();
-        }
-    }
-    out
+/// The top-level header fields of a message as scopes match them and `survey` shows
+/// them: each name, and its value unfolded and without surrounding white space, in
+/// message order.
+///
+/// Read with the engine's heading scan, read on past the lines that are no field
+/// ([`mime::fields_read_on`]), where a message file may have a stray line and the
+/// fields after it still count. Such a line is taken as it always was here: as a field
+/// when a colon follows a name without spaces (white space before the colon dropped),
+/// else passed over with its continuation lines.
+pub struct TopFields<'a> {
+    fields: Vec<(&'a [u8], Cow<'a, [u8]>)>,
 }
 
-/// The heading's value of a field for display (the Message-ID of an example): the
-/// first occurrence, unfolded, white space runs as one space.
-pub fn first_value(raw: &[u8], name: &str) -> Option<String> {
-    let mut value: Option<Vec<u8>> = None;
-    for line in raw.split(|&b| b == b'\n') {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.is_empty() {
-            break;
-        }
-        if matches!(line[0], b' ' | b'\t') {
-            if let Some(v) = value.as_mut() {
-                v.extend_from_slice(line);
-            }
-            continue;
-        }
-        if value.is_some() {
-            break;
-        }
-        if let Some(colon) = line.iter().position(|&b| b == b':') {
-            if line[..colon]
-                .trim_ascii_end()
-                .eq_ignore_ascii_case(name.as_bytes())
-            {
-                value = Some(line[colon + 1..].to_vec());
-            }
+impl<'a> TopFields<'a> {
+    pub fn read(raw: &'a [u8]) -> TopFields<'a> {
+        let fields = mime::fields_read_on(raw)
+            .into_iter()
+            .filter_map(|f| {
+                let (name, value) = if f.name.is_empty() {
+                    stray_field(&raw[f.value])?
+                } else {
+                    (&raw[f.name], &raw[f.value])
+                };
+                Some((name, unfold(value)))
+            })
+            .collect();
+        TopFields { fields }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.fields.iter().map(|(n, v)| (*n, &**v))
+    }
+
+    /// The value of the first field named `name` (in any case) for display: white
+    /// space runs as one space, octets that are not UTF-8 replaced.
+    pub fn first_text(&self, name: &str) -> Option<String> {
+        let (_, v) = self
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))?;
+        Some(
+            String::from_utf8_lossy(v)
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" "),
+        )
+    }
+}
+
+/// A stray line (with its continuation lines) as a field: when a colon follows a name
+/// without spaces on its first line, that name without the white space before the
+/// colon, and the rest.
+fn stray_field(line: &[u8]) -> Option<(&[u8], &[u8])> {
+    let colon = memchr::memchr(b':', line)?;
+    let name = line[..colon].trim_ascii_end();
+    let one_word = !name.is_empty() && !name.contains(&b' ') && !name.contains(&b'\n');
+    one_word.then(|| (name, &line[colon + 1..]))
+}
+
+/// A field value without the line breaks of its folds (LF, and a CR before it; a CR
+/// alone stays) and without white space around it.
+fn unfold(v: &[u8]) -> Cow<'_, [u8]> {
+    if !v.contains(&b'\n') {
+        return Cow::Borrowed(v.trim_ascii());
+    }
+    let mut out = Vec::with_capacity(v.len());
+    for (i, &b) in v.iter().enumerate() {
+        if !(b == b'\n' || (b == b'\r' && v.get(i + 1) == Some(&b'\n'))) {
+            out.push(b);
         }
     }
-    value.map(|v| {
-        String::from_utf8_lossy(&v)
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-    })
+    Cow::Owned(out.trim_ascii().to_vec())
 }
 
 #[cfg(test)]
@@ -429,20 +433,21 @@ mod tests {
     fn header_fields_are_unfolded_and_end_at_the_empty_line() {
         let raw = b"From: a@example.org\r\nList-Id: Announcements\r\n <announce.example.org>\r\n\
                     Subject :x\r\nno colon here\r\n\r\nList-Id: <body.example.org>\r\n";
-        let f = top_level_fields(raw);
+        let read = TopFields::read(raw);
+        let f: Vec<(&[u8], &[u8])> = read.iter().collect();
         let names: Vec<&[u8]> = f.iter().map(|(n, _)| *n).collect();
         assert_eq!(names, [&b"From"[..], b"List-Id", b"Subject"]);
         assert_eq!(f[1].1, b"Announcements <announce.example.org>");
         assert_eq!(f[2].1, b"x");
         assert_eq!(
-            first_value(raw, "list-id").as_deref(),
+            read.first_text("list-id").as_deref(),
             Some("Announcements <announce.example.org>")
         );
     }
 
     /// The fields of a heading as scope matching reads them, one `name=value` each.
     fn fields(raw: &[u8]) -> String {
-        top_level_fields(raw)
+        TopFields::read(raw)
             .iter()
             .map(|(n, v)| format!("{}={}", n.escape_ascii(), v.escape_ascii()))
             .collect::<Vec<_>>()
@@ -501,13 +506,13 @@ mod tests {
         }
         let raw = b"x-mailer: One\r\n  two\tthree\r\nX-Mailer: second\r\nbogus\r\nMessage-ID\x0c: <id@example.org>\r\n\r\n";
         assert_eq!(
-            first_value(raw, "X-Mailer").as_deref(),
+            TopFields::read(raw).first_text("X-Mailer").as_deref(),
             Some("One two three")
         );
         assert_eq!(
-            first_value(raw, "message-id").as_deref(),
+            TopFields::read(raw).first_text("message-id").as_deref(),
             Some("<id@example.org>")
         );
-        assert_eq!(first_value(raw, "User-Agent"), None);
+        assert_eq!(TopFields::read(raw).first_text("User-Agent"), None);
     }
 }

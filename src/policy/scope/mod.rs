@@ -26,7 +26,7 @@ pub use envelope::{Envelope, Recipients};
 // The configuration builds scopes from these, and the milter and the offline commands
 // read addresses with `normalize_address`: one path for what makes up a scope.
 pub use crate::policy::decide::{Effect, Overrides};
-pub use crate::policy::matching::{first_value, normalize_address, Address, HeaderMatch, Matcher};
+pub use crate::policy::matching::{normalize_address, Address, HeaderMatch, Matcher};
 
 use crate::engine::Finding;
 use crate::policy::decide::{self, Decider};
