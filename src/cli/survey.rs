@@ -30,8 +30,9 @@ use super::mailbox::{self, Message, NotRead, Source};
 use super::{analyse, fail, load_config, printable, received, DirectionArg, EnvelopeArgs, Format};
 use crate::config::Config;
 use crate::engine::{Finding, Rule};
+use crate::policy::matching::TopFields;
 use crate::policy::plan::Plan;
-use crate::policy::scope::{self, Envelope};
+use crate::policy::scope::Envelope;
 use crate::policy::{Action, Direction};
 
 #[derive(Args, Debug)]
@@ -471,13 +472,14 @@ const MAX_SENDERS: usize = 10_000;
 /// Exchange Online set no X-Mailer, but their ids say `mail.gmail.com` and
 /// `prod.outlook.com`). Digits are kept: a version is part of the answer.
 fn sender(raw: &[u8]) -> String {
+    let fields = TopFields::read(raw);
     for name in ["X-Mailer", "User-Agent"] {
-        if let Some(v) = scope::first_value(raw, name).filter(|v| !v.is_empty()) {
+        if let Some(v) = fields.first_text(name).filter(|v| !v.is_empty()) {
             let v: String = v.chars().take(60).collect();
             return format!("{name}: {v}");
         }
     }
-    let domain = scope::first_value(raw, "Message-ID").and_then(|id| {
+    let domain = fields.first_text("Message-ID").and_then(|id| {
         let right = id
             .trim()
             .trim_matches(['<', '>'])
@@ -593,7 +595,9 @@ impl Stats {
                     Some(f) if f.example.0 < seq => f.messages += 1,
                     Some(f) => {
                         let id = message_id
-                            .get_or_insert_with(|| scope::first_value(&m.bytes, "Message-ID"))
+                            .get_or_insert_with(|| {
+                                TopFields::read(&m.bytes).first_text("Message-ID")
+                            })
                             .clone();
                         f.messages += 1;
                         f.example = (seq, m.source.clone(), id);
@@ -601,7 +605,9 @@ impl Stats {
                     }
                     None => {
                         let id = message_id
-                            .get_or_insert_with(|| scope::first_value(&m.bytes, "Message-ID"))
+                            .get_or_insert_with(|| {
+                                TopFields::read(&m.bytes).first_text("Message-ID")
+                            })
                             .clone();
                         rs.forms.insert(
                             key,
@@ -646,7 +652,7 @@ impl Stats {
         };
         let mut id = || {
             message_id
-                .get_or_insert_with(|| scope::first_value(&m.bytes, "Message-ID"))
+                .get_or_insert_with(|| TopFields::read(&m.bytes).first_text("Message-ID"))
                 .clone()
         };
         match st.senders.get_mut(&key) {

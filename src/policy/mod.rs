@@ -1,22 +1,27 @@
 //! What to do about a message, decided without any I/O.
 //!
 //! Here: the [`Policy`] of a direction maps rule ids, or globs over them (`extbody-*`,
-//! `*`), to an [`Action`]; the most specific key wins for a rule, and over all findings of
-//! a message the strongest action decides the verdict. [`direction`] says which way a
-//! message goes, [`intake`] what the limits let through of it, [`plan`] everything the
-//! daemon does to it (the planner, the report header, the replies; its tests in
-//! `plan_tests`), [`report`] the `[report]` settings, [`redact`] how URLs
-//! may be shown in log lines and the header, [`scope`] which mail gets another policy
-//! than its direction's (recipient, sender, client network, SASL login, a header field).
+//! `*`), to an [`Action`]; the most specific key wins for a rule, and a rule no key
+//! matches gets its built-in default ([`builtin`]). The modules:
+//! - [`decide`]: the action for a finding and the verdict over a message's findings,
+//!   under the direction's policy and the scopes the message falls into;
+//! - [`scope`]: the `[[scope]]` list, which scopes a message falls into, and the scopes
+//!   that can never match; [`matching`]: whether a message matches a scope's keys
+//!   (addresses, client networks, SASL login, a header field);
+//! - [`plan`]: everything the daemon does to a message (the planner, the replies, the
+//!   message as delivered); [`report`]: the `[report]` settings and the report header's
+//!   value;
+//! - [`direction`]: which way a message goes; [`intake`]: what the limits let through of
+//!   it; [`redact`]: how URLs may be shown in log lines and the header.
 //!
 //! The policy uses only the engine (the layers: `lib.rs`). Its settings ([`Policies`], [`Directions`], [`plan::Report`], [`plan::Replies`])
 //! are its own types, which the configuration holds as sections.
 
+pub mod decide;
 pub mod direction;
 pub mod intake;
+pub mod matching;
 pub mod plan;
-#[cfg(test)]
-mod plan_tests;
 pub mod redact;
 pub mod report;
 pub mod scope;
@@ -253,6 +258,11 @@ impl Policies {
             || self.outbound.actions_used().any(|a| a == action)
             || self.scopes.actions_used().any(|a| a == action)
     }
+}
+
+/// Rule ids joined by `sep`, as replies, the report header and the log name them.
+pub(crate) fn ids(rules: &[Rule], sep: &str) -> String {
+    rules.iter().map(|r| r.id()).collect::<Vec<_>>().join(sep)
 }
 
 /// The action of a rule that no policy key matches: `fix` (a finding with no repair on

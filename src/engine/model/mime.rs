@@ -649,6 +649,37 @@ fn read_heading(buf: &[u8], range: Range<usize>, top: bool, all: &mut Vec<Field>
     }
 }
 
+/// The top-level heading at the start of `buf` read on past the lines that are no field,
+/// up to the empty line or the end: the fields [`read_heading`] reads, and in its order
+/// each line where it would start the body, with the continuation lines after it, as a
+/// field whose name is empty and whose value starts at the line's first octet. For
+/// readers that pass over a stray line rather than take the rest for the body: scope
+/// matching and `survey`. An mbox `From ` line is such a line here.
+pub fn fields_read_on(buf: &[u8]) -> Vec<Field> {
+    let end = buf.len();
+    let mut fields = Vec::new();
+    let mut pos = 0;
+    while pos < end {
+        let h = read_heading(buf, pos..end, false, &mut fields);
+        if !h.no_separator || h.body.start >= end {
+            break;
+        }
+        let start = h.body.start;
+        let (mut value_end, mut next) = line_end(buf, start, end);
+        while next < end && matches!(buf[next], b' ' | b'\t') {
+            (value_end, next) = line_end(buf, next, end);
+        }
+        fields.push(Field {
+            start,
+            name: start..start,
+            value: start..value_end,
+            end: next,
+        });
+        pos = next;
+    }
+    fields
+}
+
 /// The length of the name and the position of the colon when `line` starts with a
 /// field name (printable ASCII, no colon; obsolete whitespace before the colon allowed,
 /// and not part of the name).

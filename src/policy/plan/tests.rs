@@ -1,11 +1,11 @@
 //! The planner's decisions and actions under policies as the configuration builds them
 //! (the defaults, and the keys each test names).
 
-use super::plan::{delivered, Plan, Planner, Received, Replies};
-use super::report::Report;
-use super::scope::Scopes;
-use super::{Action, Direction, Pattern, Policies, Policy};
+use super::{delivered, Plan, Planner, Received, Replies};
 use crate::engine::{self, Analysis, Edit, FieldLoc, Finding, Limits, Rule, Severity};
+use crate::policy::report::Report;
+use crate::policy::scope::Scopes;
+use crate::policy::{Action, Direction, Pattern, Policies, Policy};
 
 /// What a configuration gives the planner: the built-in defaults, with the
 /// `[policy.inbound]` keys a test names over them.
@@ -379,7 +379,7 @@ fn nothing_found_nothing_done() {
 /// insertions and removals said as such.
 #[test]
 fn field_changes_are_shown_on_one_safe_line() {
-    use super::plan::{field_change_text, FieldChange};
+    use super::{field_change_text, FieldChange};
     let c = FieldChange {
         part: "1.2".into(),
         name: "Content-Disposition".into(),
