@@ -83,4 +83,115 @@ mod tests {
             assert_eq!(heading_copy_len(heading, other), None, "{other:?}");
         }
     }
+
+    /// Today's answers on the inputs where a header reader may differ (folds, bare LF,
+    /// no colon, NUL, no empty line, an mbox From line, white space at odd places),
+    /// pinned before the reader changed.
+    #[test]
+    fn odd_headings_keep_their_answers() {
+        let heading = b"From: a@example.org\r\nSubject: one\r\n two\r\n\r\n";
+        let lf_folds = b"From: a@example.org\r\nSubject: one\n two\r\n\r\n";
+        let cases: &[(&[u8], &[u8], Option<usize>)] = &[
+            // Folded: the fold as the MTA sent it, CRLF or LF.
+            (
+                heading,
+                b"From: a@example.org\r\nSubject: one\r\n two\r\n\r\nhi",
+                Some(43),
+            ),
+            (
+                lf_folds,
+                b"From: a@example.org\r\nSubject: one\n two\r\n\r\nhi",
+                Some(42),
+            ),
+            (
+                lf_folds,
+                b"From: a@example.org\r\nSubject: one\r\n two\r\n\r\nhi",
+                None,
+            ),
+            (
+                heading,
+                b"From: a@example.org\r\nSubject: one\r\n\ttwo\r\n\r\n",
+                None,
+            ),
+            (
+                heading,
+                b"From: a@example.org\r\nSubject:\r\n one\r\n two\r\n\r\n",
+                Some(45),
+            ),
+            // Bare LF: ending a field, a fold, or the heading.
+            (
+                heading,
+                b"From: a@example.org\nSubject: one\r\n two\n\r\nhi",
+                Some(41),
+            ),
+            (
+                heading,
+                b"From: a@example.org\r\nSubject: one\r\n two\r\n\nhi",
+                None,
+            ),
+            (
+                heading,
+                b"From: a@example.org\nSubject: one\n two\n\n",
+                None,
+            ),
+            (b"X: a\n\nb\r\n\r\n", b"X: a\n\nb\r\n\r\n", None),
+            (b"X: a\n\r\nb\r\n\r\n", b"X: a\n\r\nb\r\n\r\n", None),
+            (b"X: a\nY: b\r\n\r\n", b"X: a\r\nY: b\r\n\r\n", Some(14)),
+            (b"X: a\r\n\r\n", b"X: a\r\n\r\n\r\n", Some(8)),
+            // A bare CR is no line end.
+            (b"X: a\rY: b\r\n\r\n", b"X: a\rY: b\r\n\r\n", Some(13)),
+            (b"X: a\r\n\r\n", b"X: a\r\r\n\r\n", Some(9)),
+            // No colon.
+            (
+                heading,
+                b"From a@example.org\r\nSubject: one\r\n two\r\n\r\n",
+                None,
+            ),
+            (b"X: a\nb\r\n\r\n", b"X: a\nb\r\n\r\n", None),
+            (b"X: a\r\n\r\n", b"X: a\r\nno colon\r\n\r\n", None),
+            // NUL.
+            (b"X: a\r\n\r\n", b"X: a\0\r\n\r\n", None),
+            (b"X: a\r\n\r\n", b"X\0: a\r\n\r\n", None),
+            (b"X: a\r\nY: b\r\n\r\n", b"X: a\r\n\0Y: b\r\n\r\n", None),
+            // No empty line, or the body ends first.
+            (
+                heading,
+                b"From: a@example.org\r\nSubject: one\r\n two\r\n",
+                None,
+            ),
+            (
+                heading,
+                b"From: a@example.org\r\nSubject: one\r\n two",
+                None,
+            ),
+            (heading, b"From: a@example.org\r\n", None),
+            (heading, b"", None),
+            (heading, b"\r\n", None),
+            (b"X: a\r\n", b"X: a\r\n\r\n", None),
+            (b"\r\n", b"\r\n", None),
+            (b"X: a\r\n\r\nmore", b"X: a\r\n\r\nmore", None),
+            // An mbox From line, white space before the first field or the colon.
+            (
+                heading,
+                b"From x\r\nFrom: a@example.org\r\nSubject: one\r\n two\r\n\r\n",
+                None,
+            ),
+            (b"From: a\r\n\r\n", b"From : a\r\n\r\n", None),
+            (b"X : a\r\n\r\n", b"X : a\r\n\r\n", Some(9)),
+            (b"X: a\r\n\r\n", b" X: a\r\n\r\n", None),
+            (b"X: a\r\n\r\n", b" y\r\nX: a\r\n\r\n", None),
+            // One field more or fewer, in either.
+            (b"X: a\r\nY: b\r\n\r\n", b"X: a\r\n\r\n", None),
+            (b"X: a\r\n\r\n", b"X: a\r\nY: b\r\n\r\n", None),
+        ];
+        for (i, (heading, body, want)) in cases.iter().enumerate() {
+            assert_eq!(
+                heading_copy_len(heading, body),
+                *want,
+                "case {i}: {:?} in {:?}",
+                String::from_utf8_lossy(heading),
+                String::from_utf8_lossy(body)
+            );
+        }
+    }
 }
