@@ -1,6 +1,9 @@
 //! The copy of the heading that Stalwart sends at the start of the body: found, so that
 //! the copy is analysed as the heading and does not come back in a replaced body.
 
+use crate::engine::model::mime;
+use crate::engine::Limits;
+
 /// The length of the copy of `heading` (the fields as received, CRLF, the empty line)
 /// that `body` starts with, if it does: Stalwart sends the whole message, heading
 /// included, as the body. Compared field by field, name exactly and value without the
@@ -8,42 +11,65 @@
 /// a copy of this very heading matches; Stalwart sends a value that is not UTF-8 as
 /// an empty one.
 pub(super) fn heading_copy_len(heading: &[u8], body: &[u8]) -> Option<usize> {
-    let (mut ours, mut theirs) = (0, 0);
-    let mut fields = 0;
-    loop {
-        match (
-            next_field(heading, &mut ours)?,
-            next_field(body, &mut theirs)?,
-        ) {
-            (Err(_), Err(end)) => return (fields > 0 && ours == heading.len()).then_some(end),
-            (Ok(a), Ok(b)) if same_field(a, b) => fields += 1,
-            _ => return None,
+    let ours = Fields::read(heading)?;
+    if ours.end != heading.len() {
+        return None;
+    }
+    let theirs = Fields::read(body)?;
+    (ours.fields.len() == theirs.fields.len()
+        && ours
+            .fields
+            .iter()
+            .zip(&theirs.fields)
+            .all(|(a, b)| same_field(a, b)))
+    .then_some(theirs.end)
+}
+
+/// The top-level fields of a heading as the engine's heading scan reads them, each
+/// from its name to the end of its value (folds included), and where the empty line
+/// after them ends.
+struct Fields<'a> {
+    fields: Vec<&'a [u8]>,
+    end: usize,
+}
+
+impl<'a> Fields<'a> {
+    /// None unless the scan reads `b` as one or more fields from its first octet on,
+    /// ended by an empty line in CRLF: a line before the first field, one that is not a
+    /// field, an mbox From line, a bare LF empty line or none at all is no heading the
+    /// MTA sent.
+    fn read(b: &'a [u8]) -> Option<Fields<'a>> {
+        // The scan reads no further than the first empty line; the body after it
+        // (megabytes, maybe a multipart to split) is not given to it.
+        let end = empty_line_end(b)?;
+        let msg = mime::Message::parse(&b[..end], &Limits::default().heading_only());
+        let top = msg.entities.first()?;
+        let fields = msg.fields(top);
+        let (first, last) = (fields.first()?, fields.last()?);
+        if first.start != 0 || top.no_separator || b.get(last.end..end) != Some(&b"\r\n"[..]) {
+            return None;
         }
+        Some(Fields {
+            fields: fields.iter().map(|f| &b[f.start..f.value.end]).collect(),
+            end,
+        })
     }
 }
 
-/// The field at `*at` without its line end (`Ok`), or the end of the heading: the
-/// empty line, with where it ends (`Err`). None when `b` ends first.
-fn next_field<'a>(b: &'a [u8], at: &mut usize) -> Option<Result<&'a [u8], usize>> {
-    if b[*at..].starts_with(b"\r\n") {
-        *at += 2;
-        return Some(Err(*at));
+/// Where the first empty line of `b` ends: what the heading scan needs to see of it.
+fn empty_line_end(b: &[u8]) -> Option<usize> {
+    if b.starts_with(b"\n") || b.starts_with(b"\r\n") {
+        return Some(if b[0] == b'\n' { 1 } else { 2 });
     }
-    let start = *at;
-    loop {
-        let nl = memchr::memchr(b'\n', &b[*at..])? + *at;
-        *at = nl + 1;
-        if !matches!(b.get(*at), Some(b' ' | b'\t')) {
-            let end = if nl > start && b[nl - 1] == b'\r' {
-                nl - 1
-            } else {
-                nl
-            };
-            return Some(Ok(&b[start..end]));
-        }
-    }
+    memchr::memchr_iter(b'\n', b).find_map(|lf| match &b[lf + 1..] {
+        [b'\n', ..] => Some(lf + 2),
+        [b'\r', b'\n', ..] => Some(lf + 3),
+        _ => None,
+    })
 }
 
+/// The same field: the name (with any white space before the colon) exactly, the value
+/// without the white space around it, or empty for a value that is not UTF-8.
 fn same_field(a: &[u8], b: &[u8]) -> bool {
     match (memchr::memchr(b':', a), memchr::memchr(b':', b)) {
         (Some(ca), Some(cb)) => {
@@ -192,6 +218,27 @@ mod tests {
                 String::from_utf8_lossy(heading),
                 String::from_utf8_lossy(body)
             );
+        }
+    }
+
+    /// The one place the engine's heading scan answers otherwise than the line reader
+    /// it replaced: a heading with a line that is no field to the scan (a name that is
+    /// empty or holds white space, a control or an 8-bit octet; a first line that begins
+    /// with "From ") is not taken as copied, though the body repeat it. Only an MTA
+    /// that sends such a name can make such a heading; the analysis reads the message
+    /// the same way, ending its heading at that line.
+    #[test]
+    fn a_heading_the_scan_does_not_read_whole_is_not_taken_as_copied() {
+        for heading in [
+            &b"X Y: a\r\n\r\n"[..],
+            b": a\r\n\r\n",
+            b"X: a\r\n\xe9: b\r\n\r\n",
+            b"From : a\r\n\r\n",
+            b" X: a\r\n\r\n",
+        ] {
+            let mut body = heading.to_vec();
+            body.extend_from_slice(b"hello\r\n");
+            assert_eq!(heading_copy_len(heading, &body), None, "{heading:?}");
         }
     }
 }
