@@ -167,6 +167,28 @@ mod tests {
             // A bare CR is no line end.
             (b"X: a\rY: b\r\n\r\n", b"X: a\rY: b\r\n\r\n", Some(13)),
             (b"X: a\r\n\r\n", b"X: a\r\r\n\r\n", Some(9)),
+        ];
+        pinned(cases);
+    }
+
+    /// Each case's answer as pinned.
+    fn pinned(cases: &[(&[u8], &[u8], Option<usize>)]) {
+        for (i, (heading, body, want)) in cases.iter().enumerate() {
+            assert_eq!(
+                heading_copy_len(heading, body),
+                *want,
+                "case {i}: {:?} in {:?}",
+                String::from_utf8_lossy(heading),
+                String::from_utf8_lossy(body)
+            );
+        }
+    }
+
+    /// As above: lines that are no field, and headings that end early or late.
+    #[test]
+    fn headings_that_end_oddly_keep_their_answers() {
+        let heading = b"From: a@example.org\r\nSubject: one\r\n two\r\n\r\n";
+        let cases: &[(&[u8], &[u8], Option<usize>)] = &[
             // No colon.
             (
                 heading,
@@ -210,15 +232,7 @@ mod tests {
             (b"X: a\r\nY: b\r\n\r\n", b"X: a\r\n\r\n", None),
             (b"X: a\r\n\r\n", b"X: a\r\nY: b\r\n\r\n", None),
         ];
-        for (i, (heading, body, want)) in cases.iter().enumerate() {
-            assert_eq!(
-                heading_copy_len(heading, body),
-                *want,
-                "case {i}: {:?} in {:?}",
-                String::from_utf8_lossy(heading),
-                String::from_utf8_lossy(body)
-            );
-        }
+        pinned(cases);
     }
 
     /// The one place the engine's heading scan answers otherwise than the line reader
