@@ -168,3 +168,104 @@ impl std::error::Error for BindError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The words of every bind failure, as they were when each was written out where
+    /// it happened.
+    #[test]
+    fn bind_failures_read_as_before() {
+        let spec = SocketSpec::Unix("/run/m/sock".into());
+        let path = PathBuf::from("/run/m/sock");
+        let io = || io::Error::from(io::ErrorKind::PermissionDenied);
+        let e = io().to_string();
+        let bind = |b| DaemonError::Bind(b).to_string();
+        let cases = [
+            (
+                bind(BindError::Listen {
+                    spec: spec.clone(),
+                    source: io(),
+                }),
+                format!("cannot listen on unix:/run/m/sock: {e}"),
+            ),
+            (
+                bind(BindError::NotASocket { path: path.clone() }),
+                "/run/m/sock exists and is not a socket; not touching it".into(),
+            ),
+            (
+                bind(BindError::RemoveStale {
+                    path: path.clone(),
+                    source: io(),
+                }),
+                format!("cannot remove stale socket /run/m/sock: {e}"),
+            ),
+            (
+                bind(BindError::AfterBind {
+                    path: path.clone(),
+                    source: io(),
+                }),
+                format!("/run/m/sock: after bind: {e}"),
+            ),
+            (
+                bind(BindError::SocketMode {
+                    path: path.clone(),
+                    source: io(),
+                }),
+                format!("socket_mode on /run/m/sock: {e}"),
+            ),
+            (
+                bind(BindError::NoSuchGroup {
+                    group: "postfix".into(),
+                }),
+                "socket_group \"postfix\": no such group".into(),
+            ),
+            (
+                bind(BindError::SocketGroup {
+                    path: path.clone(),
+                    source: io(),
+                }),
+                format!("socket_group on /run/m/sock: {e}"),
+            ),
+        ];
+        for (got, want) in cases {
+            assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn a_taken_socket_reads_as_before() {
+        let in_use = |holder| {
+            DaemonError::SocketInUse {
+                spec: SocketSpec::Unix("/run/m/sock".into()),
+                holder,
+            }
+            .to_string()
+        };
+        let hint = "stop that process first (systemctl stop mimeref-milter, if it is the \
+                    service), or give this one another socket (--socket)";
+        assert_eq!(
+            in_use(Holder::Serving(Some("pid 7: x".into()))),
+            format!(
+                "unix:/run/m/sock: another process serves this socket (pid 7: x); not \
+                 removing it; {hint}"
+            )
+        );
+        assert_eq!(
+            in_use(Holder::Listening(None)),
+            format!("unix:/run/m/sock: another process listens on this address; {hint}")
+        );
+        let e = io::Error::from(io::ErrorKind::PermissionDenied);
+        assert_eq!(
+            in_use(Holder::Unknown(io::Error::from(
+                io::ErrorKind::PermissionDenied
+            ))),
+            format!(
+                "unix:/run/m/sock: a socket is there and connecting to it fails ({e}), so \
+                 whether a process serves it is not known; not removing it; remove it by \
+                 hand if no process does"
+            )
+        );
+    }
+}
