@@ -1,8 +1,8 @@
 //! Command line: `serve` (the default), `config-check`, and the offline tools `check`,
 //! `fix`, `survey` (`cli/survey.rs`, its inputs in `cli/mailbox.rs`) and `cturi`; and
-//! `probe`, the health check of a running daemon. One
-//! place turns errors into messages and exit codes, the daemon's `DaemonError`
-//! included.
+//! `probe`, the health check of a running daemon. Every command returns its outcome or
+//! its error, and one place (`cli/exit.rs`) turns them into messages and exit codes, the
+//! daemon's `DaemonError` included.
 //!
 //! The last layer (`lib.rs`). `serve` converts
 //! its arguments into the daemon's [`ServeOptions`]; the offline tools use the engine,
@@ -14,6 +14,7 @@
 //! which and why), 2 error. `probe`: 0 ready, 1 not (or no answer). Everything else: 0 success, 1
 //! failure (e.g. config errors), 2 usage.
 
+mod exit;
 mod mailbox;
 mod survey;
 
@@ -39,6 +40,7 @@ use crate::policy::intake::AsReceived;
 use crate::policy::plan::{self, Plan};
 use crate::policy::scope::{self, Envelope, Selection};
 use crate::policy::Direction;
+use exit::{failed, CliError, Done};
 use mailbox::{Message, NotRead};
 
 #[derive(Parser, Debug)]
@@ -289,7 +291,7 @@ pub(crate) enum CturiCommand {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
+    exit::status(match cli.command {
         None => serve(cli.serve.into()),
         Some(Command::Serve(args)) => serve(args.into()),
         Some(Command::ConfigCheck { config }) => config_check(config.as_deref()),
@@ -298,12 +300,12 @@ pub fn main() -> ExitCode {
         Some(Command::Survey(args)) => survey::run(args),
         Some(Command::Cturi(c)) => cturi(c),
         Some(Command::Probe(args)) => probe(args),
-    }
+    })
 }
 
 /// `mimeref-milter probe`: 0 ready, 1 anything else, the configuration that cannot be
 /// read included (a health check's codes: 2 means something else to Docker).
-fn probe(args: ProbeArgs) -> ExitCode {
+fn probe(args: ProbeArgs) -> Result<Done, CliError> {
     let answer = (|| {
         let cfg = load_config(args.config.as_deref())?;
         let socket = args
@@ -316,72 +318,38 @@ fn probe(args: ProbeArgs) -> ExitCode {
         let target = daemon::probe::ProbeTarget::from_config(&cfg, socket, args.milter);
         daemon::probe::probe(&target, timeout)
     })();
-    match answer {
-        Ok(line) => {
-            println!("ready: {line}");
-            ExitCode::SUCCESS
-        }
-        Err(why) => {
-            println!("not ready: {why}");
-            ExitCode::from(1)
-        }
-    }
+    let line = answer.map_err(CliError::NotReady)?;
+    println!("ready: {line}");
+    Ok(Done::Success)
 }
 
 /// `mimeref-milter config-check`.
-pub fn config_check(path: Option<&Path>) -> ExitCode {
-    match Config::load(path) {
-        Ok(cfg) => {
-            match &cfg.file {
-                Some(f) => println!("{}: OK", f.display()),
-                None => println!("no configuration file; built-in defaults: OK"),
-            }
-            // Valid, so not errors; but each exposes the daemon more than it needs.
-            for w in daemon::warnings(&cfg, None) {
-                eprintln!("warning: {w}");
-            }
-            // `serve` raises its soft limit to the hard one: judge by that. A warning,
-            // not an error: the service may well run under another limit.
-            let hard = daemon::nofile::current().hard.unwrap_or(u64::MAX);
-            if let Some(text) = daemon::nofile::advice(&cfg.listen, hard) {
-                eprintln!(
-                    "warning: {text} (judged by the hard limit here; a systemd service \
-                     has its unit's LimitNOFILE=)"
-                );
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("{e}");
-            ExitCode::from(1)
-        }
+fn config_check(path: Option<&Path>) -> Result<Done, CliError> {
+    let cfg = Config::load(path).map_err(CliError::Config)?;
+    match &cfg.file {
+        Some(f) => println!("{}: OK", f.display()),
+        None => println!("no configuration file; built-in defaults: OK"),
     }
+    // Valid, so not errors; but each exposes the daemon more than it needs.
+    for w in daemon::warnings(&cfg, None) {
+        eprintln!("warning: {w}");
+    }
+    // `serve` raises its soft limit to the hard one: judge by that. A warning, not an
+    // error: the service may well run under another limit.
+    let hard = daemon::nofile::current().hard.unwrap_or(u64::MAX);
+    if let Some(text) = daemon::nofile::advice(&cfg.listen, hard) {
+        eprintln!(
+            "warning: {text} (judged by the hard limit here; a systemd service \
+             has its unit's LimitNOFILE=)"
+        );
+    }
+    Ok(Done::Success)
 }
 
-/// The daemon, and what its error comes to: the message on standard error before
-/// logging began; after, in the log and, when the log goes elsewhere (syslog), on
-/// standard error too, so that an admin who started it by hand sees why it stopped.
-/// Exit status 69 when another process serves the socket, 1 otherwise.
-fn serve(opts: ServeOptions) -> ExitCode {
-    match daemon::serve(opts) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            if e.after_logging_began() {
-                tracing::error!("{e}");
-                if !daemon::log_on_stderr() {
-                    eprintln!("mimeref-milter: {e}");
-                }
-            } else {
-                eprintln!("{e}");
-            }
-            ExitCode::from(e.exit_code())
-        }
-    }
-}
-
-fn fail(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("mimeref-milter: {msg}");
-    ExitCode::from(2)
+/// The daemon; what its error comes to is `exit`'s.
+fn serve(opts: ServeOptions) -> Result<Done, CliError> {
+    daemon::serve(opts).map_err(CliError::Daemon)?;
+    Ok(Done::Success)
 }
 
 fn load_config(path: Option<&Path>) -> Result<Config, String> {
@@ -425,15 +393,12 @@ fn not_read(n: &NotRead) -> String {
     format!("{}: {}", printable(&n.source), printable(&n.why))
 }
 
-fn check(args: CheckArgs) -> ExitCode {
-    let cfg = match load_config(args.config.as_deref()) {
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
-    let (direction, envelope) = match args.envelope.resolve(&cfg, args.direction) {
-        Ok(r) => r,
-        Err(e) => return fail(e),
-    };
+fn check(args: CheckArgs) -> Result<Done, CliError> {
+    let cfg = load_config(args.config.as_deref()).map_err(failed)?;
+    let (direction, envelope) = args
+        .envelope
+        .resolve(&cfg, args.direction)
+        .map_err(failed)?;
     let opts = cfg.engine_options(direction);
     let mut any = false;
     let mut errors = false;
@@ -467,20 +432,20 @@ fn check(args: CheckArgs) -> ExitCode {
             written.is_ok()
         });
         if let Err(e) = written {
-            return fail(format!("writing output: {e}"));
+            return Err(failed(format!("writing output: {e}")));
         }
         if let Err(e) = res {
             eprintln!("mimeref-milter: {}", not_read(&e));
             errors = true;
         }
     }
-    if errors {
-        ExitCode::from(2)
+    Ok(if errors {
+        Done::NotRead
     } else if any {
-        ExitCode::from(1)
+        Done::Findings
     } else {
-        ExitCode::SUCCESS
-    }
+        Done::Success
+    })
 }
 
 /// The analysis the daemon would make of a message it received as `given`, in the
@@ -549,16 +514,13 @@ fn write_json(out: &mut impl Write, name: &str, a: &Analysis) -> std::io::Result
     writeln!(out, "{line}")
 }
 
-fn fix(args: FixArgs) -> ExitCode {
-    let cfg = match load_config(args.config.as_deref()) {
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
+fn fix(args: FixArgs) -> Result<Done, CliError> {
+    let cfg = load_config(args.config.as_deref()).map_err(failed)?;
     if args.envelope.given() && !args.as_milter {
-        return fail(
+        return Err(failed(
             "--macro, --client-addr, --from, --rcpt and --header need --as-milter: plain \
              fix fixes every finding whatever the policy",
-        );
+        ));
     }
     // The whole message: what fix does not change is written as it is.
     let mut got = None;
@@ -566,18 +528,18 @@ fn fix(args: FixArgs) -> ExitCode {
         got = Some(m);
         false
     }) {
-        return fail(not_read(&e));
+        return Err(failed(not_read(&e)));
     }
     let Some(message) = got else {
-        return fail(format!(
+        return Err(failed(format!(
             "{}: no message",
             printable(&display_name(&args.file))
-        ));
+        )));
     };
     let named_one = args.file != Path::new("-") && mailbox::at_offset(&args.file).is_some();
     if message.in_mbox && !named_one {
         // Even an mbox of one message: what would be written, the message or an mbox?
-        return fail(if args.file == Path::new("-") {
+        return Err(failed(if args.file == Path::new("-") {
             "standard input is an mbox (it starts with a From line); fix writes one \
              message: save it to a file and name a message of it as FILE:OFFSET, the \
              offset of its From line as `survey` and `check` print it (FILE:0 is the \
@@ -590,13 +552,13 @@ fn fix(args: FixArgs) -> ExitCode {
                  name it as {name}:OFFSET, the offset of its From line as `survey` and \
                  `check` print it ({name}:0 is the first)"
             )
-        });
+        }));
     }
     let raw = message.bytes;
-    let (direction, envelope) = match args.envelope.resolve(&cfg, args.direction) {
-        Ok(r) => r,
-        Err(e) => return fail(e),
-    };
+    let (direction, envelope) = args
+        .envelope
+        .resolve(&cfg, args.direction)
+        .map_err(failed)?;
     let opts = cfg.engine_options(direction);
     // The limits apply as in the daemon: past one, only the top-level heading can
     // change and the rest is passed on as it is.
@@ -612,8 +574,7 @@ fn fix(args: FixArgs) -> ExitCode {
             }
             None => {
                 let reply = plan.reply.map(|r| r.to_string()).unwrap_or_default();
-                eprintln!("mimeref-milter: the daemon would refuse this message: {reply}");
-                return ExitCode::from(1);
+                return Err(CliError::Refused(reply));
             }
         }
     } else {
@@ -625,10 +586,10 @@ fn fix(args: FixArgs) -> ExitCode {
                 fixed
             }
             Err(e) => {
-                return fail(format!(
+                return Err(failed(format!(
                     "{}: cannot apply the fixes: {e}",
                     printable(&display_name(&args.file))
-                ))
+                )))
             }
         }
     };
@@ -639,24 +600,17 @@ fn fix(args: FixArgs) -> ExitCode {
             .write_all(&fixed)
             .map_err(|e| format!("standard output: {e}")),
     };
-    match res {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(e),
-    }
+    res.map_err(failed)?;
+    Ok(Done::Success)
 }
 
-fn cturi(c: CturiCommand) -> ExitCode {
+fn cturi(c: CturiCommand) -> Result<Done, CliError> {
     let res = match c {
         CturiCommand::ToUri { content_type } => engine::syntax::cturi_map::to_uri(&content_type),
         CturiCommand::ToContentType { uri } => engine::syntax::cturi_map::to_content_type(&uri),
     };
-    match res {
-        Ok(s) => {
-            println!("{s}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => fail(e),
-    }
+    println!("{}", res.map_err(failed)?);
+    Ok(Done::Success)
 }
 
 #[cfg(test)]

@@ -19,15 +19,15 @@ use std::collections::BTreeMap;
 use std::collections::VecDeque;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Args;
 
+use super::exit::{failed, CliError, Done};
 use super::mailbox::{self, Message, NotRead, Source};
-use super::{analyse, fail, load_config, printable, received, DirectionArg, EnvelopeArgs, Format};
+use super::{analyse, load_config, printable, received, DirectionArg, EnvelopeArgs, Format};
 use crate::config::Config;
 use crate::engine::{Finding, Rule};
 use crate::policy::matching::TopFields;
@@ -73,15 +73,12 @@ const MAX_FORMS: usize = 10_000;
 /// Forms shown per rule.
 const SHOWN_FORMS: usize = 5;
 
-pub(crate) fn run(args: SurveyArgs) -> ExitCode {
-    let cfg = match load_config(args.config.as_deref()) {
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
-    let (direction, envelope) = match args.envelope.resolve(&cfg, args.direction) {
-        Ok(r) => r,
-        Err(e) => return fail(e),
-    };
+pub(crate) fn run(args: SurveyArgs) -> Result<Done, CliError> {
+    let cfg = load_config(args.config.as_deref()).map_err(failed)?;
+    let (direction, envelope) = args
+        .envelope
+        .resolve(&cfg, args.direction)
+        .map_err(failed)?;
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
@@ -130,14 +127,14 @@ pub(crate) fn run(args: SurveyArgs) -> ExitCode {
         Format::Json => summary.json(&mut out),
     };
     if let Err(e) = res.and_then(|_| out.flush()) {
-        return fail(format!("writing output: {e}"));
+        return Err(failed(format!("writing output: {e}")));
     }
     // Anything named that was not read, on purpose or not, is worth a look.
-    if unreadable.is_empty() && skipped.is_empty() {
-        ExitCode::SUCCESS
+    Ok(if unreadable.is_empty() && skipped.is_empty() {
+        Done::Success
     } else {
-        ExitCode::from(1)
-    }
+        Done::NotAllRead
+    })
 }
 
 /// What every message is surveyed under.

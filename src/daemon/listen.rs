@@ -6,6 +6,7 @@
 use std::future::Future;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,9 +15,9 @@ use std::time::Duration;
 
 use indymilter::Listener;
 
+use super::error::{BindError, DaemonError, Holder};
 use super::health::Health;
 use super::socket_file::OwnSocket;
-use super::DaemonError;
 use crate::config::{Config, SocketSpec};
 
 /// Binds the listening socket. For unix: sockets, a socket file already at the path is
@@ -33,79 +34,79 @@ pub async fn bind_milter(
         SocketSpec::Inet { host, port } => {
             match tokio::net::TcpListener::bind((host.as_str(), *port)).await {
                 Ok(l) => Ok((AnyListener::Tcp(NoDelay(l)), None)),
-                Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
-                    let holder =
-                        holder::of_tcp_port(*port).map_or_else(String::new, |h| format!(" ({h})"));
-                    Err(DaemonError::SocketInUse(format!(
-                        "{spec}: another process listens on this address{holder}; {IN_USE_HINT}"
-                    )))
-                }
-                Err(e) => Err(DaemonError::Bind(format!("cannot listen on {spec}: {e}"))),
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => Err(DaemonError::SocketInUse {
+                    spec: spec.clone(),
+                    holder: Holder::Listening(holder::of_tcp_port(*port)),
+                }),
+                Err(source) => Err(DaemonError::Bind(BindError::Listen {
+                    spec: spec.clone(),
+                    source,
+                })),
             }
         }
         SocketSpec::Unix(path) => {
-            let bind_err = DaemonError::Bind;
+            let path_err = |f: fn(PathBuf, io::Error) -> BindError| {
+                move |source| DaemonError::Bind(f(path.clone(), source))
+            };
             if let Ok(m) = std::fs::symlink_metadata(path) {
                 if !m.file_type().is_socket() {
-                    return Err(bind_err(format!(
-                        "{} exists and is not a socket; not touching it",
-                        path.display()
-                    )));
+                    return Err(DaemonError::Bind(BindError::NotASocket {
+                        path: path.clone(),
+                    }));
                 }
-                match probe(path) {
-                    Probe::Stale => std::fs::remove_file(path).map_err(|e| {
-                        bind_err(format!(
-                            "cannot remove stale socket {}: {e}",
-                            path.display()
-                        ))
-                    })?,
-                    Probe::Served(holder) => {
-                        let holder = holder.map_or_else(String::new, |h| format!(" ({h})"));
-                        return Err(DaemonError::SocketInUse(format!(
-                            "{spec}: another process serves this socket{holder}; not removing \
-                             it; {IN_USE_HINT}"
-                        )));
+                let holder = match probe(path) {
+                    Probe::Stale => {
+                        std::fs::remove_file(path).map_err(path_err(|path, source| {
+                            BindError::RemoveStale { path, source }
+                        }))?;
+                        None
                     }
-                    Probe::Unknown(e) => {
-                        return Err(DaemonError::SocketInUse(format!(
-                            "{spec}: a socket is there and connecting to it fails ({e}), so \
-                             whether a process serves it is not known; not removing it; \
-                             remove it by hand if no process does"
-                        )));
-                    }
+                    Probe::Served(holder) => Some(Holder::Serving(holder)),
+                    Probe::Unknown(e) => Some(Holder::Unknown(e)),
+                };
+                if let Some(holder) = holder {
+                    return Err(DaemonError::SocketInUse {
+                        spec: spec.clone(),
+                        holder,
+                    });
                 }
             }
-            let l = tokio::net::UnixListener::bind(path)
-                .map_err(|e| bind_err(format!("cannot listen on {spec}: {e}")))?;
+            let l = tokio::net::UnixListener::bind(path).map_err(|source| {
+                DaemonError::Bind(BindError::Listen {
+                    spec: spec.clone(),
+                    source,
+                })
+            })?;
             // Known from here on: removed on the way out whatever fails below.
-            let own = OwnSocket::new(path)
-                .map_err(|e| bind_err(format!("{}: after bind: {e}", path.display())))?;
+            let own = OwnSocket::new(path).map_err(path_err(|path, source| {
+                BindError::AfterBind { path, source }
+            }))?;
             if let Some(mode) = cfg.listen.socket_mode {
-                std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-                    .map_err(|e| bind_err(format!("socket_mode on {}: {e}", path.display())))?;
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(
+                    path_err(|path, source| BindError::SocketMode { path, source }),
+                )?;
             }
             if let Some(group) = &cfg.listen.socket_group {
-                let gid = crate::config::group_id(group)
-                    .ok_or_else(|| bind_err(format!("socket_group {group:?}: no such group")))?;
+                let gid = crate::config::group_id(group).ok_or_else(|| {
+                    DaemonError::Bind(BindError::NoSuchGroup {
+                        group: group.clone(),
+                    })
+                })?;
                 // In a set-group-ID directory of that group (as the Debian package
                 // makes /var/spool/postfix/mimeref-milter) the socket has it already;
                 // chown(2) is then not needed, and the unit's system call filter does
                 // not allow it. Under the unit's PrivateUsers= the group shows as
                 // nogroup: socket_has_group judges by the directory then.
                 if !crate::config::socket_has_group(path, gid) {
-                    std::os::unix::fs::chown(path, None, Some(gid)).map_err(|e| {
-                        bind_err(format!("socket_group on {}: {e}", path.display()))
-                    })?;
+                    std::os::unix::fs::chown(path, None, Some(gid)).map_err(path_err(
+                        |path, source| BindError::SocketGroup { path, source },
+                    ))?;
                 }
             }
             Ok((AnyListener::Unix(l), Some(own)))
         }
     }
 }
-
-/// What to do when the socket is taken, for the error line.
-const IN_USE_HINT: &str = "stop that process first (systemctl stop mimeref-milter, if it \
-                           is the service), or give this one another socket (--socket)";
 
 /// What a socket file found at start is.
 enum Probe {

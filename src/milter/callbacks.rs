@@ -71,12 +71,7 @@ pub fn needed_actions(cfg: &Config) -> Actions {
 /// configuration at accept time and who the MTA is, so that even a refused
 /// negotiation can name it.
 pub fn initial(shared: &Shared, peer: String, connection: u64) -> Session {
-    let (cfg, options) = shared.snapshot();
-    let mut session = Session::new(cfg, shared.in_flight.clone());
-    session.options = Some(options);
-    session.peer = peer;
-    session.connection = connection;
-    session
+    Session::new(shared, peer, connection)
 }
 
 fn handle_negotiate(
@@ -85,18 +80,17 @@ fn handle_negotiate(
     mta_actions: Actions,
     mta_opts: ProtoOpts,
 ) -> CallbackFuture<'_> {
-    let (cfg, options) = shared.snapshot();
+    let snapshot = shared.snapshot();
+    let cfg = snapshot.0.clone();
     let mut session = cx
         .data
         .take()
-        .unwrap_or_else(|| Session::new(cfg.clone(), shared.in_flight.clone()));
-    session.config = cfg.clone();
-    session.options = Some(options);
+        .unwrap_or_else(|| Session::new(&shared, "unknown peer".into(), 0));
     let needed = needed_actions(&cfg);
     let missing = needed - mta_actions;
     if !missing.is_empty() {
         super::metrics::event("negotiation_refused");
-        let (peer, id) = (&session.peer, session.connection);
+        let (peer, id) = (session.peer(), session.connection());
         throttle::NEGOTIATION_REFUSED.hit(|| {
             format!(
                 "among them connection {id} from the MTA at {peer}, which does not offer the milter actions {} that the configuration needs; \
@@ -134,8 +128,8 @@ fn handle_negotiate(
         } else {
             "without their leading space"
         },
-        session.connection,
-        session.peer,
+        session.connection(),
+        session.peer(),
     );
     // Macro lists only where the MTA lets the milter choose (SMFIF_SETSYMLIST, Postfix
     // and Sendmail at protocol 6); otherwise it sends the macros set on its side.
@@ -157,9 +151,7 @@ fn handle_negotiate(
             }
         }
     }
-    session.no_reply = no_reply;
-    session.leading_space = leading_space;
-    session.budget = shared.budget.clone();
+    session.negotiated(snapshot, shared.budget.clone(), no_reply, leading_space);
     cx.data = Some(session);
     Box::pin(async { Status::Continue })
 }
@@ -215,7 +207,7 @@ fn describe_no_reply(no_reply: ProtoOpts) -> String {
 
 /// The answer of a stage that only accumulates.
 fn next(s: Option<&Session>, stage: ProtoOpts) -> CallbackFuture<'static> {
-    if s.is_some_and(|s| s.no_reply.contains(stage)) {
+    if s.is_some_and(|s| s.no_reply().contains(stage)) {
         Box::pin(Answer::<true>)
     } else {
         Box::pin(Answer::<false>)
@@ -284,9 +276,7 @@ fn handle_header(cx: &mut Context<Session>, name: CString, value: CString) -> Ca
 
 fn handle_eoh(cx: &mut Context<Session>) -> CallbackFuture<'_> {
     if let Some(s) = cx.data.as_mut() {
-        // Asked for at end of header: from here on the lines about this message
-        // (a failed spill) can name it.
-        s.queue_id = queue_id(&cx.macros);
+        s.queue_id_from(&cx.macros);
         s.guarded(Session::eoh);
     }
     let answer = kept(cx, ProtoOpts::NOREPLY_EOH);
@@ -344,7 +334,7 @@ fn handle_eom(shared: Arc<Shared>, cx: &mut EomContext<Session>) -> CallbackFutu
             Ok(Ok(ended)) => {
                 // Logged and counted here, not in the session: the metrics know the
                 // session's outcome, the session knows nothing of them.
-                super::eom_log::ended(&session.config, &ended);
+                super::eom_log::ended(session.config(), &ended);
                 count(&ended);
                 return ended.status();
             }
@@ -356,7 +346,7 @@ fn handle_eom(shared: Arc<Shared>, cx: &mut EomContext<Session>) -> CallbackFutu
                 EomError::new(Cause::Panic, format!("end of message: {}", panic_text(&*p)))
             }
         };
-        internal_error(&session.config, &queue_id(&cx.macros), &failure)
+        internal_error(session.config(), &queue_id(&cx.macros), &failure)
     })
 }
 
@@ -383,9 +373,9 @@ fn kept(cx: &mut Context<Session>, stage: ProtoOpts) -> CallbackFuture<'static> 
     let Some(s) = cx.data.as_mut() else {
         return next(None, stage);
     };
-    if !s.no_reply.contains(stage) {
+    if !s.no_reply().contains(stage) {
         if let Some(ended) = s.over_budget_now() {
-            super::eom_log::ended(&s.config, &ended);
+            super::eom_log::ended(s.config(), &ended);
             count(&ended);
             // The words end of message gives it (`Session::tempfail_over_budget`).
             let _ = cx.reply.set_error_reply(

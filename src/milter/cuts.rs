@@ -17,9 +17,9 @@ pub fn in_transaction(s: &Session, cut: Cut) {
     let detail = || {
         format!(
             "connection {} from the MTA at {}, in a mail transaction (queue id {}){}",
-            s.connection,
-            s.peer,
-            s.queue_id,
+            s.connection(),
+            s.peer(),
+            s.queue_id(),
             limit(s, cut)
         )
     };
@@ -37,14 +37,14 @@ pub fn between_transactions(s: &Session, cut: Cut) {
         timed_out(kind, || {
             // An answer is long only at end of message: name the message it was for.
             let when = if cut == Cut::ReplyTimeout {
-                format!("answering end of message (queue id {})", s.queue_id)
+                format!("answering end of message (queue id {})", s.queue_id())
             } else {
                 "between mail transactions".into()
             };
             format!(
                 "connection {} from the MTA at {}, {when}{}",
-                s.connection,
-                s.peer,
+                s.connection(),
+                s.peer(),
                 limit(s, cut)
             )
         });
@@ -85,7 +85,7 @@ fn cause(cut: Cut) -> &'static str {
 
 /// The limit that passed, as configured, for the log line.
 fn limit(s: &Session, cut: Cut) -> String {
-    let l = &s.config.listen;
+    let l = &s.config().listen;
     match cut {
         Cut::ReadTimeout => format!(", {} s", l.connection_timeout.as_secs()),
         Cut::TransactionTimeout => format!(", {} s", l.transaction_timeout.as_secs()),

@@ -4,15 +4,42 @@
 use std::sync::{Mutex, OnceLock};
 
 use metrics::{counter, histogram, Counter, Gauge, Histogram};
-use metrics_exporter_prometheus::PrometheusHandle;
+use metrics_exporter_prometheus::{BuildError, PrometheusHandle};
 
 use super::outcome::{Cause, Outcome};
 use crate::policy::Action;
 
+/// Why the Prometheus recorder could not be installed.
+#[derive(Debug)]
+pub enum RecorderError {
+    /// The exporter refused its settings or the recorder (one is installed already).
+    Build(BuildError),
+    /// The thread that drains histogram samples could not start.
+    Upkeep(std::io::Error),
+}
+
+impl std::fmt::Display for RecorderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RecorderError::Build(e) => write!(f, "{e}"),
+            RecorderError::Upkeep(e) => write!(f, "metrics upkeep thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for RecorderError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RecorderError::Build(e) => Some(e),
+            RecorderError::Upkeep(e) => Some(e),
+        }
+    }
+}
+
 /// Installs the Prometheus recorder (once per process; later calls return the same
 /// handle) and its upkeep thread. The handle renders what `/metrics` serves
 /// (src/daemon/http.rs).
-pub fn install() -> Result<PrometheusHandle, String> {
+pub fn install() -> Result<PrometheusHandle, RecorderError> {
     static INSTALLED: OnceLock<PrometheusHandle> = OnceLock::new();
     static LOCK: Mutex<()> = Mutex::new(());
     let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
@@ -26,7 +53,7 @@ pub fn install() -> Result<PrometheusHandle, String> {
                 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
             ],
         )
-        .map_err(|e| e.to_string())?
+        .map_err(RecorderError::Build)?
         // The latency the milter adds to the MTA's end of data: well under 1 ms for
         // ordinary mail, so finer buckets than the whole transaction's.
         .set_buckets_for_metric(
@@ -35,9 +62,9 @@ pub fn install() -> Result<PrometheusHandle, String> {
                 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1.0,
             ],
         )
-        .map_err(|e| e.to_string())?
+        .map_err(RecorderError::Build)?
         .install_recorder()
-        .map_err(|e| e.to_string())?;
+        .map_err(RecorderError::Build)?;
     // What the exporter's own listener did every 5 s: drain histogram samples, so that
     // memory stays bounded between scrapes. A thread rather than a task: the recorder
     // outlives any one runtime (tests run several).
@@ -48,7 +75,7 @@ pub fn install() -> Result<PrometheusHandle, String> {
             std::thread::sleep(std::time::Duration::from_secs(5));
             upkeep.run_upkeep();
         })
-        .map_err(|e| format!("metrics upkeep thread: {e}"))?;
+        .map_err(RecorderError::Upkeep)?;
     let _ = HANDLES.set(Handles {
         messages: Default::default(),
         bytes: Default::default(),

@@ -3,8 +3,11 @@
 //! - `callbacks`: translate each protocol stage; at end of message, log and count what
 //!   the session returns
 //! - `cuts`: log and count the time limits that pass and the transactions cut short
-//! - `session`: accumulate one message within the limits, analyse and plan it at end
-//!   of message
+//! - `session`: one connection, built once: accumulate one message within the limits
+//!   (`session/mod.rs`), analyse, plan and answer it at end of message
+//!   (`session/eom.rs`), find the copy of the heading Stalwart puts in the body
+//!   (`session/heading_copy.rs`)
+//! - `in_flight`: the count of messages in flight, which shutdown waits on
 //! - `outcome`: what end of message comes to (answered, over the memory budget, or an
 //!   `EomError` with its cause)
 //! - `eom_log`: the log lines of end of message
@@ -21,6 +24,7 @@ pub(crate) mod buffer;
 pub(crate) mod callbacks;
 pub(crate) mod cuts;
 pub(crate) mod eom_log;
+pub(crate) mod in_flight;
 pub mod metrics;
 pub(crate) mod outcome;
 pub(crate) mod session;
@@ -40,7 +44,7 @@ use crate::policy::Direction;
 #[derive(Debug)]
 pub(crate) struct Shared {
     config: RwLock<(Arc<Config>, Arc<EngineOptions>)>,
-    pub in_flight: Arc<session::InFlightCount>,
+    pub in_flight: Arc<in_flight::InFlightCount>,
     pub budget: Arc<buffer::Budget>,
     closing: AtomicBool,
 }
