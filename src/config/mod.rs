@@ -1,6 +1,6 @@
 //! Configuration: read in two phases, `raw` (the TOML as written, every key optional,
-//! unknown keys refused) and `validate` (defaults, value checks, cross-field checks,
-//! one step per section). Every error names the file and line. Beside them: `recover`
+//! unknown keys refused) and `validate/` (defaults, value checks, cross-field checks,
+//! one file per section, listed in its `mod.rs`). Every error names the file and line. Beside them: `recover`
 //! (the line of a TOML error), `socket` (the socket specification), `socket_access`
 //! (the unix socket's group and mode), `spill` (the spill directory). Reloading the
 //! file is the daemon's (`daemon/reload.rs`); [`Config::keep_restart_only`] is what a
@@ -29,12 +29,12 @@ use std::time::Duration;
 use crate::engine::{self, SchemePolicy, UrlRewrite};
 use crate::policy::intake::{self, AsReceived, Intake};
 use crate::policy::plan::{Planner, Replies, Report};
-use crate::policy::{Action, Direction, Directions, Policies};
+use crate::policy::{Direction, Directions, Policies};
 use raw::RawConfig;
 pub use socket::SocketSpec;
 pub use socket_access::{group_id, socket_has_group};
 pub use spill::spill_file;
-use validate::{line_of, Validator};
+use validate::line_of;
 
 /// Where the daemon looks when no `--config` was given.
 pub const DEFAULT_PATH: &str = "/etc/mimeref-milter/mimeref-milter.toml";
@@ -364,21 +364,13 @@ impl Config {
         let Some(raw) = raw else {
             return Err(ConfigErrors { errors });
         };
-        let mut v = Validator {
-            text,
-            name,
-            errors: Vec::new(),
-            warnings: Vec::new(),
-        };
-        let mut cfg = v.config(raw);
-        cfg.warnings = std::mem::take(&mut v.warnings);
-        errors.append(&mut v.errors);
-        errors.sort_by_key(|e| e.line);
-        v.errors = errors;
-        if v.errors.is_empty() {
-            Ok(cfg)
-        } else {
-            Err(ConfigErrors { errors: v.errors })
+        match validate::validate(raw, text, name) {
+            Ok(cfg) if errors.is_empty() => Ok(cfg),
+            Ok(_) => Err(sorted(errors)),
+            Err(mut found) => {
+                errors.append(&mut found);
+                Err(sorted(errors))
+            }
         }
     }
 
@@ -570,6 +562,12 @@ fn cannot_read(p: &Path, e: std::io::Error) -> ConfigErrors {
     whole_file(p, message)
 }
 
+/// Top to bottom, as the admin reads the file; one line's errors in the order found.
+fn sorted(mut errors: Vec<ConfigError>) -> ConfigErrors {
+    errors.sort_by_key(|e| e.line);
+    ConfigErrors { errors }
+}
+
 fn whole_file(p: &Path, message: String) -> ConfigErrors {
     ConfigErrors {
         errors: vec![ConfigError {
@@ -585,6 +583,7 @@ mod tests {
     use super::*;
     use crate::engine::{HostMatch, Rule, Severity};
     use crate::policy::scope::{Address, Effect, Scope};
+    use crate::policy::Action;
     use ipnet::IpNet;
     use std::collections::BTreeMap;
 
