@@ -196,11 +196,11 @@ impl EnvelopeArgs {
         let direction = match direction {
             Some(DirectionArg::Inbound) => Direction::Inbound,
             Some(DirectionArg::Outbound) => Direction::Outbound,
-            None => cfg.directions.direction(&macros, client_addr),
+            None => cfg.directions().direction(&macros, client_addr),
         };
-        let mut recipients = cfg.policy.scopes.recipients();
+        let mut recipients = cfg.policy().scopes.recipients();
         for r in &self.rcpt {
-            recipients.add(&cfg.policy.scopes, r.as_bytes());
+            recipients.add(&cfg.policy().scopes, r.as_bytes());
         }
         let mut extra_headers = Vec::new();
         for h in &self.headers {
@@ -332,7 +332,7 @@ fn probe(args: ProbeArgs) -> ExitCode {
 pub fn config_check(path: Option<&Path>) -> ExitCode {
     match Config::load(path) {
         Ok(cfg) => {
-            match &cfg.file {
+            match cfg.file() {
                 Some(f) => println!("{}: OK", f.display()),
                 None => println!("no configuration file; built-in defaults: OK"),
             }
@@ -343,7 +343,7 @@ pub fn config_check(path: Option<&Path>) -> ExitCode {
             // `serve` raises its soft limit to the hard one: judge by that. A warning,
             // not an error: the service may well run under another limit.
             let hard = daemon::nofile::current().hard.unwrap_or(u64::MAX);
-            if let Some(text) = daemon::nofile::advice(&cfg.listen, hard) {
+            if let Some(text) = daemon::nofile::advice(cfg.listen(), hard) {
                 eprintln!(
                     "warning: {text} (judged by the hard limit here; a systemd service \
                      has its unit's LimitNOFILE=)"
@@ -443,7 +443,7 @@ fn check(args: CheckArgs) -> ExitCode {
     for path in &args.files {
         // An mbox is checked message by message, each named FILE:OFFSET as survey
         // names it; the rest of a message past max_message_size is not read.
-        let res = mailbox::given(path, cfg.limits.max_message_size, &mut |m| {
+        let res = mailbox::given(path, cfg.limits().max_message_size, &mut |m| {
             // Within [limits] as the daemon would have received it, so that the
             // findings and the plan are the daemon's.
             let given = received(&cfg, &m);
@@ -492,9 +492,9 @@ pub(crate) fn analyse<'c>(
     opts: &engine::Options,
     given: &AsReceived,
 ) -> (Analysis, Selection<'c>) {
-    let scopes = cfg.policy.scopes.select(direction, envelope, given.bytes);
+    let scopes = cfg.policy().scopes.select(direction, envelope, given.bytes);
     let mut opts = given.options(opts);
-    let fix_signed = scopes.fix_signed(cfg.fixes.fix_signed);
+    let fix_signed = scopes.fix_signed(cfg.fixes().fix_signed);
     if opts.fix_signed != fix_signed {
         opts.to_mut().fix_signed = fix_signed;
     }
@@ -513,7 +513,7 @@ pub(crate) fn daemon_plan(
         direction,
         analysis,
         given.bytes,
-        cfg.service.dry_run,
+        cfg.service().dry_run,
         given.received(),
         scopes,
     )
@@ -605,7 +605,7 @@ fn fix(args: FixArgs) -> ExitCode {
     let fixed = if args.as_milter {
         let (analysis, scopes) = analyse(&cfg, direction, &envelope, &opts, &given);
         let plan = daemon_plan(&cfg, direction, &analysis, &given, &scopes);
-        match plan::delivered(&plan, given.bytes, &cfg.limits.engine()) {
+        match plan::delivered(&plan, given.bytes, &cfg.limits().engine()) {
             Some(mut m) => {
                 m.extend_from_slice(rest);
                 m

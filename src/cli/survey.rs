@@ -349,7 +349,7 @@ impl Pool<'_> {
         let mut batch = Batch::default();
         let res = mailbox::read(
             src,
-            self.ctx.cfg.limits.max_message_size,
+            self.ctx.cfg.limits().max_message_size,
             |m| {
                 n += 1;
                 if n == 1 {
@@ -866,8 +866,7 @@ impl<'a> Summary<'a> {
             self.ctx.direction,
             self.ctx
                 .cfg
-                .file
-                .as_ref()
+                .file()
                 .map_or("built-in".to_string(), |f| printable(
                     &f.display().to_string()
                 )
@@ -1040,7 +1039,7 @@ impl<'a> Summary<'a> {
             "messages": st.messages,
             "with_findings": st.with_findings,
             "direction": self.ctx.direction.as_str(),
-            "config": self.ctx.cfg.file.as_ref().map(|f| f.display().to_string()),
+            "config": self.ctx.cfg.file().map(|f| f.display().to_string()),
             "workers": self.jobs,
             "seconds": self.seconds,
             "unreadable": self.unreadable.iter().map(|(s, e)| json!({"source": s, "error": e})).collect::<Vec<_>>(),

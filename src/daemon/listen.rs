@@ -80,11 +80,11 @@ pub async fn bind_milter(
             // Known from here on: removed on the way out whatever fails below.
             let own = OwnSocket::new(path)
                 .map_err(|e| bind_err(format!("{}: after bind: {e}", path.display())))?;
-            if let Some(mode) = cfg.listen.socket_mode {
+            if let Some(mode) = cfg.listen().socket_mode {
                 std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
                     .map_err(|e| bind_err(format!("socket_mode on {}: {e}", path.display())))?;
             }
-            if let Some(group) = &cfg.listen.socket_group {
+            if let Some(group) = &cfg.listen().socket_group {
                 let gid = crate::config::group_id(group)
                     .ok_or_else(|| bind_err(format!("socket_group {group:?}: no such group")))?;
                 // In a set-group-ID directory of that group (as the Debian package

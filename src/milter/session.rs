@@ -195,7 +195,7 @@ impl Session {
             body_at: None,
             report_fields: 0,
             sender: None,
-            recipients: self.config.policy.scopes.recipients(),
+            recipients: self.config.policy().scopes.recipients(),
             started: Instant::now(),
             _in_flight: InFlight::enter(&self.in_flight),
         });
@@ -205,7 +205,7 @@ impl Session {
     pub fn mail_from(&mut self, sender: Option<&[u8]>) {
         self.mail();
         // Only scopes read the sender: without any, most mail pays nothing for it.
-        if self.config.policy.scopes.is_empty() {
+        if self.config.policy().scopes.is_empty() {
             return;
         }
         if let Some(m) = self.message.as_mut() {
@@ -218,7 +218,7 @@ impl Session {
         let scopes = self.config.clone();
         self.message()
             .recipients
-            .add(&scopes.policy.scopes, recipient);
+            .add(&scopes.policy().scopes, recipient);
     }
 
     fn message(&mut self) -> &mut Message {
@@ -244,7 +244,7 @@ impl Session {
         let value = &*form.received(value);
         let report = self
             .config
-            .report
+            .report()
             .header
             .as_ref()
             .is_some_and(|r| r.as_bytes().eq_ignore_ascii_case(name));
@@ -344,7 +344,7 @@ impl Session {
     /// The message being received with where it may spill.
     fn receiving(&mut self) -> (&mut Message, SpillTo<'_>) {
         self.message();
-        let limits = &self.config.limits;
+        let limits = self.config.limits();
         let to = SpillTo {
             threshold: limits.spill_threshold,
             dir: &limits.spill_directory,
@@ -394,7 +394,7 @@ impl Session {
             return Ok(over);
         }
         let lookup = |name| macros.get(name).map(CStr::to_string_lossy);
-        let dir = cfg.directions.direction_with(lookup, self.client_addr);
+        let dir = cfg.directions().direction_with(lookup, self.client_addr);
         debug!(
             "{queue_id}: direction {dir} (auth={}, client={}, daemon={})",
             lookup(c"{auth_authen}")
@@ -416,7 +416,7 @@ impl Session {
                 queue_id,
                 octets,
                 (body, held, false),
-                cfg.limits.memory_budget,
+                cfg.limits().memory_budget,
                 "replaced_body",
             ));
         }
@@ -476,7 +476,7 @@ impl Session {
                 queue_id.to_string(),
                 m.octets,
                 (needed, held, failed_spill),
-                cfg.limits.memory_budget,
+                cfg.limits().memory_budget,
                 "message",
             ))),
             Some(Lost::ReadBack(e)) => Err(EomError::new(
@@ -535,7 +535,7 @@ impl Session {
             octets,
             needed,
             held,
-            budget: self.config.limits.memory_budget,
+            budget: self.config.limits().memory_budget,
             failed_spill,
             stage: "message",
         })
@@ -543,7 +543,7 @@ impl Session {
 
     /// What the scopes match on; nothing to look up when there are none.
     fn envelope(&self, m: &mut Message, macros: &Macros) -> Envelope {
-        if self.config.policy.scopes.is_empty() {
+        if self.config.policy().scopes.is_empty() {
             return Envelope::default();
         }
         let lookup = |name| macros.get(name).map(CStr::to_string_lossy);
@@ -581,7 +581,7 @@ impl Session {
         };
         let report_fields = m.report_fields;
         let envelope = self.envelope(&mut m, macros);
-        let dry_run = cfg.service.dry_run;
+        let dry_run = cfg.service().dry_run;
         let mut taken = m.buf.take();
         // Small messages (most mail) are analysed right here: the engine takes tens of
         // microseconds on them, less than a hop to the blocking pool and back costs on a
@@ -649,7 +649,7 @@ impl Session {
         // 2 × max_message_size that SECURITY.md's formula allows beside the budget.
         let body_fits = match analysed.0.body.as_ref() {
             Some(b) if !analysed.0.dry_run => {
-                room_for_body(&mut analysed.3, b.len(), self.config.limits.memory_budget).await
+                room_for_body(&mut analysed.3, b.len(), self.config.limits().memory_budget).await
             }
             _ => true,
         };
@@ -722,9 +722,9 @@ impl Job {
             raw.drain(..at);
         }
         let (cfg, dir) = (&self.cfg, self.dir);
-        let scopes = cfg.policy.scopes.select(dir, &self.envelope, &raw);
+        let scopes = cfg.policy().scopes.select(dir, &self.envelope, &raw);
         let mut opts = intake::options_for(self.options.get(dir), self.not_given);
-        let fix_signed = scopes.fix_signed(cfg.fixes.fix_signed);
+        let fix_signed = scopes.fix_signed(cfg.fixes().fix_signed);
         if opts.fix_signed != fix_signed {
             opts.to_mut().fix_signed = fix_signed;
         }
@@ -832,10 +832,10 @@ mod tests {
 
     fn spilling(limit: usize, spill_at: usize, dir: std::path::PathBuf) -> Session {
         let mut cfg = Config::builtin();
-        cfg.limits.max_message_size = limit;
-        cfg.limits.max_header_size = limit;
-        cfg.limits.spill_threshold = spill_at;
-        cfg.limits.spill_directory = dir;
+        cfg.limits_mut().max_message_size = limit;
+        cfg.limits_mut().max_header_size = limit;
+        cfg.limits_mut().spill_threshold = spill_at;
+        cfg.limits_mut().spill_directory = dir;
         let mut s = Session::new(Arc::new(cfg), Arc::default());
         // Tests run in parallel: each its own pool.
         s.pool = Arc::new(Pool::default());
@@ -1094,9 +1094,9 @@ mod tests {
     fn a_lent_buffer_over_the_budget_loses_the_message() {
         let mut s = session(1 << 20);
         let mut cfg = (*s.config).clone();
-        cfg.limits.memory_budget = 20_000;
+        cfg.limits_mut().memory_budget = 20_000;
         // Spilled octets count as memory too: nowhere to go but lost.
-        cfg.limits.spill_in_memory = true;
+        cfg.limits_mut().spill_in_memory = true;
         s.config = Arc::new(cfg);
         s.pool.give(Vec::with_capacity(POOL_MAX));
         feed_lent(&mut s, 50);
@@ -1183,8 +1183,8 @@ mod tests {
             (1 << 20, 20),
         ] {
             let mut cfg = Config::builtin();
-            cfg.limits.max_message_size = max_msg;
-            cfg.limits.max_header_size = max_hdr;
+            cfg.limits_mut().max_message_size = max_msg;
+            cfg.limits_mut().max_header_size = max_hdr;
             let mut s = Session::new(Arc::new(cfg.clone()), Arc::default());
             s.pool = Arc::new(Pool::default());
             s.mail();
