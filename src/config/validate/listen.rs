@@ -16,54 +16,7 @@ impl Validator<'_> {
     /// Restart-only: `socket`, `socket_mode`, `socket_group`, `metrics_listen`,
     /// `metrics_max_connections`, `max_connections`, `connection_timeout`.
     pub(super) fn listen(&mut self, raw: &mut RawConfig) -> Listen {
-        let default_socket = || {
-            SocketSpec::parse(DEFAULT_SOCKET).unwrap_or(SocketSpec::Inet {
-                host: "127.0.0.1".into(),
-                port: 8897,
-            })
-        };
-        // As written, for the cross-field check below (also when it does not parse).
-        let socket_unix = raw
-            .socket
-            .as_ref()
-            .is_some_and(|s| s.get_ref().starts_with("unix:") || s.get_ref().starts_with("local:"));
-        let socket = self
-            .socket(raw.socket.as_ref())
-            .unwrap_or_else(default_socket);
-        let socket_span = raw.socket.as_ref().map(|s| s.span());
-        let group_span = raw.socket_group.as_ref().map(|s| s.span());
-        let mode_span = raw
-            .socket_mode
-            .as_ref()
-            .map(|s| s.span())
-            .or(group_span.clone());
-        let socket_mode = raw.socket_mode.take().and_then(|s| self.socket_mode(s));
-        let socket_group = raw.socket_group.take().and_then(|s| {
-            if s.get_ref().is_empty() {
-                self.err(s.span(), "socket_group: empty group name");
-                None
-            } else {
-                Some(s.into_inner())
-            }
-        });
-        if (socket_mode.is_some() || socket_group.is_some()) && !socket_unix {
-            // Cross-field: harmless but a sign of a misunderstanding, so say it.
-            self.err(
-                mode_span.clone().unwrap_or(0..0),
-                "socket_mode/socket_group only apply to a unix: socket",
-            );
-        }
-        if let (SocketSpec::Unix(path), Some(group)) = (&socket, &socket_group) {
-            use crate::config::socket_access::{check, Key};
-            for (key, problem) in check(path, group, socket_mode) {
-                let span = match key {
-                    Key::Socket => socket_span.clone(),
-                    Key::SocketMode => mode_span.clone(),
-                    Key::SocketGroup => group_span.clone(),
-                };
-                self.err(span.unwrap_or(0..0), problem);
-            }
-        }
+        let (socket, socket_mode, socket_group) = self.socket_and_access(raw);
         let metrics_listen = raw
             .metrics_listen
             .take()
@@ -115,6 +68,62 @@ impl Validator<'_> {
             transaction_timeout: Duration::from_secs(transaction_timeout),
             reply_timeout: Duration::from_secs(reply_timeout),
         }
+    }
+
+    /// `socket`, `socket_mode` and `socket_group`, and whether they fit together.
+    fn socket_and_access(
+        &mut self,
+        raw: &mut RawConfig,
+    ) -> (SocketSpec, Option<u32>, Option<String>) {
+        let default_socket = || {
+            SocketSpec::parse(DEFAULT_SOCKET).unwrap_or(SocketSpec::Inet {
+                host: "127.0.0.1".into(),
+                port: 8897,
+            })
+        };
+        // As written, for the cross-field check below (also when it does not parse).
+        let socket_unix = raw
+            .socket
+            .as_ref()
+            .is_some_and(|s| s.get_ref().starts_with("unix:") || s.get_ref().starts_with("local:"));
+        let socket = self
+            .socket(raw.socket.as_ref())
+            .unwrap_or_else(default_socket);
+        let socket_span = raw.socket.as_ref().map(|s| s.span());
+        let group_span = raw.socket_group.as_ref().map(|s| s.span());
+        let mode_span = raw
+            .socket_mode
+            .as_ref()
+            .map(|s| s.span())
+            .or(group_span.clone());
+        let socket_mode = raw.socket_mode.take().and_then(|s| self.socket_mode(s));
+        let socket_group = raw.socket_group.take().and_then(|s| {
+            if s.get_ref().is_empty() {
+                self.err(s.span(), "socket_group: empty group name");
+                None
+            } else {
+                Some(s.into_inner())
+            }
+        });
+        if (socket_mode.is_some() || socket_group.is_some()) && !socket_unix {
+            // Cross-field: harmless but a sign of a misunderstanding, so say it.
+            self.err(
+                mode_span.clone().unwrap_or(0..0),
+                "socket_mode/socket_group only apply to a unix: socket",
+            );
+        }
+        if let (SocketSpec::Unix(path), Some(group)) = (&socket, &socket_group) {
+            use crate::config::socket_access::{check, Key};
+            for (key, problem) in check(path, group, socket_mode) {
+                let span = match key {
+                    Key::Socket => socket_span.clone(),
+                    Key::SocketMode => mode_span.clone(),
+                    Key::SocketGroup => group_span.clone(),
+                };
+                self.err(span.unwrap_or(0..0), problem);
+            }
+        }
+        (socket, socket_mode, socket_group)
     }
 
     /// `socket`: the specification, None when it does not parse (the error recorded).

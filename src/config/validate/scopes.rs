@@ -380,3 +380,49 @@ fn parse_login(t: &str) -> Result<String, String> {
         Ok(t.to_lowercase())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    fn errs(text: &str) -> Vec<String> {
+        match Config::parse(text, "t.toml") {
+            Ok(_) => Vec::new(),
+            Err(e) => e.errors.iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    /// A scope whose match has an error is left out of the checks across scopes (they
+    /// would speak of a scope that is not there); one whose `[scope.policy]` or
+    /// `[scope.report]` has an error still takes part, so that its name and its reach
+    /// are checked in the same run.
+    #[test]
+    fn only_errors_in_what_a_scope_matches_leave_it_out() {
+        let dropped = "[[scope]]\nname = \"dup\"\nrecipients = [\"bob\"]\nexempt = \"log\"\n\
+                       [[scope]]\nname = \"dup\"\nrecipients = [\"@b.example\"]\nexempt = \"log\"\n";
+        let e = errs(dropped);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].starts_with("t.toml:3: ") && e[0].contains("\"bob\""),
+            "{e:?}"
+        );
+        let kept = "[[scope]]\nname = \"dup\"\nrecipients = [\"@a.example\"]\n\
+                    [scope.policy]\n\"related-*\" = \"rejekt\"\n[scope.report]\nmin_severity = \"loud\"\n\
+                    [[scope]]\nname = \"dup\"\nrecipients = [\"@b.example\"]\nexempt = \"log\"\n";
+        let e = errs(kept);
+        assert_eq!(e.len(), 3, "{e:?}");
+        assert!(
+            e[0].starts_with("t.toml:5: ") && e[0].contains("rejekt"),
+            "{e:?}"
+        );
+        assert!(
+            e[1].starts_with("t.toml:7: ") && e[1].contains("loud"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e[2],
+            "t.toml:9: [[scope]] name \"dup\" is already used at line 2: metrics and log \
+             lines could not tell them apart"
+        );
+    }
+}
