@@ -198,11 +198,11 @@ impl EnvelopeArgs {
         let direction = match direction {
             Some(DirectionArg::Inbound) => Direction::Inbound,
             Some(DirectionArg::Outbound) => Direction::Outbound,
-            None => cfg.directions.direction(&macros, client_addr),
+            None => cfg.directions().direction(&macros, client_addr),
         };
-        let mut recipients = cfg.policy.scopes.recipients();
+        let mut recipients = cfg.policy().scopes.recipients();
         for r in &self.rcpt {
-            recipients.add(&cfg.policy.scopes, r.as_bytes());
+            recipients.add(&cfg.policy().scopes, r.as_bytes());
         }
         let mut extra_headers = Vec::new();
         for h in &self.headers {
@@ -326,7 +326,7 @@ fn probe(args: ProbeArgs) -> Result<Done, CliError> {
 /// `mimeref-milter config-check`.
 fn config_check(path: Option<&Path>) -> Result<Done, CliError> {
     let cfg = Config::load(path).map_err(CliError::Config)?;
-    match &cfg.file {
+    match cfg.file() {
         Some(f) => println!("{}: OK", f.display()),
         None => println!("no configuration file; built-in defaults: OK"),
     }
@@ -337,7 +337,7 @@ fn config_check(path: Option<&Path>) -> Result<Done, CliError> {
     // `serve` raises its soft limit to the hard one: judge by that. A warning, not an
     // error: the service may well run under another limit.
     let hard = daemon::nofile::current().hard.unwrap_or(u64::MAX);
-    if let Some(text) = daemon::nofile::advice(&cfg.listen, hard) {
+    if let Some(text) = daemon::nofile::advice(cfg.listen(), hard) {
         eprintln!(
             "warning: {text} (judged by the hard limit here; a systemd service \
              has its unit's LimitNOFILE=)"
@@ -408,7 +408,7 @@ fn check(args: CheckArgs) -> Result<Done, CliError> {
     for path in &args.files {
         // An mbox is checked message by message, each named FILE:OFFSET as survey
         // names it; the rest of a message past max_message_size is not read.
-        let res = mailbox::given(path, cfg.limits.max_message_size, &mut |m| {
+        let res = mailbox::given(path, cfg.limits().max_message_size, &mut |m| {
             // Within [limits] as the daemon would have received it, so that the
             // findings and the plan are the daemon's.
             let given = received(&cfg, &m);
@@ -457,9 +457,9 @@ pub(crate) fn analyse<'c>(
     opts: &engine::Options,
     given: &AsReceived,
 ) -> (Analysis, Selection<'c>) {
-    let scopes = cfg.policy.scopes.select(direction, envelope, given.bytes);
+    let scopes = cfg.policy().scopes.select(direction, envelope, given.bytes);
     let mut opts = given.options(opts);
-    let fix_signed = scopes.fix_signed(cfg.fixes.fix_signed);
+    let fix_signed = scopes.fix_signed(cfg.fixes().fix_signed);
     if opts.fix_signed != fix_signed {
         opts.to_mut().fix_signed = fix_signed;
     }
@@ -478,7 +478,7 @@ pub(crate) fn daemon_plan(
         direction,
         analysis,
         given.bytes,
-        cfg.service.dry_run,
+        cfg.service().dry_run,
         given.received(),
         scopes,
     )
@@ -567,7 +567,7 @@ fn fix(args: FixArgs) -> Result<Done, CliError> {
     let fixed = if args.as_milter {
         let (analysis, scopes) = analyse(&cfg, direction, &envelope, &opts, &given);
         let plan = daemon_plan(&cfg, direction, &analysis, &given, &scopes);
-        match plan::delivered(&plan, given.bytes, &cfg.limits.engine()) {
+        match plan::delivered(&plan, given.bytes, &cfg.limits().engine()) {
             Some(mut m) => {
                 m.extend_from_slice(rest);
                 m

@@ -9,8 +9,9 @@
 //! ARCHITECTURE.md maps the tree; each folder's root `//!` doc lists its files.
 //!
 //! Only the engine is public whole. Of the rest, what a caller needs: the binary's
-//! [`main`]; a [`Config`] (loaded or parsed, with its [`ConfigErrors`]) and the
-//! [`SocketSpec`] it listens on; the daemon's [`bind`] and [`run`], which the binary and
+//! [`main`]; a [`Config`] (loaded or parsed, with its [`ConfigErrors`]), the sections it
+//! hands out ([`Listen`], [`Limits`], [`Report`], [`Replies`]) and the [`SocketSpec`] it
+//! listens on; the daemon's [`bind`] and [`run`], which the binary and
 //! the tests both use, with the [`Reload`] request that answers when the reload is over;
 //! and the [`Direction`] and [`Envelope`] a message is decided under.
 
@@ -26,7 +27,9 @@ mod policy;
 #[doc(hidden)]
 pub use cli::fuzzing as cli_fuzzing;
 pub use cli::main;
-pub use config::{Config, ConfigError, ConfigErrors, SocketSpec};
+pub use config::{
+    Config, ConfigError, ConfigErrors, Limits, Listen, Replies, ReplyTemplate, Report, SocketSpec,
+};
 pub use daemon::probe::{probe, ProbeTarget};
 pub use daemon::{bind, run, AnyListener, DaemonError, Reload, Reloaded, Sockets};
 pub use policy::scope::Envelope;

@@ -347,7 +347,7 @@ impl Pool<'_> {
         let mut batch = Batch::default();
         let res = mailbox::read(
             src,
-            self.ctx.cfg.limits.max_message_size,
+            self.ctx.cfg.limits().max_message_size,
             |m| {
                 n += 1;
                 if n == 1 {
@@ -869,8 +869,7 @@ impl<'a> Summary<'a> {
             self.ctx.direction,
             self.ctx
                 .cfg
-                .file
-                .as_ref()
+                .file()
                 .map_or("built-in".to_string(), |f| printable(
                     &f.display().to_string()
                 )
@@ -1043,7 +1042,7 @@ impl<'a> Summary<'a> {
             "messages": st.messages,
             "with_findings": st.with_findings,
             "direction": self.ctx.direction.as_str(),
-            "config": self.ctx.cfg.file.as_ref().map(|f| f.display().to_string()),
+            "config": self.ctx.cfg.file().map(|f| f.display().to_string()),
             "workers": self.jobs,
             "seconds": self.seconds,
             "unreadable": self.unreadable.iter().map(|(s, e)| json!({"source": s, "error": e})).collect::<Vec<_>>(),

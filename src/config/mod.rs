@@ -1,16 +1,22 @@
 //! Configuration: read in two phases, `raw` (the TOML as written, every key optional,
-//! unknown keys refused) and `validate` (defaults, value checks, cross-field checks,
-//! one step per section). Every error names the file and line. Beside them: `recover`
-//! (the line of a TOML error), `socket` (the socket specification), `socket_access`
-//! (the unix socket's group and mode), `spill` (the spill directory). Reloading the
-//! file is the daemon's (`daemon/reload.rs`); [`Config::keep_restart_only`] is what a
-//! reload keeps.
+//! unknown keys refused) and `validate/` (defaults, value checks, cross-field checks,
+//! one file per section, listed in its `mod.rs`). Every error names the file and line.
+//! Beside them: `recover` (the line of a TOML error), `socket` (the socket
+//! specification), `socket_access` (the unix socket's group and mode), `spill` (the
+//! spill directory). Reloading the file is the daemon's (`daemon/reload.rs`);
+//! [`Config::keep_restart_only`] is what a reload keeps.
 //!
 //! [`Config`] is grouped by when a key takes effect. [`Listen`] and [`Process`] are
 //! restart-only: a reload keeps their running values ([`Config::keep_restart_only`]).
 //! Every other section ([`Service`], `Directions`, `Policies`, [`Limits`], [`Fixes`],
 //! [`Urls`], `Report`, `Replies`) takes effect for the connections opened after a
 //! reload. The sections the planner needs are the policy layer's own types.
+//!
+//! Its sections are private: a configuration is only ever made by validating a file,
+//! so what the daemon runs with is what `config-check` passed. Callers ask it through
+//! methods; those public to tests and fuzz targets hand out only types the crate
+//! re-exports ([`Listen`], [`Limits`], [`Report`], [`Replies`]), the rest are for the
+//! milter, the daemon and the CLI inside the crate.
 //!
 //! The configuration uses only the engine and the policy (the layers: `lib.rs`).
 
@@ -28,13 +34,17 @@ use std::time::Duration;
 
 use crate::engine::{self, SchemePolicy, UrlRewrite};
 use crate::policy::intake::{self, AsReceived, Intake};
-use crate::policy::plan::{Planner, Replies, Report};
-use crate::policy::{Action, Direction, Directions, Policies};
+use crate::policy::plan::Planner;
+use crate::policy::scope::Envelope;
+// `[report]` and `[reply]` are the policy layer's own types; re-exported so that what
+// `Config::report` and `Config::replies` hand out can be named outside the crate.
+pub use crate::policy::plan::{Replies, ReplyTemplate, Report};
+use crate::policy::{Direction, Directions, Policies};
 use raw::RawConfig;
 pub use socket::SocketSpec;
 pub use socket_access::{group_id, socket_has_group};
 pub use spill::spill_file;
-use validate::{line_of, Validator};
+use validate::line_of;
 
 /// Where the daemon looks when no `--config` was given.
 pub const DEFAULT_PATH: &str = "/etc/mimeref-milter/mimeref-milter.toml";
@@ -111,27 +121,27 @@ pub const SYSLOG_FACILITIES: [(&str, u8); 11] = [
 pub struct Config {
     /// The file read, named or found at the default path (None: built-in defaults):
     /// what a reload reads again, and what messages name.
-    pub file: Option<PathBuf>,
+    file: Option<PathBuf>,
     /// Restart-only.
-    pub listen: Listen,
+    listen: Listen,
     /// Restart-only.
-    pub process: Process,
-    pub service: Service,
+    process: Process,
+    service: Service,
     /// `trusted_networks`, `outbound_daemons`.
-    pub directions: Directions,
+    directions: Directions,
     /// `[policy.*]` and `[limits] oversize_action`.
-    pub policy: Policies,
-    pub limits: Limits,
-    pub fixes: Fixes,
-    pub urls: Urls,
+    policy: Policies,
+    limits: Limits,
+    fixes: Fixes,
+    urls: Urls,
     /// `[report]`.
-    pub report: Report,
+    report: Report,
     /// `[reply]`.
-    pub replies: Replies,
+    replies: Replies,
     /// Settings that work but expose the daemon (a socket or the metrics on an address
     /// other hosts reach, a socket every local user can open): `config-check` and
     /// `serve` print them, with file and line. Each with the key it is about.
-    pub warnings: Vec<(&'static str, ConfigError)>,
+    warnings: Vec<(&'static str, ConfigError)>,
 }
 
 /// Restart-only: the sockets the daemon listens on and how it takes connections. A
@@ -196,7 +206,7 @@ impl InternalErrorAction {
     }
 }
 
-/// `[limits]` but `oversize_action` (in [`Policies`]).
+/// `[limits]` but `oversize_action` (in `Policies`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     pub max_message_size: usize,
@@ -222,7 +232,7 @@ impl Limits {
     /// and `cpus` analyses at once: `memory_budget` (every octet of message data held),
     /// plus `cpus` × 2 × `max_message_size` (a message read back or joined for its
     /// analysis, and the replaced body being built), plus `max_connections` ×
-    /// [`CONNECTION_MEMORY`], plus [`DAEMON_MEMORY`]. tests/milter/milter_memory.rs
+    /// `CONNECTION_MEMORY`, plus `DAEMON_MEMORY`. tests/milter/milter_memory.rs
     /// holds the daemon to it under a real cgroup limit.
     pub fn worst_case_memory(&self, max_connections: usize, cpus: usize) -> u64 {
         let n = |v: usize| v as u64;
@@ -364,22 +374,94 @@ impl Config {
         let Some(raw) = raw else {
             return Err(ConfigErrors { errors });
         };
-        let mut v = Validator {
-            text,
-            name,
-            errors: Vec::new(),
-            warnings: Vec::new(),
-        };
-        let mut cfg = v.config(raw);
-        cfg.warnings = std::mem::take(&mut v.warnings);
-        errors.append(&mut v.errors);
-        errors.sort_by_key(|e| e.line);
-        v.errors = errors;
-        if v.errors.is_empty() {
-            Ok(cfg)
-        } else {
-            Err(ConfigErrors { errors: v.errors })
+        match validate::validate(raw, text, name) {
+            Ok(cfg) if errors.is_empty() => Ok(cfg),
+            Ok(_) => Err(sorted(errors)),
+            Err(mut found) => {
+                errors.append(&mut found);
+                Err(sorted(errors))
+            }
         }
+    }
+
+    /// The file read (None: the built-in configuration): what a reload reads again,
+    /// and what messages name.
+    pub fn file(&self) -> Option<&Path> {
+        self.file.as_deref()
+    }
+
+    /// Settings that work but expose the daemon, each with the key it is about.
+    pub fn warnings(&self) -> &[(&'static str, ConfigError)] {
+        &self.warnings
+    }
+
+    /// How the daemon listens (restart-only): the daemon binds, counts descriptors and
+    /// sets indymilter's timeouts from it whole.
+    pub fn listen(&self) -> &Listen {
+        &self.listen
+    }
+
+    /// `[limits]` but `oversize_action`.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// `[report]`.
+    pub fn report(&self) -> &Report {
+        &self.report
+    }
+
+    /// `[reply]`.
+    pub fn replies(&self) -> &Replies {
+        &self.replies
+    }
+
+    /// The names of the `[[scope]]` tables, in file order.
+    pub fn scope_names(&self) -> Vec<&str> {
+        self.policy.scopes.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    /// The scopes a message of direction `dir` with envelope `env` and bytes `raw` falls
+    /// into, by name, `default` for the direction's own policy; empty when no scope
+    /// applies.
+    pub fn scopes_for(&self, dir: Direction, env: &Envelope, raw: &[u8]) -> Vec<String> {
+        self.policy.scopes.select(dir, env, raw).names()
+    }
+
+    /// Adds one RCPT argument (`<bob@example.org>`) to `env`, as the scopes of this
+    /// configuration see it.
+    pub fn add_recipient(&self, env: &mut Envelope, arg: &[u8]) {
+        env.recipients.add(&self.policy.scopes, arg);
+    }
+
+    /// Restart-only: the logger.
+    pub(crate) fn process(&self) -> &Process {
+        &self.process
+    }
+
+    pub(crate) fn service(&self) -> &Service {
+        &self.service
+    }
+
+    /// `trusted_networks`, `outbound_daemons`.
+    pub(crate) fn directions(&self) -> &Directions {
+        &self.directions
+    }
+
+    /// `[policy.*]`, `[[scope]]` and `[limits] oversize_action`.
+    pub(crate) fn policy(&self) -> &Policies {
+        &self.policy
+    }
+
+    pub(crate) fn fixes(&self) -> &Fixes {
+        &self.fixes
+    }
+
+    /// For tests of the milter: limits a file cannot give (below the smallest
+    /// `max_message_size`, a spill directory taken for memory).
+    #[cfg(test)]
+    pub(crate) fn limits_mut(&mut self) -> &mut Limits {
+        &mut self.limits
     }
 
     /// The engine options for a message of this direction.
@@ -400,7 +482,7 @@ impl Config {
     }
 
     /// The planner with this configuration's policy sections.
-    pub fn planner(&self) -> Planner<'_> {
+    pub(crate) fn planner(&self) -> Planner<'_> {
         Planner {
             policies: &self.policy,
             report: &self.report,
@@ -410,12 +492,12 @@ impl Config {
     }
 
     /// What the limits let through of a message as the MTA sends it.
-    pub fn intake(&self) -> Intake {
+    pub(crate) fn intake(&self) -> Intake {
         Intake::new(self.limits.max_header_size, self.limits.max_message_size)
     }
 
     /// `raw` (a message file) as the daemon would have received and kept it.
-    pub fn as_received<'a>(&self, raw: &'a [u8]) -> AsReceived<'a> {
+    pub(crate) fn as_received<'a>(&self, raw: &'a [u8]) -> AsReceived<'a> {
         intake::as_received(
             raw,
             &self.limits.engine(),
@@ -570,6 +652,12 @@ fn cannot_read(p: &Path, e: std::io::Error) -> ConfigErrors {
     whole_file(p, message)
 }
 
+/// Top to bottom, as the admin reads the file; one line's errors in the order found.
+fn sorted(mut errors: Vec<ConfigError>) -> ConfigErrors {
+    errors.sort_by_key(|e| e.line);
+    ConfigErrors { errors }
+}
+
 fn whole_file(p: &Path, message: String) -> ConfigErrors {
     ConfigErrors {
         errors: vec![ConfigError {
@@ -585,6 +673,7 @@ mod tests {
     use super::*;
     use crate::engine::{HostMatch, Rule, Severity};
     use crate::policy::scope::{Address, Effect, Scope};
+    use crate::policy::Action;
     use ipnet::IpNet;
     use std::collections::BTreeMap;
 

@@ -81,12 +81,12 @@ pub async fn bind_milter(
             let own = OwnSocket::new(path).map_err(path_err(|path, source| {
                 BindError::AfterBind { path, source }
             }))?;
-            if let Some(mode) = cfg.listen.socket_mode {
+            if let Some(mode) = cfg.listen().socket_mode {
                 std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(
                     path_err(|path, source| BindError::SocketMode { path, source }),
                 )?;
             }
-            if let Some(group) = &cfg.listen.socket_group {
+            if let Some(group) = &cfg.listen().socket_group {
                 let gid = crate::config::group_id(group).ok_or_else(|| {
                     DaemonError::Bind(BindError::NoSuchGroup {
                         group: group.clone(),

@@ -36,13 +36,13 @@ pub fn on_stderr() -> bool {
 /// Installs the logger the configuration asks for; RUST_LOG overrides its level.
 pub fn init(cfg: &Config) -> Result<(), String> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        EnvFilter::new(format!("warn,mimeref_milter={}", cfg.process.log_level))
+        EnvFilter::new(format!("warn,mimeref_milter={}", cfg.process().log_level))
     });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
         .with_ansi(false);
-    let res = match (&cfg.process.log_target, cfg.process.log_format) {
+    let res = match (&cfg.process().log_target, cfg.process().log_format) {
         (LogTarget::Stderr, LogFormat::Text) if journal_stderr() => {
             builder.with_writer(io::stderr).without_time().try_init()
         }
@@ -62,7 +62,7 @@ pub fn init(cfg: &Config) -> Result<(), String> {
     };
     // Logging that could not be set up writes nowhere: nothing is on standard error.
     ON_STDERR.store(
-        res.is_ok() && matches!(cfg.process.log_target, LogTarget::Stderr),
+        res.is_ok() && matches!(cfg.process().log_target, LogTarget::Stderr),
         std::sync::atomic::Ordering::Relaxed,
     );
     res.map_err(|e| e.to_string())
@@ -72,7 +72,7 @@ pub fn init(cfg: &Config) -> Result<(), String> {
 /// standard error, which under a service manager other than systemd may be nowhere.
 /// `config-check` says so as well as `serve`, before the admin restarts on it.
 pub fn syslog_warning(cfg: &Config) -> Option<String> {
-    match &cfg.process.log_target {
+    match &cfg.process().log_target {
         LogTarget::Syslog { socket, .. } if !socket_exists(socket) => Some(format!(
             "syslog_socket {}: no socket there (is a syslog daemon running? inside a \
              chroot or container, mount the host's); log lines go to standard error until \

@@ -12,7 +12,7 @@ use crate::config::{Config, Limits};
 /// One line per problem, for `config-check` and `serve` to print as warnings.
 pub fn warnings(cfg: &Config) -> Vec<String> {
     let mut out = Vec::new();
-    let limits = &cfg.limits;
+    let limits = cfg.limits();
     if limits.spill_in_memory {
         out.push(format!(
             "[limits] spill_directory {} is on tmpfs: spilled messages are memory, not \
@@ -23,14 +23,14 @@ pub fn warnings(cfg: &Config) -> Vec<String> {
         ));
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let worst = limits.worst_case_memory(cfg.listen.max_connections, cpus);
+    let worst = limits.worst_case_memory(cfg.listen().max_connections, cpus);
     if let Some((limit, file)) =
         cgroup_limit(Path::new("/proc/self/cgroup"), Path::new(CGROUP_ROOT))
     {
         if worst > limit {
             out.push(over_limit(
                 limits,
-                cfg.listen.max_connections,
+                cfg.listen().max_connections,
                 cpus,
                 worst,
                 limit,
@@ -170,8 +170,8 @@ mod tests {
         )
         .unwrap();
         // 64 + 2 × 2 × 24 + 40 × 0.125 + 32 MiB.
-        assert_eq!(cfg.limits.worst_case_memory(40, 2), 197 << 20);
-        let text = over_limit(&cfg.limits, 40, 2, 197 << 20, 128 << 20, Path::new("/x"));
+        assert_eq!(cfg.limits().worst_case_memory(40, 2), 197 << 20);
+        let text = over_limit(cfg.limits(), 40, 2, 197 << 20, 128 << 20, Path::new("/x"));
         assert!(
             text.contains("= 197 MiB") && text.contains("128 MiB (/x)"),
             "{text}"

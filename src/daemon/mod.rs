@@ -67,7 +67,7 @@ pub struct ServeOptions {
 /// line, which replaces the file's.
 pub fn warnings(cfg: &Config, socket: Option<&SocketSpec>) -> Vec<String> {
     let mut out: Vec<String> = cfg
-        .warnings
+        .warnings()
         .iter()
         .filter(|(key, _)| socket.is_none() || *key != "socket")
         .map(|(_, w)| w.to_string())
@@ -97,12 +97,12 @@ pub fn serve(args: ServeOptions) -> Result<(), DaemonError> {
     // The command line's socket is used but not kept in the configuration: a reload
     // compares the file's values.
     let spec = match &args.socket {
-        None => cfg.listen.socket.clone(),
+        None => cfg.listen().socket.clone(),
         Some(text) => SocketSpec::parse(text).map_err(DaemonError::SocketSpec)?,
     };
     // The recorder first, so that a log line syslog refuses from the first one on is
     // counted (mimeref_syslog_errors_total).
-    if cfg.listen.metrics_listen.is_some() {
+    if cfg.listen().metrics_listen.is_some() {
         crate::milter::metrics::install().map_err(DaemonError::MetricsRecorder)?;
     }
     if let Err(e) = logging::init(&cfg) {
@@ -112,7 +112,7 @@ pub fn serve(args: ServeOptions) -> Result<(), DaemonError> {
     for w in warnings(&cfg, override_socket) {
         warn!("{w}");
     }
-    nofile::at_start(&cfg.listen);
+    nofile::at_start(cfg.listen());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -130,7 +130,7 @@ async fn serve_async(cfg: Config, spec: SocketSpec) -> Result<(), DaemonError> {
     let notifier = notify::Notifier::from_env().map(Arc::new);
     let (reload_tx, reload_rx) = mpsc::channel(4);
     let hup = signal(tokio::signal::unix::SignalKind::hangup())?;
-    let listening = match cfg.listen.metrics_listen {
+    let listening = match cfg.listen().metrics_listen {
         Some(addr) => format!("listening on {spec}, metrics on {addr}"),
         None => format!("listening on {spec}"),
     };
@@ -156,9 +156,12 @@ async fn serve_async(cfg: Config, spec: SocketSpec) -> Result<(), DaemonError> {
     };
     info!(
         "listening on {spec}{} (config: {})",
-        if cfg.service.dry_run { ", dry run" } else { "" },
-        cfg.file
-            .as_ref()
+        if cfg.service().dry_run {
+            ", dry run"
+        } else {
+            ""
+        },
+        cfg.file()
             .map_or("built-in".to_string(), |f| f.display().to_string())
     );
     if let Some(n) = notifier {
@@ -197,7 +200,7 @@ pub struct Sockets<L> {
 /// Binds the milter socket `spec` (see `listen::bind_milter`) and `metrics_listen`.
 pub async fn bind(spec: &SocketSpec, cfg: &Config) -> Result<Sockets<AnyListener>, DaemonError> {
     let (milter, unix) = listen::bind_milter(spec, cfg).await?;
-    let http = match cfg.listen.metrics_listen {
+    let http = match cfg.listen().metrics_listen {
         Some(addr) => Some(
             tokio::net::TcpListener::bind(addr)
                 .await
@@ -238,7 +241,7 @@ pub async fn run(
             http,
             Some(handle),
             health.clone(),
-            config.listen.metrics_max_connections,
+            config.listen().metrics_max_connections,
         ));
         info!("metrics on http://{addr}/metrics, health on /healthz and /readyz");
     }
@@ -247,12 +250,12 @@ pub async fn run(
     // in the backlog; indymilter's own semaphore only needs to stay out of the way.
     let milter_config = indymilter::Config {
         max_connections: tokio::sync::Semaphore::MAX_PERMITS,
-        connection_timeout: config.listen.connection_timeout,
-        transaction_timeout: Some(config.listen.transaction_timeout),
-        reply_timeout: Some(config.listen.reply_timeout),
+        connection_timeout: config.listen().connection_timeout,
+        transaction_timeout: Some(config.listen().transaction_timeout),
+        reply_timeout: Some(config.listen().reply_timeout),
         ..Default::default()
     };
-    let max_connections = config.listen.max_connections;
+    let max_connections = config.listen().max_connections;
     health.set_max_connections(max_connections);
     crate::milter::metrics::max_connections(max_connections);
     // Reachable at start: bind() just created it (a TCP listener stays so).
@@ -285,7 +288,7 @@ pub async fn run(
             health.set_draining();
             shared.start_closing();
             gate_state.close();
-            let deadline = shared.config().service.shutdown_timeout;
+            let deadline = shared.config().service().shutdown_timeout;
             let waiting = shared.in_flight();
             if waiting > 0 {
                 info!(

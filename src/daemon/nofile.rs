@@ -134,10 +134,10 @@ mod tests {
 
     #[test]
     fn advice_names_the_numbers_and_what_to_change() {
-        let mut cfg = Config::parse("max_connections = 100\n", "t").unwrap();
-        assert_eq!(needed(&cfg.listen), 200 + RESERVE);
-        assert_eq!(advice(&cfg.listen, 200 + RESERVE), None);
-        let text = advice(&cfg.listen, 64).unwrap();
+        let cfg = Config::parse("max_connections = 100\n", "t").unwrap();
+        assert_eq!(needed(cfg.listen()), 200 + RESERVE);
+        assert_eq!(advice(cfg.listen(), 200 + RESERVE), None);
+        let text = advice(cfg.listen(), 64).unwrap();
         assert!(text.contains("limit is 64"), "{text}");
         assert!(
             text.contains(&format!("may need {}", 200 + RESERVE)),
@@ -146,12 +146,16 @@ mod tests {
         assert!(text.contains("LimitNOFILE="), "{text}");
         assert!(text.contains("lower max_connections to 16"), "{text}");
 
-        cfg.listen.metrics_listen = Some("127.0.0.1:9357".parse().unwrap());
-        assert_eq!(needed(&cfg.listen), 200 + 32 + RESERVE);
-        let text = advice(&cfg.listen, 256).unwrap();
+        let cfg = Config::parse(
+            "max_connections = 100\nmetrics_listen = \"127.0.0.1:9357\"\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(needed(cfg.listen()), 200 + 32 + RESERVE);
+        let text = advice(cfg.listen(), 256).unwrap();
         assert!(text.contains("32 for metrics_max_connections"), "{text}");
         assert!(text.contains("lower max_connections to 96"), "{text}");
         // Nothing fits: no limit to lower to.
-        assert!(!advice(&cfg.listen, 40).unwrap().contains("lower"));
+        assert!(!advice(cfg.listen(), 40).unwrap().contains("lower"));
     }
 }

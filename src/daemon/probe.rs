@@ -31,10 +31,10 @@ impl ProbeTarget {
     /// else the milter socket, `socket` (as given to `serve --socket`) or the
     /// configuration's.
     pub fn from_config(cfg: &Config, socket: Option<SocketSpec>, milter: bool) -> ProbeTarget {
-        match (cfg.listen.metrics_listen, socket, milter) {
+        match (cfg.listen().metrics_listen, socket, milter) {
             (Some(addr), None, false) => ProbeTarget::Readyz(addr),
             (_, Some(spec), _) => ProbeTarget::Milter(spec),
-            _ => ProbeTarget::Milter(cfg.listen.socket.clone()),
+            _ => ProbeTarget::Milter(cfg.listen().socket.clone()),
         }
     }
 }

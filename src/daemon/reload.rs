@@ -100,7 +100,7 @@ pub(super) async fn on_sighup(
 /// rejects. Only a daemon started without any file looks for the default one.
 fn reload_config(shared: &Shared) -> bool {
     let old = shared.config();
-    match Config::load(old.file.as_deref()) {
+    match Config::load(old.file()) {
         Ok(mut new) => {
             let stuck = new.keep_restart_only(&old);
             if !stuck.is_empty() {
@@ -111,8 +111,7 @@ fn reload_config(shared: &Shared) -> bool {
             }
             info!(
                 "reload: configuration {} loaded; new connections use it",
-                new.file
-                    .as_ref()
+                new.file()
                     .map_or("built-in".to_string(), |f| f.display().to_string())
             );
             shared.replace_config(new);

@@ -49,19 +49,19 @@ pub fn build(shared: Arc<Shared>) -> Callbacks<Session> {
 pub fn needed_actions(cfg: &Config) -> Actions {
     use crate::policy::Action;
     let mut a = Actions::empty();
-    if cfg.service.dry_run {
+    if cfg.service().dry_run {
         return a;
     }
-    if cfg.policy.may(Action::Fix) {
+    if cfg.policy().may(Action::Fix) {
         a |= Actions::CHANGE_HEADER | Actions::REPLACE_BODY;
     }
-    if cfg.report.header.is_some() {
+    if cfg.report().header.is_some() {
         a |= Actions::ADD_HEADER;
-        if cfg.report.remove_forged {
+        if cfg.report().remove_forged {
             a |= Actions::CHANGE_HEADER;
         }
     }
-    if cfg.policy.may(Action::Quarantine) {
+    if cfg.policy().may(Action::Quarantine) {
         a |= Actions::QUARANTINE;
     }
     a
@@ -109,7 +109,7 @@ fn handle_negotiate(
     // writes them (`ValueForm`).
     let leading_space = mta_opts.contains(ProtoOpts::LEADING_SPACE);
     cx.requested_opts = (cx.requested_opts & mta_opts) | (mta_opts & ProtoOpts::LEADING_SPACE);
-    let no_reply = if cfg.service.no_reply_stages {
+    let no_reply = if cfg.service().no_reply_stages {
         NO_REPLY & mta_opts
     } else {
         ProtoOpts::empty()
@@ -117,7 +117,7 @@ fn handle_negotiate(
     cx.requested_opts |= no_reply;
     // Recipients matter only to scopes that match on them: otherwise the MTA need not
     // send RCPT at all (this connection keeps this configuration).
-    if !cfg.policy.scopes.reads_recipients() {
+    if !cfg.policy().scopes.reads_recipients() {
         cx.requested_opts |= ProtoOpts::NO_RCPT & mta_opts;
     }
     debug!(
@@ -135,7 +135,7 @@ fn handle_negotiate(
     // and Sendmail at protocol 6); otherwise it sends the macros set on its side.
     if mta_actions.contains(Actions::REQUEST_MACROS) {
         let mut connect = String::from("{client_addr}");
-        if !cfg.directions.outbound_daemons.is_empty() {
+        if !cfg.directions().outbound_daemons.is_empty() {
             connect.push_str(" {daemon_name}");
         }
         let wanted = [
@@ -392,7 +392,7 @@ fn kept(cx: &mut Context<Session>, stage: ProtoOpts) -> CallbackFuture<'static> 
 /// The answer to a message the daemon failed, as `internal_error_action` says: logged
 /// (at most a line a second, with the count) and counted with its cause.
 fn internal_error(cfg: &Config, queue_id: &str, f: &EomError) -> Status {
-    let action = cfg.service.internal_error_action;
+    let action = cfg.service().internal_error_action;
     super::throttle::INTERNAL_ERROR.hit(|| {
         let answer = match action {
             InternalErrorAction::Tempfail => "tempfailed",

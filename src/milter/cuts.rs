@@ -85,7 +85,7 @@ fn cause(cut: Cut) -> &'static str {
 
 /// The limit that passed, as configured, for the log line.
 fn limit(s: &Session, cut: Cut) -> String {
-    let l = &s.config().listen;
+    let l = s.config().listen();
     match cut {
         Cut::ReadTimeout => format!(", {} s", l.connection_timeout.as_secs()),
         Cut::TransactionTimeout => format!(", {} s", l.transaction_timeout.as_secs()),

@@ -56,7 +56,7 @@ fn answered(cfg: &Config, o: &Outcome) {
     // Change records are redacted by the planner; notes and findings quote the
     // message's own text, URLs included.
     let shown = |t: &str| -> String {
-        if cfg.report.redact_urls {
+        if cfg.report().redact_urls {
             crate::policy::redact::redact(t).into_owned()
         } else {
             t.to_string()

@@ -139,22 +139,17 @@ mod scope_examples {
         let cfg = Config::parse(&format!("trusted_networks = []\n{toml}"), what)
             .unwrap_or_else(|e| panic!("{what}:\n{e}\n---\n{toml}"));
         rejects_only_what_readers_show_wrong(what, toml);
-        let names: Vec<&str> = cfg.policy.scopes.iter().map(|s| s.name.as_str()).collect();
+        let names: Vec<&str> = cfg.scope_names();
         assert_eq!(names, NAMES, "{what}");
-        let scope =
-            |dir, env: &Envelope, raw: &[u8]| cfg.policy.scopes.select(dir, env, raw).names();
+        let scope = |dir, env: &Envelope, raw: &[u8]| cfg.scopes_for(dir, env, raw);
         let list = b"List-Id: Announcements <announce.lists.example.org>\r\n\r\nx\r\n";
         assert_eq!(
             scope(Direction::Inbound, &Envelope::default(), list),
             ["announce-list"],
             "{what}"
         );
-        let mut recipients = cfg.policy.scopes.recipients();
-        recipients.add(&cfg.policy.scopes, b"<user@mx.strict.example.org>");
-        let env = Envelope {
-            recipients,
-            ..Envelope::default()
-        };
+        let mut env = Envelope::default();
+        cfg.add_recipient(&mut env, b"<user@mx.strict.example.org>");
         assert_eq!(
             scope(Direction::Inbound, &env, b""),
             ["strict-domain"],

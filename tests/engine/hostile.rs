@@ -556,8 +556,8 @@ async fn through_milter(m: &Milter, cfg: &Config, name: &str, raw: &[u8]) -> Sta
     );
     // The message as the daemon buffers it (see `session.rs`).
     let buffered = as_received(&eml).0;
-    let incomplete = buffered.len() > cfg.limits.max_message_size
-        || buffered.len() - eml.body.len() > cfg.limits.max_header_size;
+    let incomplete = buffered.len() > cfg.limits().max_message_size
+        || buffered.len() - eml.body.len() > cfg.limits().max_header_size;
     match replaced_body(&actions) {
         Some(body) => {
             assert!(

@@ -48,8 +48,8 @@ fn limits_cannot_be_disabled_or_made_unbounded() {
         "t.toml",
     )
     .unwrap();
-    assert_eq!(cfg.limits.max_depth, 1000);
-    assert_eq!(cfg.limits.max_parts, 1_000_000);
+    assert_eq!(cfg.limits().max_depth, 1000);
+    assert_eq!(cfg.limits().max_parts, 1_000_000);
 }
 
 #[test]

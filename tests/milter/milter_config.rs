@@ -203,8 +203,8 @@ fn spill_keys_accepted() {
     )
     .unwrap();
     let c = Config::load(Some(&p)).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(c.limits.spill_threshold, 65536);
-    assert_eq!(c.limits.spill_directory, dir);
+    assert_eq!(c.limits().spill_threshold, 65536);
+    assert_eq!(c.limits().spill_directory, dir);
     // The probe file config-check creates does not stay behind.
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
 }

@@ -53,7 +53,7 @@ fn worst_case(config: &str) -> u64 {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     mimeref_milter::Config::parse(config, "t")
         .unwrap()
-        .limits
+        .limits()
         .worst_case_memory(CONNECTIONS, cpus)
 }
 

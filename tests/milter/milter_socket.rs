@@ -37,9 +37,12 @@ async fn unix_socket_replaces_only_a_stale_socket_and_serves() {
         .unwrap()
         .file_type()
         .is_socket());
-    let mut cfg = Config::parse("socket_mode = \"0660\"\nsocket = \"unix:/x\"\n", "t").unwrap();
     let spec = SocketSpec::parse(&format!("unix:{}", path.display())).unwrap();
-    cfg.listen.socket = spec.clone();
+    let cfg = Config::parse(
+        &format!("socket_mode = \"0660\"\nsocket = \"{spec}\"\n"),
+        "t",
+    )
+    .unwrap();
     let sockets = bind(&spec, &cfg).await.expect("stale socket replaced");
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o660);

@@ -41,7 +41,7 @@ impl Session {
             return Ok(over);
         }
         let lookup = |name| macros.get(name).map(CStr::to_string_lossy);
-        let dir = cfg.directions.direction_with(lookup, self.client_addr);
+        let dir = cfg.directions().direction_with(lookup, self.client_addr);
         debug!(
             "{queue_id}: direction {dir} (auth={}, client={}, daemon={})",
             lookup(c"{auth_authen}")
@@ -63,7 +63,7 @@ impl Session {
                 queue_id,
                 octets,
                 (body, held, false),
-                cfg.limits.memory_budget,
+                cfg.limits().memory_budget,
                 "replaced_body",
             ));
         }
@@ -123,7 +123,7 @@ impl Session {
                 queue_id.to_string(),
                 m.octets,
                 (needed, held, failed_spill),
-                cfg.limits.memory_budget,
+                cfg.limits().memory_budget,
                 "message",
             ))),
             Some(Lost::ReadBack(e)) => Err(EomError::new(
@@ -164,7 +164,7 @@ impl Session {
 
     /// What the scopes match on; nothing to look up when there are none.
     fn envelope(&self, m: &mut Message, macros: &Macros) -> Envelope {
-        if self.config.policy.scopes.is_empty() {
+        if self.config.policy().scopes.is_empty() {
             return Envelope::default();
         }
         let lookup = |name| macros.get(name).map(CStr::to_string_lossy);
@@ -199,7 +199,7 @@ impl Session {
         };
         let report_fields = m.report_fields;
         let envelope = self.envelope(&mut m, macros);
-        let dry_run = cfg.service.dry_run;
+        let dry_run = cfg.service().dry_run;
         let mut taken = m.buf.take();
         // Small messages (most mail) are analysed right here: the engine takes tens of
         // microseconds on them, less than a hop to the blocking pool and back costs on a
@@ -267,7 +267,7 @@ impl Session {
         // 2 × max_message_size that SECURITY.md's formula allows beside the budget.
         let body_fits = match analysed.0.body.as_ref() {
             Some(b) if !analysed.0.dry_run => {
-                room_for_body(&mut analysed.3, b.len(), self.config.limits.memory_budget).await
+                room_for_body(&mut analysed.3, b.len(), self.config.limits().memory_budget).await
             }
             _ => true,
         };
@@ -340,9 +340,9 @@ impl Job {
             raw.drain(..at);
         }
         let (cfg, dir) = (&self.cfg, self.dir);
-        let scopes = cfg.policy.scopes.select(dir, &self.envelope, &raw);
+        let scopes = cfg.policy().scopes.select(dir, &self.envelope, &raw);
         let mut opts = intake::options_for(self.options.get(dir), self.not_given);
-        let fix_signed = scopes.fix_signed(cfg.fixes.fix_signed);
+        let fix_signed = scopes.fix_signed(cfg.fixes().fix_signed);
         if opts.fix_signed != fix_signed {
             opts.to_mut().fix_signed = fix_signed;
         }

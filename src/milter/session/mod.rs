@@ -206,7 +206,7 @@ impl Session {
             body_at: None,
             report_fields: 0,
             sender: None,
-            recipients: self.config.policy.scopes.recipients(),
+            recipients: self.config.policy().scopes.recipients(),
             started: Instant::now(),
             _in_flight: InFlight::enter(&self.in_flight),
         });
@@ -216,7 +216,7 @@ impl Session {
     pub fn mail_from(&mut self, sender: Option<&[u8]>) {
         self.mail();
         // Only scopes read the sender: without any, most mail pays nothing for it.
-        if self.config.policy.scopes.is_empty() {
+        if self.config.policy().scopes.is_empty() {
             return;
         }
         if let Some(m) = self.message.as_mut() {
@@ -229,7 +229,7 @@ impl Session {
         let scopes = self.config.clone();
         self.message()
             .recipients
-            .add(&scopes.policy.scopes, recipient);
+            .add(&scopes.policy().scopes, recipient);
     }
 
     fn message(&mut self) -> &mut Message {
@@ -255,7 +255,7 @@ impl Session {
         let value = &*form.received(value);
         let report = self
             .config
-            .report
+            .report()
             .header
             .as_ref()
             .is_some_and(|r| r.as_bytes().eq_ignore_ascii_case(name));
@@ -355,7 +355,7 @@ impl Session {
     /// The message being received with where it may spill.
     fn receiving(&mut self) -> (&mut Message, SpillTo<'_>) {
         self.message();
-        let limits = &self.config.limits;
+        let limits = self.config.limits();
         let to = SpillTo {
             threshold: limits.spill_threshold,
             dir: &limits.spill_directory,
@@ -407,7 +407,7 @@ impl Session {
             octets,
             needed,
             held,
-            budget: self.config.limits.memory_budget,
+            budget: self.config.limits().memory_budget,
             failed_spill,
             stage: "message",
         })

@@ -9,10 +9,10 @@ fn session(limit: usize) -> Session {
 
 fn spilling(limit: usize, spill_at: usize, dir: std::path::PathBuf) -> Session {
     let mut cfg = Config::builtin();
-    cfg.limits.max_message_size = limit;
-    cfg.limits.max_header_size = limit;
-    cfg.limits.spill_threshold = spill_at;
-    cfg.limits.spill_directory = dir;
+    cfg.limits_mut().max_message_size = limit;
+    cfg.limits_mut().max_header_size = limit;
+    cfg.limits_mut().spill_threshold = spill_at;
+    cfg.limits_mut().spill_directory = dir;
     with_config(cfg)
 }
 
@@ -276,9 +276,9 @@ fn a_lent_buffer_stops_at_the_size_limit() {
 fn a_lent_buffer_over_the_budget_loses_the_message() {
     let mut s = session(1 << 20);
     let mut cfg = (*s.config).clone();
-    cfg.limits.memory_budget = 20_000;
+    cfg.limits_mut().memory_budget = 20_000;
     // Spilled octets count as memory too: nowhere to go but lost.
-    cfg.limits.spill_in_memory = true;
+    cfg.limits_mut().spill_in_memory = true;
     s.config = Arc::new(cfg);
     s.pool.give(Vec::with_capacity(POOL_MAX));
     feed_lent(&mut s, 50);
@@ -365,8 +365,8 @@ fn the_session_keeps_what_the_offline_commands_analyse() {
         (1 << 20, 20),
     ] {
         let mut cfg = Config::builtin();
-        cfg.limits.max_message_size = max_msg;
-        cfg.limits.max_header_size = max_hdr;
+        cfg.limits_mut().max_message_size = max_msg;
+        cfg.limits_mut().max_header_size = max_hdr;
         let mut s = with_config(cfg.clone());
         s.mail();
         for (n, v) in fields {
