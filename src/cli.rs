@@ -37,8 +37,9 @@ use crate::config::Config;
 use crate::daemon::{self, ServeOptions};
 use crate::engine::{self, Analysis};
 use crate::policy::intake::AsReceived;
+use crate::policy::matching;
 use crate::policy::plan::{self, Plan};
-use crate::policy::scope::{self, Envelope, Selection};
+use crate::policy::scope::{Envelope, Selection};
 use crate::policy::Direction;
 use exit::{failed, CliError, Done};
 use mailbox::{Message, NotRead};
@@ -217,7 +218,7 @@ impl EnvelopeArgs {
             sender: self
                 .from
                 .as_deref()
-                .map(|a| scope::normalize_address(a.as_bytes())),
+                .map(|a| matching::normalize_address(a.as_bytes())),
             recipients,
             client_addr,
             sasl_login: get("{auth_authen}").cloned(),

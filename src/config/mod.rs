@@ -38,7 +38,8 @@ use crate::policy::plan::Planner;
 use crate::policy::scope::Envelope;
 // `[report]` and `[reply]` are the policy layer's own types; re-exported so that what
 // `Config::report` and `Config::replies` hand out can be named outside the crate.
-pub use crate::policy::plan::{Replies, ReplyTemplate, Report};
+pub use crate::policy::plan::{Replies, ReplyTemplate};
+pub use crate::policy::report::Report;
 use crate::policy::{Direction, Directions, Policies};
 use raw::RawConfig;
 pub use socket::SocketSpec;
@@ -672,7 +673,9 @@ fn whole_file(p: &Path, message: String) -> ConfigErrors {
 mod tests {
     use super::*;
     use crate::engine::{HostMatch, Rule, Severity};
-    use crate::policy::scope::{Address, Effect, Scope};
+    use crate::policy::decide::Effect;
+    use crate::policy::matching::Address;
+    use crate::policy::scope::Scope;
     use crate::policy::Action;
     use ipnet::IpNet;
     use std::collections::BTreeMap;
@@ -706,7 +709,7 @@ mod tests {
         );
     }
 
-    /// The planner's tests (`policy/plan_tests.rs`) build on the policy layer's
+    /// The planner's tests (`policy/plan/tests.rs`) build on the policy layer's
     /// defaults: a file that says nothing gives exactly those.
     #[test]
     fn an_empty_file_gives_the_planners_defaults() {

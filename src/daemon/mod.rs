@@ -15,7 +15,13 @@
 //! - `reload`: SIGHUP and [`Reload`] requests: re-reading the file the daemon started
 //!   from, keeping the running configuration when that fails.
 //! - `logging`: stderr, the journal or syslog; `error`: [`DaemonError`], what stops
-//!   the daemon.
+//!   the daemon, typed (`BindError`, `Holder`) and worded only in its `Display`.
+//! - `socket_file`: the unix socket file this daemon made, removed at exit only while
+//!   it is still that file.
+//! - `memory`: whether the worst case fits the memory cgroup, and whether spill files
+//!   are memory (tmpfs).
+//! - [`probe`]: `mimeref-milter probe`, whether a running daemon takes mail (the
+//!   image's HEALTHCHECK).
 //!
 //! The daemon uses the configuration and the milter (the layers: `lib.rs`); the
 //! command line converts its arguments into [`ServeOptions`].

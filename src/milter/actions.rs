@@ -125,7 +125,7 @@ mod tests {
     use crate::policy::plan::Received;
     use crate::policy::Direction;
 
-    /// The planner's own tests are beside it (`policy/plan_tests.rs`); here, only what
+    /// The planner's own tests are beside it (`policy/plan/tests.rs`); here, only what
     /// the milter answers for a plan.
     #[test]
     fn the_answer_follows_the_verdict_and_dry_run() {

@@ -7,7 +7,7 @@ use tracing::{debug, info, warn};
 use super::outcome::{Ended, Outcome};
 use crate::config::Config;
 use crate::engine;
-use crate::policy::plan;
+use crate::policy::{plan, report};
 
 /// How much of a changed field's value a log line shows, before and after: enough for
 /// a disposition, a Content-ID or a Content-Type with its parameters.
@@ -74,7 +74,7 @@ fn answered(cfg: &Config, o: &Outcome) {
     for (part, c) in &plan.changes {
         info!(
             "{queue_id}: changed {}{dry}",
-            plan::change_text(part, c, engine::rewriting::rewrite::DISPLAY_MAX)
+            report::change_text(part, c, engine::rewriting::rewrite::DISPLAY_MAX)
         );
     }
     for c in &plan.field_changes {

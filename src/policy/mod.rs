@@ -14,8 +14,9 @@
 //! - [`direction`]: which way a message goes; [`intake`]: what the limits let through of
 //!   it; [`redact`]: how URLs may be shown in log lines and the header.
 //!
-//! The policy uses only the engine (the layers: `lib.rs`). Its settings ([`Policies`], [`Directions`], [`plan::Report`], [`plan::Replies`])
-//! are its own types, which the configuration holds as sections.
+//! The policy uses only the engine (the layers: `lib.rs`). Its settings ([`Policies`],
+//! [`Directions`], [`report::Report`], [`plan::Replies`]) are its own types, which the
+//! configuration holds as sections.
 
 pub mod decide;
 pub mod direction;

@@ -22,7 +22,7 @@ pub struct Report {
     /// report header.
     pub min_severity: Severity,
     /// URLs in log lines and the report header lose their password (or user information)
-    /// and query ([`redact`](super::redact)); off only to debug.
+    /// and query (`policy::redact`); off only to debug.
     pub redact_urls: bool,
 }
 

@@ -9,7 +9,8 @@ use crate::config::{
     DEFAULT_QUARANTINE_REASON, DEFAULT_REJECT_REPLY, DEFAULT_REPORT_HEADER, DEFAULT_TEMPFAIL_REPLY,
 };
 use crate::engine::Severity;
-use crate::policy::plan::{check_printable, Replies, ReplyTemplate, Report};
+use crate::policy::plan::{check_printable, Replies, ReplyTemplate};
+use crate::policy::report::Report;
 
 impl Validator<'_> {
     /// `[report]`.

@@ -13,8 +13,10 @@ use toml::Spanned;
 use super::{line_of, Validator};
 use crate::config::raw::{RawScope, RawScopeHeader, RawScopeReport};
 use crate::engine::Severity;
-use crate::policy::plan::Report;
-use crate::policy::scope::{self, Address, Effect, HeaderMatch, Matcher, Overrides, Scope, Scopes};
+use crate::policy::decide::{Effect, Overrides};
+use crate::policy::matching::{Address, HeaderMatch, Matcher};
+use crate::policy::report::Report;
+use crate::policy::scope::{self, Scope, Scopes};
 use crate::policy::{Action, Directions, Policy};
 
 impl Validator<'_> {

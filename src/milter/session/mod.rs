@@ -32,7 +32,8 @@ use super::outcome::{panic_text, Cause, Ended, EomError};
 use super::{EngineOptions, Shared};
 use crate::config::Config;
 use crate::policy::intake::Intake;
-use crate::policy::scope::{self, Recipients};
+use crate::policy::matching;
+use crate::policy::scope::Recipients;
 
 mod eom;
 mod heading_copy;
@@ -220,7 +221,7 @@ impl Session {
             return;
         }
         if let Some(m) = self.message.as_mut() {
-            m.sender = sender.map(scope::normalize_address);
+            m.sender = sender.map(matching::normalize_address);
         }
     }
 

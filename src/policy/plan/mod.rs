@@ -23,12 +23,11 @@ mod tests;
 use std::fmt;
 
 use crate::engine::{self, Rule, UrlChange};
+use crate::policy::report::change_text;
 use crate::policy::{ids, Action, Direction};
 
 pub use delivered::delivered;
 pub use planner::Planner;
-// The milter's log shows changes as the report header does.
-pub use crate::policy::report::{change_text, Report};
 pub use replies::{
     check_printable, Replies, ReplyTemplate, DEFAULT_QUARANTINE_REASON, DEFAULT_REJECT_REPLY,
     DEFAULT_TEMPFAIL_REPLY,

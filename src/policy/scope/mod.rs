@@ -23,14 +23,11 @@ mod tests;
 
 pub use checks::never_matches;
 pub use envelope::{Envelope, Recipients};
-// The configuration builds scopes from these, and the milter and the offline commands
-// read addresses with `normalize_address`: one path for what makes up a scope.
-pub use crate::policy::decide::{Effect, Overrides};
-pub use crate::policy::matching::{normalize_address, Address, HeaderMatch, Matcher};
 
 use crate::engine::Finding;
-use crate::policy::decide::{self, Decider};
+use crate::policy::decide::{self, Decider, Effect};
 use crate::policy::matching::FieldCache;
+use crate::policy::matching::Matcher;
 use crate::policy::{Action, Direction};
 
 /// The name metrics and log lines give the direction's own policy, where it decided

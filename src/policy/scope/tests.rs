@@ -5,7 +5,7 @@ use ipnet::IpNet;
 
 use super::*;
 use crate::engine::{Finding, Rule, Severity};
-use crate::policy::decide::{self, Decider};
+use crate::policy::decide::{self, Decider, Overrides};
 use crate::policy::matching::{Address, HeaderMatch, Matcher};
 use crate::policy::report::Report;
 use crate::policy::{Action, Direction, Pattern, Policies, Policy};
