@@ -57,9 +57,6 @@ pub enum Kind {
 /// One MIME entity: a heading and a body.
 #[derive(Debug, Clone)]
 pub struct Entity {
-    /// IMAP-style part path (`0`, `1`, `2.3`, `2.0` for the message encapsulated in 2).
-    /// Inline up to 24 octets, i.e. no allocation per part short of absurd nesting.
-    pub path: CompactString,
     /// Index into [`Message::buffers`]; 0 is the original message.
     pub buf: usize,
     pub parent: Option<usize>,
@@ -79,7 +76,13 @@ pub struct Entity {
     pub ctype_field: Option<usize>,
     pub encoding: Encoding,
     pub kind: Kind,
-    pub children: Vec<usize>,
+    /// This entity's number among the body parts of its parent multipart (1, 2…; 0
+    /// otherwise): with the parent's path it makes this entity's path, built only when
+    /// asked for ([`Message::path`]), since most messages never print one.
+    number: u32,
+    /// This entity's children: a range of [`Message::all_children`] (read them with
+    /// [`Message::children`]). One vector for the whole message rather than one per part.
+    child_span: Range<usize>,
     /// The heading uses CRLF line endings (else LF).
     pub crlf: bool,
     /// The heading did not end with an empty line: the body starts at the first line
@@ -120,6 +123,9 @@ pub struct Message<'a> {
     pub entities: Vec<Entity>,
     /// The header fields of every entity, entity after entity.
     pub all_fields: Vec<Field>,
+    /// The children of every container entity, entity after entity, each in document
+    /// order.
+    all_children: Vec<usize>,
     pub overflow: Overflow,
     /// Length of the original input.
     pub len: usize,
@@ -131,6 +137,7 @@ impl<'a> Message<'a> {
             buffers: vec![Cow::Borrowed(raw)],
             entities: Vec::new(),
             all_fields: Vec::new(),
+            all_children: Vec::new(),
             overflow: Overflow::default(),
             len: raw.len(),
         };
@@ -141,6 +148,36 @@ impl<'a> Message<'a> {
     /// The header fields of `e`, in order.
     pub fn fields(&self, e: &Entity) -> &[Field] {
         self.all_fields.get(e.field_span.clone()).unwrap_or(&[])
+    }
+
+    /// The children of `e` (body parts, encapsulated message or phantom heading), in
+    /// document order.
+    pub fn children(&self, e: &Entity) -> &[usize] {
+        self.all_children.get(e.child_span.clone()).unwrap_or(&[])
+    }
+
+    /// The IMAP-style part path of `e` (`0`, `1`, `2.3`, `2.0` for the message
+    /// encapsulated in 2), made from the numbers of its ancestors.
+    pub fn path(&self, e: &Entity) -> CompactString {
+        let mut chain = vec![e];
+        let mut at = e;
+        while let Some(p) = at.parent {
+            at = &self.entities[p];
+            chain.push(at);
+        }
+        let mut path = CompactString::const_new("0");
+        for pair in chain.windows(2).rev() {
+            let (child, parent) = (pair[0], pair[1]);
+            match parent.kind {
+                Kind::Multipart { .. } => {
+                    path = child_path(child_prefix(&path), child.number as usize)
+                }
+                Kind::Message => path = encapsulated_path(&path),
+                // The phantom heading of an external body has the path of the body's part.
+                _ => {}
+            }
+        }
+        path
     }
 
     pub fn buf(&self, e: &Entity) -> &[u8] {
@@ -189,7 +226,7 @@ impl<'a> Message<'a> {
     /// The location of field `i` of entity `e` for an edit.
     pub fn field_loc(&self, e: &Entity, i: usize) -> crate::engine::model::edit::FieldLoc {
         crate::engine::model::edit::FieldLoc {
-            part: e.path.to_string(),
+            part: self.path(e).to_string(),
             name: String::from_utf8_lossy(self.name(e, &self.fields(e)[i])).into_owned(),
             occurrence: self.occurrence(e, i),
             top_level: e.parent.is_none() && e.buf == 0,
@@ -213,21 +250,22 @@ impl<'a> Message<'a> {
             buf: 0,
             range: 0..raw_len,
             parent: None,
-            path: "0".into(),
+            number: 0,
+            slot: 0,
             digest: false,
             phantom: false,
         }];
         // One delimiter index per buffer, built when its first multipart is split.
         let mut index: Vec<Option<DelimiterIndex>> = Vec::new();
         let mut last_type = LastType::default();
-        while let Some(mut p) = work.pop() {
+        while let Some(p) = work.pop() {
             let idx = self.entities.len();
             let depth = p.parent.map_or(0, |q| self.entities[q].depth + 1);
             // The entity goes straight into place: it is large, and a 10 000-part
             // message paid for every extra move of it.
-            self.read_entity(&mut p, depth, &mut last_type);
-            if let Some(parent) = p.parent {
-                self.entities[parent].children.push(idx);
+            self.read_entity(&p, depth, &mut last_type);
+            if p.parent.is_some() {
+                self.all_children[p.slot] = idx;
             }
             if matches!(self.entities[idx].kind, Kind::Leaf | Kind::Phantom) {
                 continue;
@@ -240,17 +278,18 @@ impl<'a> Message<'a> {
             } else {
                 true
             };
-            self.children(idx, descend, &mut index, &mut work, limits);
+            self.queue_children(idx, descend, &mut index, &mut work, limits);
         }
         // Children were pushed to the stack in reverse but entity indices follow the
-        // order of reading, which is document order; the children lists are too.
+        // order of reading, which is document order; each child went to the slot of
+        // its parent's range kept for it, so the children lists are in that order too.
     }
 
     /// Queues the children of container entity `idx` still to be read on `work`. A
     /// multipart's body is split whatever `descend` says (its kind records what the
     /// split found); its parts, an encapsulated message or a phantom heading are queued
     /// only with `descend`.
-    fn children(
+    fn queue_children(
         &mut self,
         idx: usize,
         descend: bool,
@@ -265,22 +304,43 @@ impl<'a> Message<'a> {
                 self.split_parts(idx, boundary, descend, index, work, limits)
             }
             Kind::Message if descend => {
-                let child = self.encapsulated(idx);
-                queue(self.entities.len(), &mut self.overflow, child, work, limits);
+                // Decoded first: the buffers are numbered as they were before admit().
+                let mut child = self.encapsulated(idx);
+                if self.admit(idx, 1, work.len(), limits) == 1 {
+                    child.slot = self.all_children.len() - 1;
+                    work.push(child);
+                }
             }
-            Kind::ExternalBody if descend => {
-                let child = Pending {
+            Kind::ExternalBody if descend && self.admit(idx, 1, work.len(), limits) == 1 => {
+                work.push(Pending {
                     buf: ebuf,
                     range: body,
                     parent: Some(idx),
-                    path: e.path.clone(),
+                    number: 0,
+                    slot: self.all_children.len() - 1,
                     digest: false,
                     phantom: true,
-                };
-                queue(self.entities.len(), &mut self.overflow, child, work, limits);
+                });
             }
             _ => {}
         }
+    }
+
+    /// How many of `wanted` children of `parent` fit `limits.max_parts` beside the
+    /// entities read and the `queued` ones; the first overflow is recorded when not all
+    /// do. Their slots are added to [`Message::all_children`] as `parent`'s range.
+    fn admit(&mut self, parent: usize, wanted: usize, queued: usize, limits: &Limits) -> usize {
+        let room = limits
+            .max_parts
+            .saturating_sub(self.entities.len() + queued);
+        let fits = wanted.min(room);
+        if fits < wanted && self.overflow.parts_at.is_none() {
+            self.overflow.parts_at = Some(parent);
+        }
+        let start = self.all_children.len();
+        self.all_children.resize(start + fits, 0);
+        self.entities[parent].child_span = start..start + fits;
+        fits
     }
 
     /// Splits the body of multipart `idx` at `boundary`, records what the split found in
@@ -312,24 +372,25 @@ impl<'a> Message<'a> {
             return;
         }
         let digest = e.ctype.subtype == "digest";
-        e.children.reserve_exact(parts.len());
-        self.entities.reserve(parts.len());
-        self.all_fields.reserve(2 * parts.len());
-        work.reserve(parts.len());
-        let prefix = child_prefix(&self.entities[idx].path);
+        // The parts beyond max_parts are the first ones: the stack was filled from the
+        // last part, and the count was checked at each push.
+        let fits = self.admit(idx, parts.len(), work.len(), limits);
+        let skipped = parts.len() - fits;
+        let first_slot = self.all_children.len() - fits;
+        self.entities.reserve(fits);
+        self.all_fields.reserve(2 * fits);
+        work.reserve(fits);
         // In reverse, so that they are read in document order.
-        for (n, r) in parts.into_iter().enumerate().rev() {
-            let child = Pending {
+        for (n, r) in parts.into_iter().enumerate().skip(skipped).rev() {
+            work.push(Pending {
                 buf: ebuf,
                 range: r,
                 parent: Some(idx),
-                path: child_path(prefix, n + 1),
+                number: u32::try_from(n + 1).unwrap_or(u32::MAX),
+                slot: first_slot + (n - skipped),
                 digest,
                 phantom: false,
-            };
-            if !queue(self.entities.len(), &mut self.overflow, child, work, limits) {
-                break;
-            }
+            });
         }
     }
 
@@ -338,7 +399,8 @@ impl<'a> Message<'a> {
     fn encapsulated(&mut self, idx: usize) -> Pending {
         let e = &self.entities[idx];
         let (ebuf, body, encoding) = (e.buf, e.body.clone(), e.encoding);
-        let path = encapsulated_path(&e.path);
+        // Set by the caller once the child is admitted.
+        let slot = 0;
         match encoding {
             Encoding::Base64 | Encoding::QuotedPrintable => {
                 let decoded = decode::transfer_decode(&self.buffers[ebuf][body], encoding);
@@ -348,7 +410,8 @@ impl<'a> Message<'a> {
                     buf: self.buffers.len() - 1,
                     range: 0..len,
                     parent: Some(idx),
-                    path,
+                    number: 0,
+                    slot,
                     digest: false,
                     phantom: false,
                 }
@@ -357,16 +420,16 @@ impl<'a> Message<'a> {
                 buf: ebuf,
                 range: body,
                 parent: Some(idx),
-                path,
+                number: 0,
+                slot,
                 digest: false,
                 phantom: false,
             },
         }
     }
 
-    /// Reads the heading at `p` and appends the entity to `entities`; the entity takes
-    /// the path out of `p`.
-    fn read_entity(&mut self, p: &mut Pending, depth: usize, last_type: &mut LastType) {
+    /// Reads the heading at `p` and appends the entity to `entities`.
+    fn read_entity(&mut self, p: &Pending, depth: usize, last_type: &mut LastType) {
         let buf: &[u8] = &self.buffers[p.buf];
         let first_field = self.all_fields.len();
         let h = read_heading(
@@ -412,7 +475,6 @@ impl<'a> Message<'a> {
         // Built in the push, not in a local moved into it: two copies of this large
         // struct a part were a visible share of scanning 10 000 parts.
         self.entities.push(Entity {
-            path: std::mem::take(&mut p.path),
             buf: p.buf,
             parent: p.parent,
             depth,
@@ -423,7 +485,8 @@ impl<'a> Message<'a> {
             ctype_field,
             encoding,
             kind,
-            children: Vec::new(),
+            number: p.number,
+            child_span: 0..0,
             crlf: h.crlf,
             no_separator: h.no_separator,
         });
@@ -484,7 +547,10 @@ struct Pending {
     buf: usize,
     range: Range<usize>,
     parent: Option<usize>,
-    path: CompactString,
+    /// See [`Entity::number`].
+    number: u32,
+    /// Where in [`Message::all_children`] the entity's index goes (with a parent).
+    slot: usize,
     digest: bool,
     phantom: bool,
 }
@@ -503,27 +569,6 @@ fn default_type(digest: bool) -> Arc<ContentType> {
     let [plain, rfc822] =
         DEFAULTS.get_or_init(|| [made("text", "plain"), made("message", "rfc822")]);
     Arc::clone(if digest { rfc822 } else { plain })
-}
-
-/// Puts `child` on the `work` stack if `limits` allows one more part beside the
-/// `read` entities; false (and the first overflow recorded) when it does not. Only
-/// pushes change the count, so once one child is refused every later one of the same
-/// parent is too.
-fn queue(
-    read: usize,
-    overflow: &mut Overflow,
-    child: Pending,
-    work: &mut Vec<Pending>,
-    limits: &Limits,
-) -> bool {
-    if read + work.len() >= limits.max_parts {
-        if overflow.parts_at.is_none() {
-            overflow.parts_at = child.parent;
-        }
-        return false;
-    }
-    work.push(child);
-    true
 }
 
 /// The prefix children of a multipart at `path` are numbered under: the top-level
@@ -976,24 +1021,59 @@ mod tests {
         );
         assert_eq!(m.body(e), b"body\r\n");
         assert!(e.crlf);
-        assert_eq!(e.path, "0");
+        assert_eq!(m.path(e), "0");
     }
 
     #[test]
     fn nested_multipart_paths_and_ranges() {
         let raw = b"Content-Type: multipart/mixed; boundary=a\n\npre\n--a\nContent-Type: text/plain\n\none\n--a\nContent-Type: multipart/related; boundary=\"ab\"\n\n--ab\n\ntwo\n--ab\nContent-Type: message/rfc822\n\nSubject: in\n\nthree\n--ab--\n--a--\nepi\n";
         let m = parse(raw);
-        let paths: Vec<&str> = m.entities.iter().map(|e| e.path.as_str()).collect();
+        let paths: Vec<_> = m.entities.iter().map(|e| m.path(e)).collect();
         assert_eq!(paths, ["0", "1", "2", "2.1", "2.2", "2.2.0"]);
         assert_eq!(m.body(&m.entities[1]), b"one");
         assert_eq!(m.body(&m.entities[3]), b"two");
         assert_eq!(m.body(&m.entities[5]), b"three");
-        assert_eq!(m.entities[0].children, vec![1, 2]);
-        assert_eq!(m.entities[2].children, vec![3, 4]);
+        assert_eq!(m.children(&m.entities[0]), [1, 2]);
+        assert_eq!(m.children(&m.entities[2]), [3, 4]);
         assert!(matches!(
             m.entities[0].kind,
             Kind::Multipart { closed: true, .. }
         ));
+    }
+
+    /// Paths are made from the parents when asked for: body parts, encapsulated
+    /// messages (`P.0`, `1.0` under a top-level message/rfc822), phantom headings (their
+    /// external body's path), and the parts kept when max_parts cut the first ones.
+    #[test]
+    fn paths_are_derived_from_the_parents() {
+        let raw = b"Content-Type: multipart/mixed; boundary=a\n\n--a\n\none\n--a\nContent-Type: message/rfc822\n\nContent-Type: multipart/mixed; boundary=b\n\n--b\n\nx\n--b\nContent-Type: message/external-body; access-type=x\n\nContent-ID: <p@x>\n\n--b--\n--a\nContent-Type: message/rfc822\n\nContent-Type: message/rfc822\n\nSubject: in\n\nz\n--a--\n";
+        let m = parse(raw);
+        let paths: Vec<_> = m.entities.iter().map(|e| m.path(e)).collect();
+        assert_eq!(
+            paths,
+            ["0", "1", "2", "2.0", "2.1", "2.2", "2.2", "3", "3.0", "3.1.0"]
+        );
+        assert!(matches!(m.entities[6].kind, Kind::Phantom));
+        assert_eq!(m.children(&m.entities[0]), [1, 2, 7]);
+        assert_eq!(m.children(&m.entities[3]), [4, 5]);
+        assert_eq!(m.children(&m.entities[5]), [6]);
+        assert_eq!(m.children(&m.entities[1]), [0usize; 0]);
+
+        let m = parse(b"Content-Type: message/rfc822\n\nContent-Type: multipart/mixed; boundary=c\n\n--c\n\n1\n--c\n\n2\n--c--\n");
+        let paths: Vec<_> = m.entities.iter().map(|e| m.path(e)).collect();
+        assert_eq!(paths, ["0", "1.0", "1.1", "1.2"]);
+
+        let raw = b"Content-Type: multipart/mixed; boundary=a\n\n--a\n\n1\n--a\n\n2\n--a\n\n3\n--a\n\n4\n--a--\n";
+        let limits = Limits {
+            max_parts: 3,
+            ..Limits::default()
+        };
+        let m = Message::parse(raw, &limits);
+        let paths: Vec<_> = m.entities.iter().map(|e| m.path(e)).collect();
+        assert_eq!(paths, ["0", "3", "4"]);
+        assert_eq!(m.body(&m.entities[1]), b"3");
+        assert_eq!(m.children(&m.entities[0]), [1, 2]);
+        assert_eq!(m.overflow.parts_at, Some(0));
     }
 
     #[test]
@@ -1096,7 +1176,7 @@ mod tests {
                 }
                 None => default_type(digest),
             };
-            assert_eq!(*e.ctype, *want, "part {}", e.path);
+            assert_eq!(*e.ctype, *want, "part {}", m.path(e));
         }
         assert_eq!(digests, 4);
         let html = m.entities.iter().filter(|e| e.ctype.is("text", "html"));
