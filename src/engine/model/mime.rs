@@ -13,8 +13,9 @@ use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
-use compact_str::{CompactString, ToCompactString};
+use compact_str::CompactString;
 use memchr::memmem;
+use smallvec::SmallVec;
 
 use crate::engine::model::options::Limits;
 use crate::engine::syntax::ascii::eq_lower;
@@ -159,20 +160,20 @@ impl<'a> Message<'a> {
     /// The IMAP-style part path of `e` (`0`, `1`, `2.3`, `2.0` for the message
     /// encapsulated in 2), made from the numbers of its ancestors.
     pub fn path(&self, e: &Entity) -> CompactString {
-        let mut chain = vec![e];
+        // Checks ask for paths of parts they look at without a finding to report: the
+        // ancestors are kept inline, and the path is edited in place, without `format!`.
+        let mut chain: SmallVec<[&Entity; 16]> = SmallVec::new();
         let mut at = e;
         while let Some(p) = at.parent {
-            at = &self.entities[p];
             chain.push(at);
+            at = &self.entities[p];
         }
         let mut path = CompactString::const_new("0");
-        for pair in chain.windows(2).rev() {
-            let (child, parent) = (pair[0], pair[1]);
-            match parent.kind {
-                Kind::Multipart { .. } => {
-                    path = child_path(child_prefix(&path), child.number as usize)
-                }
-                Kind::Message => path = encapsulated_path(&path),
+        for child in chain.into_iter().rev() {
+            let Some(parent) = child.parent else { break };
+            match self.entities[parent].kind {
+                Kind::Multipart { .. } => push_child_number(&mut path, child.number),
+                Kind::Message => push_encapsulated(&mut path),
                 // The phantom heading of an external body has the path of the body's part.
                 _ => {}
             }
@@ -571,40 +572,45 @@ fn default_type(digest: bool) -> Arc<ContentType> {
     Arc::clone(if digest { rfc822 } else { plain })
 }
 
-/// The prefix children of a multipart at `path` are numbered under: the top-level
+/// Turns the path of a multipart into the path of its body part `n`: the top-level
 /// heading `0` numbers its parts 1, 2…; an encapsulated heading `P.0` numbers them P.1…
-fn child_prefix(path: &str) -> &str {
+fn push_child_number(path: &mut CompactString, n: u32) {
     if path == "0" {
-        ""
+        path.clear();
     } else {
-        path.strip_suffix(".0").unwrap_or(path)
+        if path.ends_with(".0") {
+            path.truncate(path.len() - 2);
+        }
+        path.push('.');
+    }
+    let mut digits = [0u8; 10];
+    let mut at = digits.len();
+    let mut n = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[at..] {
+        path.push(char::from(d));
     }
 }
 
-/// The path of body part `n` under `prefix` (see [`child_prefix`]), stored inline.
-/// Not `format!`: per part, it was a visible share of scanning 10 000 parts.
-fn child_path(prefix: &str, n: usize) -> CompactString {
-    let number = n.to_compact_string();
-    if prefix.is_empty() {
-        return number;
-    }
-    let mut path = CompactString::with_capacity(prefix.len() + 1 + number.len());
-    path.push_str(prefix);
-    path.push('.');
-    path.push_str(&number);
-    path
-}
-
-/// Path of the message encapsulated in the message/rfc822 entity at `path`. A body part
-/// P holds message P.0; a heading whose own type is message/rfc822 (`0`, `P.0`) has the
-/// encapsulated message as its body part 1, as IMAP numbers it.
-fn encapsulated_path(path: &str) -> CompactString {
+/// Turns the path of a message/rfc822 entity into that of the message it encapsulates:
+/// a body part P holds message P.0; a heading whose own type is message/rfc822 (`0`,
+/// `P.0`) has the encapsulated message as its body part 1, as IMAP numbers it.
+fn push_encapsulated(path: &mut CompactString) {
     if path == "0" {
-        "1.0".into()
-    } else if let Some(p) = path.strip_suffix(".0") {
-        compact_str::format_compact!("{p}.1.0")
+        path.clear();
+        path.push_str("1.0");
+    } else if path.ends_with(".0") {
+        path.truncate(path.len() - 2);
+        path.push_str(".1.0");
     } else {
-        compact_str::format_compact!("{path}.0")
+        path.push_str(".0");
     }
 }
 
@@ -997,14 +1003,26 @@ mod tests {
 
     #[test]
     fn child_paths_match_decimal_numbering() {
-        for (prefix, n, want) in [
-            ("", 1, "1"),
-            ("", 10, "10"),
+        for (parent, n, want) in [
+            ("0", 1, "1"),
+            ("0", 10, "10"),
             ("2.1", 9, "2.1.9"),
-            ("3", 10_000, "3.10000"),
-            ("", u32::MAX as usize, "4294967295"),
+            ("3.0", 10_000, "3.10000"),
+            ("0", u32::MAX, "4294967295"),
         ] {
-            assert_eq!(child_path(prefix, n), want);
+            let mut path = CompactString::from(parent);
+            push_child_number(&mut path, n);
+            assert_eq!(path, want);
+        }
+        for (parent, want) in [
+            ("0", "1.0"),
+            ("2", "2.0"),
+            ("2.0", "2.1.0"),
+            ("3.1.0", "3.1.1.0"),
+        ] {
+            let mut path = CompactString::from(parent);
+            push_encapsulated(&mut path);
+            assert_eq!(path, want);
         }
     }
 
