@@ -246,20 +246,22 @@ impl<'a> Message<'a> {
 
     /// Reads every entity, depth first in document order, within `limits`.
     fn scan(&mut self, limits: &Limits) {
-        let raw_len = self.buffers[0].len();
-        let mut work: Vec<Pending> = vec![Pending {
+        let mut p = Pending {
             buf: 0,
-            range: 0..raw_len,
+            range: 0..self.buffers[0].len(),
             parent: None,
             number: 0,
             slot: 0,
             digest: false,
             phantom: false,
-        }];
+        };
+        // The children still to be read, innermost container last; `queued` counts them.
+        let mut work: Vec<Children> = Vec::new();
+        let mut queued = 0;
         // One delimiter index per buffer, built when its first multipart is split.
         let mut index: Vec<Option<DelimiterIndex>> = Vec::new();
         let mut last_type = LastType::default();
-        while let Some(p) = work.pop() {
+        loop {
             let idx = self.entities.len();
             let depth = p.parent.map_or(0, |q| self.entities[q].depth + 1);
             // The entity goes straight into place: it is large, and a 10 000-part
@@ -268,62 +270,63 @@ impl<'a> Message<'a> {
             if p.parent.is_some() {
                 self.all_children[p.slot] = idx;
             }
-            if matches!(self.entities[idx].kind, Kind::Leaf | Kind::Phantom) {
-                continue;
-            }
-            let descend = if depth >= limits.max_depth {
-                if self.overflow.depth_at.is_none() {
-                    self.overflow.depth_at = Some(idx);
+            if !matches!(self.entities[idx].kind, Kind::Leaf | Kind::Phantom) {
+                let descend = if depth >= limits.max_depth {
+                    if self.overflow.depth_at.is_none() {
+                        self.overflow.depth_at = Some(idx);
+                    }
+                    false
+                } else {
+                    true
+                };
+                if let Some(c) = self.children_of(idx, descend, &mut index, queued, limits) {
+                    queued += c.ranges.len();
+                    work.push(c);
                 }
-                false
-            } else {
-                true
+            }
+            // The next entity is the first child left of the innermost container: a
+            // container's children are all read before its next sibling.
+            p = loop {
+                let Some(c) = work.last_mut() else {
+                    return;
+                };
+                if let Some(p) = c.next() {
+                    break p;
+                }
+                work.pop();
             };
-            self.queue_children(idx, descend, &mut index, &mut work, limits);
+            queued -= 1;
         }
-        // Children were pushed to the stack in reverse but entity indices follow the
-        // order of reading, which is document order; each child went to the slot of
-        // its parent's range kept for it, so the children lists are in that order too.
     }
 
-    /// Queues the children of container entity `idx` still to be read on `work`. A
-    /// multipart's body is split whatever `descend` says (its kind records what the
-    /// split found); its parts, an encapsulated message or a phantom heading are queued
-    /// only with `descend`.
-    fn queue_children(
+    /// The children of container entity `idx` still to be read (`queued` are already
+    /// waiting). A multipart's body is split whatever `descend` says (its kind records
+    /// what the split found); its parts, an encapsulated message or a phantom heading
+    /// are read only with `descend`.
+    fn children_of(
         &mut self,
         idx: usize,
         descend: bool,
         index: &mut Vec<Option<DelimiterIndex>>,
-        work: &mut Vec<Pending>,
+        queued: usize,
         limits: &Limits,
-    ) {
+    ) -> Option<Children> {
         let e = &self.entities[idx];
         let (ebuf, body) = (e.buf, e.body.clone());
         match e.kind.clone() {
             Kind::Multipart { boundary, .. } => {
-                self.split_parts(idx, boundary, descend, index, work, limits)
+                self.split_parts(idx, boundary, descend, index, queued, limits)
             }
             Kind::Message if descend => {
                 // Decoded first: the buffers are numbered as they were before admit().
-                let mut child = self.encapsulated(idx);
-                if self.admit(idx, 1, work.len(), limits) == 1 {
-                    child.slot = self.all_children.len() - 1;
-                    work.push(child);
-                }
+                let (buf, range) = self.encapsulated(idx);
+                (self.admit(idx, 1, queued, limits) == 1)
+                    .then(|| Children::one(self, idx, buf, range, false))
             }
-            Kind::ExternalBody if descend && self.admit(idx, 1, work.len(), limits) == 1 => {
-                work.push(Pending {
-                    buf: ebuf,
-                    range: body,
-                    parent: Some(idx),
-                    number: 0,
-                    slot: self.all_children.len() - 1,
-                    digest: false,
-                    phantom: true,
-                });
+            Kind::ExternalBody if descend && self.admit(idx, 1, queued, limits) == 1 => {
+                Some(Children::one(self, idx, ebuf, body, true))
             }
-            _ => {}
+            _ => None,
         }
     }
 
@@ -345,24 +348,22 @@ impl<'a> Message<'a> {
     }
 
     /// Splits the body of multipart `idx` at `boundary`, records what the split found in
-    /// its kind, and queues its parts when `descend`, as [`Message::queue`] does: straight
-    /// onto `work`, without a vector of them in between (a visible cost for 10 000
-    /// parts).
+    /// its kind, and returns its parts to read when `descend`.
     fn split_parts(
         &mut self,
         idx: usize,
         boundary: Vec<u8>,
         descend: bool,
         index: &mut Vec<Option<DelimiterIndex>>,
-        work: &mut Vec<Pending>,
+        queued: usize,
         limits: &Limits,
-    ) {
+    ) -> Option<Children> {
         let (ebuf, body) = (self.entities[idx].buf, self.entities[idx].body.clone());
         while index.len() <= ebuf {
             index.push(None);
         }
         let ix = index[ebuf].get_or_insert_with(|| DelimiterIndex::new(&self.buffers[ebuf]));
-        let (parts, closed) = split_multipart_indexed(&self.buffers[ebuf], body, &boundary, ix);
+        let (mut parts, closed) = split_multipart_indexed(&self.buffers[ebuf], body, &boundary, ix);
         let e = &mut self.entities[idx];
         e.kind = Kind::Multipart {
             boundary,
@@ -370,62 +371,41 @@ impl<'a> Message<'a> {
             no_parts: parts.is_empty(),
         };
         if !descend {
-            return;
+            return None;
         }
         let digest = e.ctype.subtype == "digest";
-        // The parts beyond max_parts are the first ones: the stack was filled from the
-        // last part, and the count was checked at each push.
-        let fits = self.admit(idx, parts.len(), work.len(), limits);
+        // The parts beyond max_parts are the first ones (parts were once queued from
+        // the last one, and the count checked at each): kept as they were.
+        let fits = self.admit(idx, parts.len(), queued, limits);
         let skipped = parts.len() - fits;
-        let first_slot = self.all_children.len() - fits;
+        parts.drain(..skipped);
         self.entities.reserve(fits);
         self.all_fields.reserve(2 * fits);
-        work.reserve(fits);
-        // In reverse, so that they are read in document order.
-        for (n, r) in parts.into_iter().enumerate().skip(skipped).rev() {
-            work.push(Pending {
-                buf: ebuf,
-                range: r,
-                parent: Some(idx),
-                number: u32::try_from(n + 1).unwrap_or(u32::MAX),
-                slot: first_slot + (n - skipped),
-                digest,
-                phantom: false,
-            });
-        }
+        Some(Children {
+            parent: idx,
+            buf: ebuf,
+            ranges: parts.into_iter(),
+            number: u32::try_from(skipped + 1).unwrap_or(u32::MAX),
+            slot: self.all_children.len() - fits,
+            digest,
+            phantom: false,
+        })
     }
 
-    /// The message encapsulated in message/rfc822 entity `idx`, transfer-decoded into a
-    /// buffer of its own when the entity is base64 or quoted-printable.
-    fn encapsulated(&mut self, idx: usize) -> Pending {
+    /// Where the message encapsulated in message/rfc822 entity `idx` lies (buffer and
+    /// range), transfer-decoded into a buffer of its own when the entity is base64 or
+    /// quoted-printable.
+    fn encapsulated(&mut self, idx: usize) -> (usize, Range<usize>) {
         let e = &self.entities[idx];
         let (ebuf, body, encoding) = (e.buf, e.body.clone(), e.encoding);
-        // Set by the caller once the child is admitted.
-        let slot = 0;
         match encoding {
             Encoding::Base64 | Encoding::QuotedPrintable => {
                 let decoded = decode::transfer_decode(&self.buffers[ebuf][body], encoding);
                 let len = decoded.len();
                 self.buffers.push(Cow::Owned(decoded));
-                Pending {
-                    buf: self.buffers.len() - 1,
-                    range: 0..len,
-                    parent: Some(idx),
-                    number: 0,
-                    slot,
-                    digest: false,
-                    phantom: false,
-                }
+                (self.buffers.len() - 1, 0..len)
             }
-            _ => Pending {
-                buf: ebuf,
-                range: body,
-                parent: Some(idx),
-                number: 0,
-                slot,
-                digest: false,
-                phantom: false,
-            },
+            _ => (ebuf, body),
         }
     }
 
@@ -544,6 +524,58 @@ impl LastType {
     }
 }
 
+/// The children of one container still to be read, in document order.
+struct Children {
+    parent: usize,
+    buf: usize,
+    ranges: std::vec::IntoIter<Range<usize>>,
+    /// The number of the next one (see [`Entity::number`]): 0 for the single child of
+    /// an encapsulation or external body.
+    number: u32,
+    /// The slot of the next one (see [`Pending::slot`]).
+    slot: usize,
+    digest: bool,
+    phantom: bool,
+}
+
+impl Children {
+    /// The single child of `parent`, whose slot [`Message::admit`] just added.
+    fn one(m: &Message, parent: usize, buf: usize, range: Range<usize>, phantom: bool) -> Self {
+        Children {
+            parent,
+            buf,
+            ranges: vec![range].into_iter(),
+            number: 0,
+            slot: m.all_children.len() - 1,
+            digest: false,
+            phantom,
+        }
+    }
+}
+
+impl Iterator for Children {
+    type Item = Pending;
+
+    fn next(&mut self) -> Option<Pending> {
+        let range = self.ranges.next()?;
+        let p = Pending {
+            buf: self.buf,
+            range,
+            parent: Some(self.parent),
+            number: self.number,
+            slot: self.slot,
+            digest: self.digest,
+            phantom: self.phantom,
+        };
+        self.slot += 1;
+        if self.number > 0 {
+            self.number = self.number.saturating_add(1);
+        }
+        Some(p)
+    }
+}
+
+/// One entity to read.
 struct Pending {
     buf: usize,
     range: Range<usize>,
