@@ -879,9 +879,13 @@ fn split_multipart_indexed(
         }
         merged.push(l);
     }
-    let candidates = merged
-        .into_iter()
-        .filter(|&at| hay.get(at..).is_some_and(|t| t.starts_with(&dash)));
+    // A line the index keyed by the boundary itself starts with `--boundary`, and lies
+    // whole in the body unless it is the cut line: only that line, and lines keyed by a
+    // boundary with its trailing blanks removed, need the test (a call a part).
+    let keyed_exactly = trim_lwsp(boundary).len() == boundary.len();
+    let candidates = merged.into_iter().filter(|&at| {
+        (keyed_exactly && Some(at) != last) || hay.get(at..).is_some_and(|t| t.starts_with(&dash))
+    });
     split_at_candidates(hay, body.start, dash.len(), candidates)
 }
 
