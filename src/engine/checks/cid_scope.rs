@@ -272,13 +272,18 @@ pub(super) fn related_ancestors(msg: &Message, i: usize) -> Vec<usize> {
 /// document order.
 pub(super) fn scope(msg: &Message, root: usize, stop_at_related: bool) -> Vec<usize> {
     let mut out = Vec::new();
-    let mut stack: Vec<usize> = msg.entities[root].children.iter().rev().copied().collect();
+    let mut stack: Vec<usize> = msg
+        .children(&msg.entities[root])
+        .iter()
+        .rev()
+        .copied()
+        .collect();
     while let Some(i) = stack.pop() {
         out.push(i);
         if is_message_boundary(msg, i) || (stop_at_related && is_related(msg, i)) {
             continue;
         }
-        stack.extend(msg.entities[i].children.iter().rev().copied());
+        stack.extend(msg.children(&msg.entities[i]).iter().rev().copied());
     }
     out
 }

@@ -39,7 +39,7 @@ pub fn check(cx: &mut Context) {
             Ok(uri) => {
                 cx.report(Finding::new(
                     Rule::CturiUriType,
-                    &e.path,
+                    msg.path(e),
                     format!(
                         "Content-Type \"{}\" has {why}; it stands for the URI <{}>",
                         clip(&value),
@@ -50,7 +50,7 @@ pub fn check(cx: &mut Context) {
                 if !scheme.eq_ignore_ascii_case("contenttype") && cx.opts.schemes.denies(scheme) {
                     let mut f = Finding::new(
                         Rule::CturiUriDenied,
-                        &e.path,
+                        msg.path(e),
                         format!(
                             "Content-Type \"{}\" maps to <{}>, whose scheme \"{}\" is denied by policy (draft-eastlake-cturi §6)",
                             clip(&value),
@@ -69,7 +69,7 @@ pub fn check(cx: &mut Context) {
             }
             Err(err) => cx.report(Finding::new(
                 Rule::CturiUriType,
-                &e.path,
+                msg.path(e),
                 format!(
                     "Content-Type \"{}\" has {why} but cannot be mapped to a URI: {err}",
                     clip(&value)

@@ -17,10 +17,11 @@ pub fn check_limits(cx: &mut Context) {
         let e = &msg.entities[i];
         cx.report(Finding::new(
             Rule::MimeDepthExceeded,
-            &e.path,
+            msg.path(e),
             format!(
                 "nesting deeper than {} levels: the parts inside {} were not analysed",
-                limits.max_depth, e.path
+                limits.max_depth,
+                msg.path(e)
             ),
         ));
     }
@@ -28,10 +29,11 @@ pub fn check_limits(cx: &mut Context) {
         let e = &msg.entities[i];
         cx.report(Finding::new(
             Rule::MimePartsExceeded,
-            &e.path,
+            msg.path(e),
             format!(
                 "more than {} MIME parts: analysis stopped inside part {}",
-                limits.max_parts, e.path
+                limits.max_parts,
+                msg.path(e)
             ),
         ));
     }
@@ -89,7 +91,7 @@ fn check_boundaries(cx: &mut Context) {
         };
         cx.report(Finding::new(
             Rule::MimeBoundaryMissing,
-            &e.path,
+            msg.path(e),
             format!("{} cannot be split into parts: {problem}; its body was not analysed (RFC 2046 §5.1.1)", e.ctype.essence()),
         ));
     }
@@ -132,7 +134,7 @@ pub fn check_line_lengths(cx: &mut Context) {
             let label = String::from_utf8_lossy(name).into_owned();
             let mut finding = Finding::new(
                 Rule::HeaderLineTooLong,
-                &e.path,
+                msg.path(e),
                 format!("{label} field has a line of {longest} octets (RFC 5322 §2.1.1: at most {MAX_LINE})"),
             );
             if e.editable() {

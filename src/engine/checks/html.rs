@@ -117,7 +117,7 @@ pub fn check(cx: &mut Context) {
         };
         let s = scan_utf8(&text, MAX_REFS_PER_PART);
         cx.cid_refs_complete &= !s.truncated;
-        let path = msg.entities[idx].path.as_str();
+        let path = &*msg.path(&msg.entities[idx]);
         st.in_related = !st.scopes.related_ancestors(idx).is_empty();
         let mut part = HtmlPart {
             idx,
@@ -235,7 +235,7 @@ fn check_cid(
     problem: Option<&str>,
 ) {
     let msg = cx.msg;
-    let path = msg.entities[idx].path.as_str();
+    let path = &*msg.path(&msg.entities[idx]);
     let resolution = resolve_cid(&mut st.scopes, idx, id);
     let target = match &resolution {
         Resolution::Found(at, in_related) => Target::ContentId {
@@ -264,7 +264,7 @@ fn check_cid(
                     f.severity = Severity::Info;
                     f.message.push_str(&format!(
                         "; it resolves to part {} all the same",
-                        msg.entities[at].path
+                        msg.path(&msg.entities[at])
                     ));
                     cx.report(f);
                 }
@@ -311,7 +311,7 @@ fn check_mid(cx: &mut Context, st: &mut State, idx: usize, r: &HtmlRef, message:
         let msg = cx.msg;
         cx.report(Finding::new(
             Rule::MidUrlExternal,
-            &msg.entities[idx].path,
+            msg.path(&msg.entities[idx]),
             format!(
                 "{} \"{}\" names message {}, not this one: it cannot be resolved inside this message (RFC 2392 §2)",
                 r.place,
@@ -332,7 +332,7 @@ fn check_message_id(cx: &mut Context, heading: usize) {
         if let Err(why) = parse_msg_id(v) {
             cx.report(Finding::new(
                 Rule::ContentIdSyntax,
-                &e.path,
+                msg.path(e),
                 format!(
                     "Message-ID \"{}\", which mid: URLs in this message refer to, is not a msg-id <left@right>: {} (RFC 5322 §3.6.4, RFC 2392 §2)",
                     crate::engine::syntax::ascii::excerpt(v),
@@ -367,12 +367,12 @@ fn location_only(
     let e = &msg.entities[at];
     let mut f = Finding::new(
         Rule::RelatedCidLocationOnly,
-        &msg.entities[idx].path,
+        msg.path(&msg.entities[idx]),
         format!(
             "{} \"{}\" matches no Content-ID, only the Content-Location of part {}, which readers that resolve cid: by Content-ID (RFC 2392 §2, RFC 2557 §8.3) do not find",
             r.place,
             clip(&r.url),
-            e.path
+            msg.path(e)
         ),
     );
     if let Some(&edit) = inserted.get(&at) {
@@ -410,7 +410,7 @@ fn location_only(
     f.message.push_str(&format!(
         "; fix: insert Content-ID: <{}> into part {}",
         clip(&id.decoded),
-        e.path
+        msg.path(e)
     ));
     inserted.insert(at, Some(i));
     f.with_edit(i)
@@ -437,14 +437,14 @@ fn dangling(
             r.place,
             clip(&r.url),
             tried(id),
-            msg.entities[rel].path
+            msg.path(&msg.entities[rel])
         ),
         (Some(rel), Some(at)) => format!(
             "{} \"{}\" matches no Content-ID in the enclosing multipart/related (part {}); part {} has {} but lies outside it (RFC 2557 §8.3)",
             r.place,
             clip(&r.url),
-            msg.entities[rel].path,
-            msg.entities[at].path,
+            msg.path(&msg.entities[rel]),
+            msg.path(&msg.entities[at]),
             tried(id)
         ),
     };

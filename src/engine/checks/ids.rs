@@ -53,7 +53,7 @@ fn check_syntax<'m>(cx: &mut Context<'m, '_>) -> Vec<Option<Cow<'m, [u8]>>> {
             if let Some(why) = bad {
                 let mut f = Finding::new(
                     Rule::ContentIdSyntax,
-                    &e.path,
+                    msg.path(e),
                     format!(
                         "Content-ID \"{}\" is not a msg-id <left@right>: {} (RFC 5322 §3.6.4, RFC 2045 §7)",
                         crate::engine::syntax::ascii::excerpt(v),
@@ -136,10 +136,10 @@ fn check_duplicates(cx: &mut Context, mut ids: Vec<Option<Cow<'_, [u8]>>>) {
                 }
                 let id = seen.key();
                 reported_owner[o] = true;
-                let other = &msg.entities[fo].path;
+                let other = msg.path(&msg.entities[fo]);
                 let mut f = Finding::new(
                     Rule::ContentIdDuplicate,
-                    &msg.entities[o].path,
+                    msg.path(&msg.entities[o]),
                     format!(
                         "Content-ID <{}> is also on part {other}; Content-IDs must be unique in the message except among alternatives (RFC 2045 §7, RFC 2392 §2)",
                         crate::engine::syntax::ascii::excerpt(id)

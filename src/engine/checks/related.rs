@@ -42,7 +42,7 @@ fn content_ids(msg: &Message, related: usize) -> Vec<(usize, Vec<u8>)> {
     let Some(r) = msg.entities.get(related) else {
         return Vec::new();
     };
-    r.children
+    msg.children(r)
         .iter()
         .filter_map(|&c| {
             let e = &msg.entities[c];
@@ -72,7 +72,7 @@ fn check_related(cx: &mut Context, idx: usize) {
     // The scanner's parse reads past a missing `;` (RFC 2387 §5.1 as printed) and an
     // unquoted start=<…> (Opera), as readers do.
     let params = &e.ctype;
-    let children = &e.children;
+    let children = msg.children(e);
 
     // Root: the start part, else the first (RFC 2387 §3.2).
     let ids = content_ids(msg, idx);
@@ -87,7 +87,7 @@ fn check_related(cx: &mut Context, idx: usize) {
                 if !children.is_empty() {
                     cx.report(Finding::new(
                         Rule::RelatedStartDangling,
-                        &e.path,
+                        msg.path(e),
                         format!(
                             "multipart/related start=\"{}\" matches no Content-ID of its {} parts (RFC 2387 §3.2)",
                             excerpt(start),
@@ -124,12 +124,12 @@ fn check_type(
 ) {
     let msg = cx.msg;
     let e = &msg.entities[idx];
-    let root_type = root.map(|r| (msg.entities[r].ctype.essence(), &msg.entities[r].path));
+    let root_type = root.map(|r| (msg.entities[r].ctype.essence(), msg.path(&msg.entities[r])));
     match params.get("type").map(|v| v.value) {
         None => {
             let mut finding = Finding::new(
                 Rule::RelatedTypeMissing,
-                &e.path,
+                msg.path(e),
                 match &root_type {
                     Some((t, p)) => format!(
                         "multipart/related has no type parameter; its root (part {p}) is {t} (RFC 2387 §3.1)"
@@ -160,7 +160,7 @@ fn check_type(
             };
             cx.report(Finding::new(
                 Rule::RelatedTypeMismatch,
-                &e.path,
+                msg.path(e),
                 format!(
                     "multipart/related type=\"{}\" but its root (part {p}) is {t} (RFC 2387 §3.1){hint}",
                     excerpt(given_trim.as_bytes())
@@ -228,11 +228,11 @@ fn check_cid_duplicates(cx: &mut Context, related: usize, ids: &[(usize, Vec<u8>
             Some(&f) => {
                 let mut finding = Finding::new(
                     Rule::RelatedCidDuplicate,
-                    &msg.entities[*c].path,
+                    msg.path(&msg.entities[*c]),
                     format!(
                         "Content-ID <{}> is also on part {} of the same multipart/related (RFC 2557 §7)",
                         excerpt(id),
-                        msg.entities[f].path
+                        msg.path(&msg.entities[f])
                     ),
                 );
                 // Readers differ only in which part a reference or start finds
@@ -268,7 +268,7 @@ fn check_location_duplicates(cx: &mut Context, idx: usize) {
     let msg = cx.msg;
     let base = base_uri::base_for(msg, idx);
     let mut first: HashMap<String, usize> = HashMap::new();
-    for &c in &msg.entities[idx].children {
+    for &c in msg.children(&msg.entities[idx]) {
         let Some(loc) = base_uri::resolved_location_with(msg, c, &base) else {
             continue;
         };
@@ -279,11 +279,11 @@ fn check_location_duplicates(cx: &mut Context, idx: usize) {
             Some(&f) => {
                 let mut finding = Finding::new(
                     Rule::RelatedLocationDuplicate,
-                    &msg.entities[c].path,
+                    msg.path(&msg.entities[c]),
                     format!(
                         "Content-Location resolves to {}, as on part {} of the same multipart/related (RFC 2557 §7)",
                         excerpt(loc.as_bytes()),
-                        msg.entities[f].path
+                        msg.path(&msg.entities[f])
                     ),
                 );
                 // Whichever of the two a reader picks (docs/INTEROP.md), it gets the
@@ -324,7 +324,7 @@ fn check_locations(cx: &mut Context, idx: usize) {
     if locations.len() > 1 {
         cx.report(Finding::new(
             Rule::LocationMultiple,
-            &e.path,
+            msg.path(e),
             format!(
                 "{} Content-Location fields in one heading; only one is allowed (RFC 2557 §4.2)",
                 locations.len()
@@ -341,7 +341,7 @@ fn check_locations(cx: &mut Context, idx: usize) {
         if !content_location::is_absolute(&enc) {
             cx.report(Finding::new(
                 Rule::LocationBaseNotAbsolute,
-                &e.path,
+                msg.path(e),
                 format!(
                     "Content-Base \"{}\" is not an absolute URI (RFC 3986 §4.3); it is ignored (Content-Base is obsolete, RFC 2557 §12)",
                     excerpt(v)
@@ -377,7 +377,7 @@ fn check_location_field(cx: &mut Context, idx: usize, fi: usize) {
         .collect();
         cx.report(Finding::new(
             Rule::LocationIllegalChars,
-            &e.path,
+            msg.path(e),
             format!(
                 "Content-Location \"{}\" holds {} (RFC 2557 §4.4.1); not encoded here because the HTML that refers to it would have to change too",
                 excerpt(raw),
@@ -393,7 +393,7 @@ fn check_location_field(cx: &mut Context, idx: usize, fi: usize) {
     }
     let mut finding = Finding::new(
         Rule::LocationLineTooLong,
-        &e.path,
+        msg.path(e),
         format!(
             "Content-Location has a line of {longest} octets (RFC 5322 §2.1.1: at most {SOFT_LINE}; fold it as RFC 2557 §4.4.2 says)"
         ),

@@ -120,12 +120,12 @@ fn covers(msg: &Message) -> Vec<Cover> {
             continue;
         }
         if e.ctype.is("multipart", "signed") {
-            if let Some(&first) = e.children.first() {
+            if let Some(&first) = msg.children(e).first() {
                 let c = &msg.entities[first];
                 let start = msg.fields(c).first().map_or(c.header.start, |f| f.start);
                 out.push(Cover {
-                    what: format!("the multipart/signed part {}", e.path),
-                    part: e.path.to_string(),
+                    what: format!("the multipart/signed part {}", msg.path(e)),
+                    part: msg.path(e).to_string(),
                     ranges: vec![Range {
                         start,
                         end: c.body.end,
@@ -136,8 +136,8 @@ fn covers(msg: &Message) -> Vec<Cover> {
             && matches!(&*e.ctype.subtype, "pkcs7-mime" | "x-pkcs7-mime")
         {
             out.push(Cover {
-                what: format!("the S/MIME part {}", e.path),
-                part: e.path.to_string(),
+                what: format!("the S/MIME part {}", msg.path(e)),
+                part: msg.path(e).to_string(),
                 ranges: vec![Range {
                     start: e.header.start,
                     end: e.body.end,

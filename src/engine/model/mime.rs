@@ -13,8 +13,9 @@ use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
-use compact_str::{CompactString, ToCompactString};
+use compact_str::CompactString;
 use memchr::memmem;
+use smallvec::SmallVec;
 
 use crate::engine::model::options::Limits;
 use crate::engine::syntax::ascii::eq_lower;
@@ -57,9 +58,6 @@ pub enum Kind {
 /// One MIME entity: a heading and a body.
 #[derive(Debug, Clone)]
 pub struct Entity {
-    /// IMAP-style part path (`0`, `1`, `2.3`, `2.0` for the message encapsulated in 2).
-    /// Inline up to 24 octets, i.e. no allocation per part short of absurd nesting.
-    pub path: CompactString,
     /// Index into [`Message::buffers`]; 0 is the original message.
     pub buf: usize,
     pub parent: Option<usize>,
@@ -79,7 +77,13 @@ pub struct Entity {
     pub ctype_field: Option<usize>,
     pub encoding: Encoding,
     pub kind: Kind,
-    pub children: Vec<usize>,
+    /// This entity's number among the body parts of its parent multipart (1, 2…; 0
+    /// otherwise): with the parent's path it makes this entity's path, built only when
+    /// asked for ([`Message::path`]), since most messages never print one.
+    number: u32,
+    /// This entity's children: a range of [`Message::all_children`] (read them with
+    /// [`Message::children`]). One vector for the whole message rather than one per part.
+    child_span: Range<usize>,
     /// The heading uses CRLF line endings (else LF).
     pub crlf: bool,
     /// The heading did not end with an empty line: the body starts at the first line
@@ -120,6 +124,9 @@ pub struct Message<'a> {
     pub entities: Vec<Entity>,
     /// The header fields of every entity, entity after entity.
     pub all_fields: Vec<Field>,
+    /// The children of every container entity, entity after entity, each in document
+    /// order.
+    all_children: Vec<usize>,
     pub overflow: Overflow,
     /// Length of the original input.
     pub len: usize,
@@ -131,6 +138,7 @@ impl<'a> Message<'a> {
             buffers: vec![Cow::Borrowed(raw)],
             entities: Vec::new(),
             all_fields: Vec::new(),
+            all_children: Vec::new(),
             overflow: Overflow::default(),
             len: raw.len(),
         };
@@ -141,6 +149,36 @@ impl<'a> Message<'a> {
     /// The header fields of `e`, in order.
     pub fn fields(&self, e: &Entity) -> &[Field] {
         self.all_fields.get(e.field_span.clone()).unwrap_or(&[])
+    }
+
+    /// The children of `e` (body parts, encapsulated message or phantom heading), in
+    /// document order.
+    pub fn children(&self, e: &Entity) -> &[usize] {
+        self.all_children.get(e.child_span.clone()).unwrap_or(&[])
+    }
+
+    /// The IMAP-style part path of `e` (`0`, `1`, `2.3`, `2.0` for the message
+    /// encapsulated in 2), made from the numbers of its ancestors.
+    pub fn path(&self, e: &Entity) -> CompactString {
+        // Checks ask for paths of parts they look at without a finding to report: the
+        // ancestors are kept inline, and the path is edited in place, without `format!`.
+        let mut chain: SmallVec<[&Entity; 16]> = SmallVec::new();
+        let mut at = e;
+        while let Some(p) = at.parent {
+            chain.push(at);
+            at = &self.entities[p];
+        }
+        let mut path = CompactString::const_new("0");
+        for child in chain.into_iter().rev() {
+            let Some(parent) = child.parent else { break };
+            match self.entities[parent].kind {
+                Kind::Multipart { .. } => push_child_number(&mut path, child.number),
+                Kind::Message => push_encapsulated(&mut path),
+                // The phantom heading of an external body has the path of the body's part.
+                _ => {}
+            }
+        }
+        path
     }
 
     pub fn buf(&self, e: &Entity) -> &[u8] {
@@ -189,7 +227,7 @@ impl<'a> Message<'a> {
     /// The location of field `i` of entity `e` for an edit.
     pub fn field_loc(&self, e: &Entity, i: usize) -> crate::engine::model::edit::FieldLoc {
         crate::engine::model::edit::FieldLoc {
-            part: e.path.to_string(),
+            part: self.path(e).to_string(),
             name: String::from_utf8_lossy(self.name(e, &self.fields(e)[i])).into_owned(),
             occurrence: self.occurrence(e, i),
             top_level: e.parent.is_none() && e.buf == 0,
@@ -208,100 +246,124 @@ impl<'a> Message<'a> {
 
     /// Reads every entity, depth first in document order, within `limits`.
     fn scan(&mut self, limits: &Limits) {
-        let raw_len = self.buffers[0].len();
-        let mut work: Vec<Pending> = vec![Pending {
+        let mut p = Pending {
             buf: 0,
-            range: 0..raw_len,
+            range: 0..self.buffers[0].len(),
             parent: None,
-            path: "0".into(),
+            number: 0,
+            slot: 0,
             digest: false,
             phantom: false,
-        }];
+        };
+        // The children still to be read, innermost container last; `queued` counts them.
+        let mut work: Vec<Children> = Vec::new();
+        let mut queued = 0;
         // One delimiter index per buffer, built when its first multipart is split.
         let mut index: Vec<Option<DelimiterIndex>> = Vec::new();
         let mut last_type = LastType::default();
-        while let Some(mut p) = work.pop() {
+        loop {
             let idx = self.entities.len();
             let depth = p.parent.map_or(0, |q| self.entities[q].depth + 1);
             // The entity goes straight into place: it is large, and a 10 000-part
             // message paid for every extra move of it.
-            self.read_entity(&mut p, depth, &mut last_type);
-            if let Some(parent) = p.parent {
-                self.entities[parent].children.push(idx);
+            self.read_entity(&p, depth, &mut last_type);
+            if p.parent.is_some() {
+                self.all_children[p.slot] = idx;
             }
-            if matches!(self.entities[idx].kind, Kind::Leaf | Kind::Phantom) {
-                continue;
-            }
-            let descend = if depth >= limits.max_depth {
-                if self.overflow.depth_at.is_none() {
-                    self.overflow.depth_at = Some(idx);
+            if !matches!(self.entities[idx].kind, Kind::Leaf | Kind::Phantom) {
+                let descend = if depth >= limits.max_depth {
+                    if self.overflow.depth_at.is_none() {
+                        self.overflow.depth_at = Some(idx);
+                    }
+                    false
+                } else {
+                    true
+                };
+                if let Some(c) = self.children_of(idx, descend, &mut index, queued, limits) {
+                    queued += c.ranges.len();
+                    work.push(c);
                 }
-                false
-            } else {
-                true
+            }
+            // The next entity is the first child left of the innermost container: a
+            // container's children are all read before its next sibling.
+            p = loop {
+                let Some(c) = work.last_mut() else {
+                    return;
+                };
+                if let Some(p) = c.next() {
+                    break p;
+                }
+                work.pop();
             };
-            self.children(idx, descend, &mut index, &mut work, limits);
+            queued -= 1;
         }
-        // Children were pushed to the stack in reverse but entity indices follow the
-        // order of reading, which is document order; the children lists are too.
     }
 
-    /// Queues the children of container entity `idx` still to be read on `work`. A
-    /// multipart's body is split whatever `descend` says (its kind records what the
-    /// split found); its parts, an encapsulated message or a phantom heading are queued
-    /// only with `descend`.
-    fn children(
+    /// The children of container entity `idx` still to be read (`queued` are already
+    /// waiting). A multipart's body is split whatever `descend` says (its kind records
+    /// what the split found); its parts, an encapsulated message or a phantom heading
+    /// are read only with `descend`.
+    fn children_of(
         &mut self,
         idx: usize,
         descend: bool,
         index: &mut Vec<Option<DelimiterIndex>>,
-        work: &mut Vec<Pending>,
+        queued: usize,
         limits: &Limits,
-    ) {
+    ) -> Option<Children> {
         let e = &self.entities[idx];
         let (ebuf, body) = (e.buf, e.body.clone());
         match e.kind.clone() {
             Kind::Multipart { boundary, .. } => {
-                self.split_parts(idx, boundary, descend, index, work, limits)
+                self.split_parts(idx, boundary, descend, index, queued, limits)
             }
             Kind::Message if descend => {
-                let child = self.encapsulated(idx);
-                queue(self.entities.len(), &mut self.overflow, child, work, limits);
+                // Decoded first: the buffers are numbered as they were before admit().
+                let (buf, range) = self.encapsulated(idx);
+                (self.admit(idx, 1, queued, limits) == 1)
+                    .then(|| Children::one(self, idx, buf, range, false))
             }
-            Kind::ExternalBody if descend => {
-                let child = Pending {
-                    buf: ebuf,
-                    range: body,
-                    parent: Some(idx),
-                    path: e.path.clone(),
-                    digest: false,
-                    phantom: true,
-                };
-                queue(self.entities.len(), &mut self.overflow, child, work, limits);
+            Kind::ExternalBody if descend && self.admit(idx, 1, queued, limits) == 1 => {
+                Some(Children::one(self, idx, ebuf, body, true))
             }
-            _ => {}
+            _ => None,
         }
     }
 
+    /// How many of `wanted` children of `parent` fit `limits.max_parts` beside the
+    /// entities read and the `queued` ones; the first overflow is recorded when not all
+    /// do. Their slots are added to [`Message::all_children`] as `parent`'s range.
+    fn admit(&mut self, parent: usize, wanted: usize, queued: usize, limits: &Limits) -> usize {
+        let room = limits
+            .max_parts
+            .saturating_sub(self.entities.len() + queued);
+        let fits = wanted.min(room);
+        if fits < wanted && self.overflow.parts_at.is_none() {
+            self.overflow.parts_at = Some(parent);
+        }
+        let start = self.all_children.len();
+        self.all_children.resize(start + fits, 0);
+        self.entities[parent].child_span = start..start + fits;
+        fits
+    }
+
     /// Splits the body of multipart `idx` at `boundary`, records what the split found in
-    /// its kind, and queues its parts when `descend`, as [`Message::queue`] does: straight
-    /// onto `work`, without a vector of them in between (a visible cost for 10 000
-    /// parts).
+    /// its kind, and returns its parts to read when `descend`.
     fn split_parts(
         &mut self,
         idx: usize,
         boundary: Vec<u8>,
         descend: bool,
         index: &mut Vec<Option<DelimiterIndex>>,
-        work: &mut Vec<Pending>,
+        queued: usize,
         limits: &Limits,
-    ) {
+    ) -> Option<Children> {
         let (ebuf, body) = (self.entities[idx].buf, self.entities[idx].body.clone());
         while index.len() <= ebuf {
             index.push(None);
         }
         let ix = index[ebuf].get_or_insert_with(|| DelimiterIndex::new(&self.buffers[ebuf]));
-        let (parts, closed) = split_multipart_indexed(&self.buffers[ebuf], body, &boundary, ix);
+        let (mut parts, closed) = split_multipart_indexed(&self.buffers[ebuf], body, &boundary, ix);
         let e = &mut self.entities[idx];
         e.kind = Kind::Multipart {
             boundary,
@@ -309,64 +371,46 @@ impl<'a> Message<'a> {
             no_parts: parts.is_empty(),
         };
         if !descend {
-            return;
+            return None;
         }
         let digest = e.ctype.subtype == "digest";
-        e.children.reserve_exact(parts.len());
-        self.entities.reserve(parts.len());
-        self.all_fields.reserve(2 * parts.len());
-        work.reserve(parts.len());
-        let prefix = child_prefix(&self.entities[idx].path);
-        // In reverse, so that they are read in document order.
-        for (n, r) in parts.into_iter().enumerate().rev() {
-            let child = Pending {
-                buf: ebuf,
-                range: r,
-                parent: Some(idx),
-                path: child_path(prefix, n + 1),
-                digest,
-                phantom: false,
-            };
-            if !queue(self.entities.len(), &mut self.overflow, child, work, limits) {
-                break;
-            }
-        }
+        // The parts beyond max_parts are the first ones (parts were once queued from
+        // the last one, and the count checked at each): kept as they were.
+        let fits = self.admit(idx, parts.len(), queued, limits);
+        let skipped = parts.len() - fits;
+        parts.drain(..skipped);
+        self.entities.reserve(fits);
+        self.all_fields.reserve(2 * fits);
+        Some(Children {
+            parent: idx,
+            buf: ebuf,
+            ranges: parts.into_iter(),
+            number: u32::try_from(skipped + 1).unwrap_or(u32::MAX),
+            slot: self.all_children.len() - fits,
+            digest,
+            phantom: false,
+        })
     }
 
-    /// The message encapsulated in message/rfc822 entity `idx`, transfer-decoded into a
-    /// buffer of its own when the entity is base64 or quoted-printable.
-    fn encapsulated(&mut self, idx: usize) -> Pending {
+    /// Where the message encapsulated in message/rfc822 entity `idx` lies (buffer and
+    /// range), transfer-decoded into a buffer of its own when the entity is base64 or
+    /// quoted-printable.
+    fn encapsulated(&mut self, idx: usize) -> (usize, Range<usize>) {
         let e = &self.entities[idx];
         let (ebuf, body, encoding) = (e.buf, e.body.clone(), e.encoding);
-        let path = encapsulated_path(&e.path);
         match encoding {
             Encoding::Base64 | Encoding::QuotedPrintable => {
                 let decoded = decode::transfer_decode(&self.buffers[ebuf][body], encoding);
                 let len = decoded.len();
                 self.buffers.push(Cow::Owned(decoded));
-                Pending {
-                    buf: self.buffers.len() - 1,
-                    range: 0..len,
-                    parent: Some(idx),
-                    path,
-                    digest: false,
-                    phantom: false,
-                }
+                (self.buffers.len() - 1, 0..len)
             }
-            _ => Pending {
-                buf: ebuf,
-                range: body,
-                parent: Some(idx),
-                path,
-                digest: false,
-                phantom: false,
-            },
+            _ => (ebuf, body),
         }
     }
 
-    /// Reads the heading at `p` and appends the entity to `entities`; the entity takes
-    /// the path out of `p`.
-    fn read_entity(&mut self, p: &mut Pending, depth: usize, last_type: &mut LastType) {
+    /// Reads the heading at `p` and appends the entity to `entities`.
+    fn read_entity(&mut self, p: &Pending, depth: usize, last_type: &mut LastType) {
         let buf: &[u8] = &self.buffers[p.buf];
         let first_field = self.all_fields.len();
         let h = read_heading(
@@ -412,7 +456,6 @@ impl<'a> Message<'a> {
         // Built in the push, not in a local moved into it: two copies of this large
         // struct a part were a visible share of scanning 10 000 parts.
         self.entities.push(Entity {
-            path: std::mem::take(&mut p.path),
             buf: p.buf,
             parent: p.parent,
             depth,
@@ -423,7 +466,8 @@ impl<'a> Message<'a> {
             ctype_field,
             encoding,
             kind,
-            children: Vec::new(),
+            number: p.number,
+            child_span: 0..0,
             crlf: h.crlf,
             no_separator: h.no_separator,
         });
@@ -480,11 +524,66 @@ impl LastType {
     }
 }
 
+/// The children of one container still to be read, in document order.
+struct Children {
+    parent: usize,
+    buf: usize,
+    ranges: std::vec::IntoIter<Range<usize>>,
+    /// The number of the next one (see [`Entity::number`]): 0 for the single child of
+    /// an encapsulation or external body.
+    number: u32,
+    /// The slot of the next one (see [`Pending::slot`]).
+    slot: usize,
+    digest: bool,
+    phantom: bool,
+}
+
+impl Children {
+    /// The single child of `parent`, whose slot [`Message::admit`] just added.
+    fn one(m: &Message, parent: usize, buf: usize, range: Range<usize>, phantom: bool) -> Self {
+        Children {
+            parent,
+            buf,
+            ranges: vec![range].into_iter(),
+            number: 0,
+            slot: m.all_children.len() - 1,
+            digest: false,
+            phantom,
+        }
+    }
+}
+
+impl Iterator for Children {
+    type Item = Pending;
+
+    fn next(&mut self) -> Option<Pending> {
+        let range = self.ranges.next()?;
+        let p = Pending {
+            buf: self.buf,
+            range,
+            parent: Some(self.parent),
+            number: self.number,
+            slot: self.slot,
+            digest: self.digest,
+            phantom: self.phantom,
+        };
+        self.slot += 1;
+        if self.number > 0 {
+            self.number = self.number.saturating_add(1);
+        }
+        Some(p)
+    }
+}
+
+/// One entity to read.
 struct Pending {
     buf: usize,
     range: Range<usize>,
     parent: Option<usize>,
-    path: CompactString,
+    /// See [`Entity::number`].
+    number: u32,
+    /// Where in [`Message::all_children`] the entity's index goes (with a parent).
+    slot: usize,
     digest: bool,
     phantom: bool,
 }
@@ -505,61 +604,45 @@ fn default_type(digest: bool) -> Arc<ContentType> {
     Arc::clone(if digest { rfc822 } else { plain })
 }
 
-/// Puts `child` on the `work` stack if `limits` allows one more part beside the
-/// `read` entities; false (and the first overflow recorded) when it does not. Only
-/// pushes change the count, so once one child is refused every later one of the same
-/// parent is too.
-fn queue(
-    read: usize,
-    overflow: &mut Overflow,
-    child: Pending,
-    work: &mut Vec<Pending>,
-    limits: &Limits,
-) -> bool {
-    if read + work.len() >= limits.max_parts {
-        if overflow.parts_at.is_none() {
-            overflow.parts_at = child.parent;
-        }
-        return false;
-    }
-    work.push(child);
-    true
-}
-
-/// The prefix children of a multipart at `path` are numbered under: the top-level
+/// Turns the path of a multipart into the path of its body part `n`: the top-level
 /// heading `0` numbers its parts 1, 2…; an encapsulated heading `P.0` numbers them P.1…
-fn child_prefix(path: &str) -> &str {
+fn push_child_number(path: &mut CompactString, n: u32) {
     if path == "0" {
-        ""
+        path.clear();
     } else {
-        path.strip_suffix(".0").unwrap_or(path)
+        if path.ends_with(".0") {
+            path.truncate(path.len() - 2);
+        }
+        path.push('.');
+    }
+    let mut digits = [0u8; 10];
+    let mut at = digits.len();
+    let mut n = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[at..] {
+        path.push(char::from(d));
     }
 }
 
-/// The path of body part `n` under `prefix` (see [`child_prefix`]), stored inline.
-/// Not `format!`: per part, it was a visible share of scanning 10 000 parts.
-fn child_path(prefix: &str, n: usize) -> CompactString {
-    let number = n.to_compact_string();
-    if prefix.is_empty() {
-        return number;
-    }
-    let mut path = CompactString::with_capacity(prefix.len() + 1 + number.len());
-    path.push_str(prefix);
-    path.push('.');
-    path.push_str(&number);
-    path
-}
-
-/// Path of the message encapsulated in the message/rfc822 entity at `path`. A body part
-/// P holds message P.0; a heading whose own type is message/rfc822 (`0`, `P.0`) has the
-/// encapsulated message as its body part 1, as IMAP numbers it.
-fn encapsulated_path(path: &str) -> CompactString {
+/// Turns the path of a message/rfc822 entity into that of the message it encapsulates:
+/// a body part P holds message P.0; a heading whose own type is message/rfc822 (`0`,
+/// `P.0`) has the encapsulated message as its body part 1, as IMAP numbers it.
+fn push_encapsulated(path: &mut CompactString) {
     if path == "0" {
-        "1.0".into()
-    } else if let Some(p) = path.strip_suffix(".0") {
-        compact_str::format_compact!("{p}.1.0")
+        path.clear();
+        path.push_str("1.0");
+    } else if path.ends_with(".0") {
+        path.truncate(path.len() - 2);
+        path.push_str(".1.0");
     } else {
-        compact_str::format_compact!("{path}.0")
+        path.push_str(".0");
     }
 }
 
@@ -827,9 +910,13 @@ fn split_multipart_indexed(
         }
         merged.push(l);
     }
-    let candidates = merged
-        .into_iter()
-        .filter(|&at| hay.get(at..).is_some_and(|t| t.starts_with(&dash)));
+    // A line the index keyed by the boundary itself starts with `--boundary`, and lies
+    // whole in the body unless it is the cut line: only that line, and lines keyed by a
+    // boundary with its trailing blanks removed, need the test (a call a part).
+    let keyed_exactly = trim_lwsp(boundary).len() == boundary.len();
+    let candidates = merged.into_iter().filter(|&at| {
+        (keyed_exactly && Some(at) != last) || hay.get(at..).is_some_and(|t| t.starts_with(&dash))
+    });
     split_at_candidates(hay, body.start, dash.len(), candidates)
 }
 
@@ -983,14 +1070,26 @@ mod tests {
 
     #[test]
     fn child_paths_match_decimal_numbering() {
-        for (prefix, n, want) in [
-            ("", 1, "1"),
-            ("", 10, "10"),
+        for (parent, n, want) in [
+            ("0", 1, "1"),
+            ("0", 10, "10"),
             ("2.1", 9, "2.1.9"),
-            ("3", 10_000, "3.10000"),
-            ("", u32::MAX as usize, "4294967295"),
+            ("3.0", 10_000, "3.10000"),
+            ("0", u32::MAX, "4294967295"),
         ] {
-            assert_eq!(child_path(prefix, n), want);
+            let mut path = CompactString::from(parent);
+            push_child_number(&mut path, n);
+            assert_eq!(path, want);
+        }
+        for (parent, want) in [
+            ("0", "1.0"),
+            ("2", "2.0"),
+            ("2.0", "2.1.0"),
+            ("3.1.0", "3.1.1.0"),
+        ] {
+            let mut path = CompactString::from(parent);
+            push_encapsulated(&mut path);
+            assert_eq!(path, want);
         }
     }
 
@@ -1007,24 +1106,59 @@ mod tests {
         );
         assert_eq!(m.body(e), b"body\r\n");
         assert!(e.crlf);
-        assert_eq!(e.path, "0");
+        assert_eq!(m.path(e), "0");
     }
 
     #[test]
     fn nested_multipart_paths_and_ranges() {
         let raw = b"Content-Type: multipart/mixed; boundary=a\n\npre\n--a\nContent-Type: text/plain\n\none\n--a\nContent-Type: multipart/related; boundary=\"ab\"\n\n--ab\n\ntwo\n--ab\nContent-Type: message/rfc822\n\nSubject: in\n\nthree\n--ab--\n--a--\nepi\n";
         let m = parse(raw);
-        let paths: Vec<&str> = m.entities.iter().map(|e| e.path.as_str()).collect();
+        let paths: Vec<_> = m.entities.iter().map(|e| m.path(e)).collect();
         assert_eq!(paths, ["0", "1", "2", "2.1", "2.2", "2.2.0"]);
         assert_eq!(m.body(&m.entities[1]), b"one");
         assert_eq!(m.body(&m.entities[3]), b"two");
         assert_eq!(m.body(&m.entities[5]), b"three");
-        assert_eq!(m.entities[0].children, vec![1, 2]);
-        assert_eq!(m.entities[2].children, vec![3, 4]);
+        assert_eq!(m.children(&m.entities[0]), [1, 2]);
+        assert_eq!(m.children(&m.entities[2]), [3, 4]);
         assert!(matches!(
             m.entities[0].kind,
             Kind::Multipart { closed: true, .. }
         ));
+    }
+
+    /// Paths are made from the parents when asked for: body parts, encapsulated
+    /// messages (`P.0`, `1.0` under a top-level message/rfc822), phantom headings (their
+    /// external body's path), and the parts kept when max_parts cut the first ones.
+    #[test]
+    fn paths_are_derived_from_the_parents() {
+        let raw = b"Content-Type: multipart/mixed; boundary=a\n\n--a\n\none\n--a\nContent-Type: message/rfc822\n\nContent-Type: multipart/mixed; boundary=b\n\n--b\n\nx\n--b\nContent-Type: message/external-body; access-type=x\n\nContent-ID: <p@x>\n\n--b--\n--a\nContent-Type: message/rfc822\n\nContent-Type: message/rfc822\n\nSubject: in\n\nz\n--a--\n";
+        let m = parse(raw);
+        let paths: Vec<_> = m.entities.iter().map(|e| m.path(e)).collect();
+        assert_eq!(
+            paths,
+            ["0", "1", "2", "2.0", "2.1", "2.2", "2.2", "3", "3.0", "3.1.0"]
+        );
+        assert!(matches!(m.entities[6].kind, Kind::Phantom));
+        assert_eq!(m.children(&m.entities[0]), [1, 2, 7]);
+        assert_eq!(m.children(&m.entities[3]), [4, 5]);
+        assert_eq!(m.children(&m.entities[5]), [6]);
+        assert_eq!(m.children(&m.entities[1]), [0usize; 0]);
+
+        let m = parse(b"Content-Type: message/rfc822\n\nContent-Type: multipart/mixed; boundary=c\n\n--c\n\n1\n--c\n\n2\n--c--\n");
+        let paths: Vec<_> = m.entities.iter().map(|e| m.path(e)).collect();
+        assert_eq!(paths, ["0", "1.0", "1.1", "1.2"]);
+
+        let raw = b"Content-Type: multipart/mixed; boundary=a\n\n--a\n\n1\n--a\n\n2\n--a\n\n3\n--a\n\n4\n--a--\n";
+        let limits = Limits {
+            max_parts: 3,
+            ..Limits::default()
+        };
+        let m = Message::parse(raw, &limits);
+        let paths: Vec<_> = m.entities.iter().map(|e| m.path(e)).collect();
+        assert_eq!(paths, ["0", "3", "4"]);
+        assert_eq!(m.body(&m.entities[1]), b"3");
+        assert_eq!(m.children(&m.entities[0]), [1, 2]);
+        assert_eq!(m.overflow.parts_at, Some(0));
     }
 
     #[test]
@@ -1127,7 +1261,7 @@ mod tests {
                 }
                 None => default_type(digest),
             };
-            assert_eq!(*e.ctype, *want, "part {}", e.path);
+            assert_eq!(*e.ctype, *want, "part {}", m.path(e));
         }
         assert_eq!(digests, 4);
         let html = m.entities.iter().filter(|e| e.ctype.is("text", "html"));

@@ -30,7 +30,7 @@ struct Legacy {
 /// The findings of a reference with the legacy access-type `access` (lower-case).
 pub(super) fn check(cx: &mut Context, f: &ExtField, access: &str) {
     let msg = cx.msg;
-    let path = msg.entities[f.idx].path.as_str();
+    let path = &*msg.path(&msg.entities[f.idx]);
     let lg = convert(cx, f, access);
     let mut finding = Finding::new(
         Rule::ExtbodyLegacyAccessType,
@@ -88,7 +88,7 @@ fn convert(cx: &mut Context, f: &ExtField, access: &str) -> Legacy {
         out.note = format!("{equivalent}; not converted: access-type=FTP needs a login, which a URL would make the reader ask for (enable legacy.ftp_with_login)");
         return out;
     }
-    let path = cx.msg.entities[f.idx].path.as_str();
+    let path = &*cx.msg.path(&cx.msg.entities[f.idx]);
     let target = apply_rewrite_rules(cx, path, access, &url, &mut out);
     if let Some(why) = rewrite::refuse(cx, &target) {
         out.note = format!("{equivalent}; not converted: the URL {why}");

@@ -93,7 +93,7 @@ fn check_entity(cx: &mut Context, idx: usize) {
     let Some(access) = access else {
         cx.report(Finding::new(
             Rule::ExtbodyAccessTypeMissing,
-            &e.path,
+            msg.path(e),
             format!(
                 "message/external-body without an access-type parameter (RFC 2046 §5.2.3.1 makes it mandatory){}",
                 stop_note(&ct, &value)
@@ -109,7 +109,7 @@ fn check_entity(cx: &mut Context, idx: usize) {
         a if !KNOWN_ACCESS_TYPES.contains(&a) => {
             cx.report(Finding::new(
                 Rule::ExtbodyUnknownAccessType,
-                &e.path,
+                msg.path(e),
                 format!(
                     "access-type={} is not one of RFC 2046 §5.2.3 or RFC 2017 (FTP, ANON-FTP, TFTP, LOCAL-FILE, MAIL-SERVER, URL): passed through untouched",
                     excerpt(access.as_bytes())
@@ -136,7 +136,7 @@ fn check_needed_params(cx: &mut Context, f: &ExtField, access: &str) {
         _ => (&[], ""),
     };
     let msg = cx.msg;
-    let path = msg.entities[f.idx].path.as_str();
+    let path = &*msg.path(&msg.entities[f.idx]);
     for &name in needed {
         // A URL parameter that is there but empty is `extbody-url-invalid` (url::check):
         // the parameter is not absent, its value is not an absolute URI.
@@ -169,7 +169,7 @@ fn check_encoding(cx: &mut Context, e: &Entity) {
         .unwrap_or_default();
     cx.report(Finding::new(
         Rule::ExtbodyBadEncoding,
-        &e.path,
+        cx.msg.path(e),
         format!("Content-Transfer-Encoding: {cte} on a message/external-body (RFC 2046 §5.2.3: only 7bit is allowed)"),
     ));
 }
@@ -179,8 +179,8 @@ fn check_encoding(cx: &mut Context, e: &Entity) {
 fn check_phantom(cx: &mut Context, e: &Entity, access: Option<&str>) {
     let msg = cx.msg;
     // No phantom entity when the depth limit stopped the scan: nothing to judge.
-    let Some(ph) = e
-        .children
+    let Some(ph) = msg
+        .children(e)
         .iter()
         .map(|&c| &msg.entities[c])
         .find(|c| matches!(c.kind, Kind::Phantom))
@@ -190,7 +190,7 @@ fn check_phantom(cx: &mut Context, e: &Entity, access: Option<&str>) {
     if msg.field(ph, "content-id").is_none() {
         cx.report(Finding::new(
             Rule::ExtbodyInnerContentIdMissing,
-            &e.path,
+            msg.path(e),
             "the phantom heading inside this message/external-body has no Content-ID (RFC 2046 §5.2.3: MUST)",
         ));
     }
@@ -200,7 +200,7 @@ fn check_phantom(cx: &mut Context, e: &Entity, access: Option<&str>) {
             let end = body.len().min(start + 120);
             cx.report(Finding::new(
                 Rule::ExtbodyPhantomBodyNotEmpty,
-                &e.path,
+                msg.path(e),
                 format!(
                     "access-type=URL with a phantom body that is not blank (RFC 2017 §3(3): should be left blank): {}",
                     excerpt(&body[start..end])

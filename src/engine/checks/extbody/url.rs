@@ -163,7 +163,7 @@ pub(super) fn check(cx: &mut Context, f: &ExtField) {
         } else {
             None
         };
-    let path = cx.msg.entities[f.idx].path.clone();
+    let path = cx.msg.path(&cx.msg.entities[f.idx]);
     for u in found {
         let mut finding = Finding::new(u.rule, &path, u.message);
         if let (Some(i), true) = (edit, u.cured_by_rewrite) {

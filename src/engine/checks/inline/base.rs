@@ -62,14 +62,14 @@ pub(super) fn check(cx: &mut Context) {
             .collect();
         let mut f = Finding::new(
             Rule::HtmlBaseRemote,
-            &msg.entities[hp.idx].path,
+            msg.path(&msg.entities[hp.idx]),
             format!(
                 "{} relative reference{} ({}) against {} from the {field_name} of part {}, which names the host {}: Thunderbird makes it the document's <BASE HREF>, while scanners that read only the HTML see relative links{own} (RFC 2557 §5, §12)",
                 hp.relative_count,
                 if hp.relative_count == 1 { " resolves" } else { "s resolve" },
                 examples.join(", "),
                 excerpt(src.base.as_bytes()),
-                holder.path,
+                msg.path(holder),
                 excerpt(host.as_bytes())
             ),
         );

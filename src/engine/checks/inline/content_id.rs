@@ -38,7 +38,7 @@ fn describe(msg: &Message, r: &Reference) -> String {
         "{} \"{}\" in part {}",
         r.place,
         clip(&r.url),
-        msg.entities[r.html].path
+        msg.path(&msg.entities[r.html])
     )
 }
 
@@ -96,7 +96,7 @@ fn malformed(cx: &mut Context) -> BTreeSet<usize> {
         let first = &cx.refs[refs[0]];
         let mut f = Finding::new(
             Rule::ContentIdMalformed,
-            &e.path,
+            msg.path(e),
             format!(
                 "Content-ID \"{}\" is found by {} only when read leniently: {} (RFC 2045 §7, RFC 2392 §2); readers that compare it as written (Gmail is reported among them) do not show the part there",
                 excerpt(value),
@@ -130,13 +130,10 @@ fn malformed(cx: &mut Context) -> BTreeSet<usize> {
         let Target::Lenient(parts) = &r.target else {
             continue;
         };
-        let paths: Vec<&str> = parts
-            .iter()
-            .map(|&p| msg.entities[p].path.as_str())
-            .collect();
+        let paths: Vec<_> = parts.iter().map(|&p| msg.path(&msg.entities[p])).collect();
         let f = Finding::new(
             Rule::ContentIdMalformed,
-            &msg.entities[r.html].path,
+            msg.path(&msg.entities[r.html]),
             format!(
                 "{} matches, when read leniently, the Content-IDs of parts {}: none is a msg-id every reader matches, and which one is meant cannot be told (RFC 2045 §7, RFC 2392 §2)",
                 describe(msg, r),
@@ -154,12 +151,12 @@ fn why_candidate(msg: &Message, c: usize) -> String {
     match msg.field(e, "content-id") {
         Some(f) => format!(
             "part {} has Content-ID \"{}\", which differs only in letter case",
-            e.path,
+            msg.path(e),
             excerpt(msg.value(e, f))
         ),
         None => format!(
             "part {} has no Content-ID, and its file name is the id",
-            e.path
+            msg.path(e)
         ),
     }
 }
@@ -184,13 +181,10 @@ fn mismatch(cx: &mut Context) -> BTreeSet<usize> {
             if parts.len() == 1 {
                 by_part.entry(parts[0]).or_default().push(n);
             } else {
-                let paths: Vec<&str> = parts
-                    .iter()
-                    .map(|&p| msg.entities[p].path.as_str())
-                    .collect();
+                let paths: Vec<_> = parts.iter().map(|&p| msg.path(&msg.entities[p])).collect();
                 let f = Finding::new(
                     Rule::RelatedRefMismatch,
-                    &msg.entities[r.html].path,
+                    msg.path(&msg.entities[r.html]),
                     format!(
                         "{} matches no Content-ID; parts {} could each be meant (a Content-ID in another letter case, or a file name), so none is changed (RFC 2392 §2, RFC 2557 §8.3)",
                         describe(msg, r),
@@ -243,7 +237,7 @@ fn mismatch(cx: &mut Context) -> BTreeSet<usize> {
             let r = &cx.refs[n];
             let mut f = Finding::new(
                 Rule::RelatedRefMismatch,
-                &msg.entities[r.html].path,
+                msg.path(&msg.entities[r.html]),
                 format!(
                     "{} matches no Content-ID, but {} (RFC 2392 §2, RFC 2557 §8.3)",
                     describe(msg, r),
@@ -256,7 +250,7 @@ fn mismatch(cx: &mut Context) -> BTreeSet<usize> {
                         f.message.push_str(&format!(
                             "; fix: Content-ID: <{}> on part {}",
                             clip(&names[0]),
-                            msg.entities[c].path
+                            msg.path(&msg.entities[c])
                         ));
                     }
                     f = f.with_edit(i);

@@ -65,7 +65,7 @@ fn check_part(cx: &mut Context, at: usize, n: usize) {
         "{} \"{}\" in part {}",
         r.place,
         clip(&r.url),
-        msg.entities[r.html].path
+        msg.path(&msg.entities[r.html])
     );
     let fields: Vec<usize> = msg
         .fields_named(e, "content-disposition")
@@ -77,7 +77,7 @@ fn check_part(cx: &mut Context, at: usize, n: usize) {
         }
         let mut f = Finding::new(
             Rule::RelatedPartDispositionMissing,
-            &e.path,
+            msg.path(e),
             format!(
                 "{} is shown by {by} but has no Content-Disposition: readers that hide only images marked inline from the attachment list (Thunderbird for Android) list it as an attachment (RFC 2183 §2.1)",
                 e.ctype.essence()
@@ -105,7 +105,7 @@ fn check_part(cx: &mut Context, at: usize, n: usize) {
     }
     let mut f = Finding::new(
         Rule::RelatedPartDisposition,
-        &e.path,
+        msg.path(e),
         format!(
             "{} is shown by {by} but has Content-Disposition: attachment: readers list it as an attachment, and some show it a second time below the body (RFC 2183 §2.1)",
             e.ctype.essence()

@@ -21,10 +21,10 @@ use crate::engine::syntax::params::Disposition;
 fn root(msg: &Message, r: usize) -> Option<usize> {
     let e = &msg.entities[r];
     let Some(start) = e.ctype.get("start") else {
-        return e.children.first().copied();
+        return msg.children(e).first().copied();
     };
     let want = addr_spec(&start.value);
-    e.children.iter().copied().find(|&c| {
+    msg.children(e).iter().copied().find(|&c| {
         let ce = &msg.entities[c];
         msg.field(ce, "content-id")
             .is_some_and(|f| addr_spec(msg.value(ce, f)) == want)
@@ -36,7 +36,8 @@ fn shows_html(msg: &Message, root: usize) -> bool {
     let e = &msg.entities[root];
     e.ctype.is("text", "html")
         || (e.ctype.is("multipart", "alternative")
-            && e.children
+            && msg
+                .children(e)
                 .iter()
                 .any(|&c| msg.entities[c].ctype.is("text", "html")))
 }
@@ -76,7 +77,7 @@ pub(super) fn check(cx: &mut Context) {
         if !root.is_some_and(|x| shows_html(msg, x)) {
             continue;
         }
-        for &c in &e.children {
+        for &c in msg.children(e) {
             if Some(c) == root || !matches!(msg.entities[c].kind, Kind::Leaf | Kind::Message) {
                 continue;
             }
@@ -110,10 +111,10 @@ pub(super) fn check(cx: &mut Context) {
         }
         cx.report(Finding::new(
             Rule::RelatedAttachmentHidden,
-            &ce.path,
+            msg.path(ce),
             format!(
                 "part {} is {how}, but it sits in multipart/related (part {}) and nothing references it: readers that show a multipart/related as its root and the root's references (iOS Mail among them) do not show it (RFC 2387 §3.1)",
-                ce.path, msg.entities[r].path
+                msg.path(ce), msg.path(&msg.entities[r])
             ),
         ));
     }

@@ -56,19 +56,16 @@ pub(super) fn check(cx: &mut Context, after: &Repaired) -> BTreeSet<usize> {
     // One repair per multipart/mixed, whichever HTML part asks for it.
     let mut repaired: BTreeMap<usize, Option<usize>> = BTreeMap::new();
     for ((html, m), shown) in found {
-        let paths: Vec<&str> = shown
-            .iter()
-            .map(|&p| msg.entities[p].path.as_str())
-            .collect();
+        let paths: Vec<_> = shown.iter().map(|&p| msg.path(&msg.entities[p])).collect();
         let mut f = Finding::new(
             Rule::CidOutsideRelated,
-            &msg.entities[html].path,
+            msg.path(&msg.entities[html]),
             format!(
                 "the HTML shows part{} {} by cid:, but {} beside it in multipart/mixed (part {}) with no multipart/related: Thunderbird shows none of them in the HTML, several webmails list them as attachments (RFC 2387 §1, RFC 2557 §8.3)",
                 if paths.len() == 1 { "" } else { "s" },
                 paths.join(", "),
                 if paths.len() == 1 { "it lies" } else { "they lie" },
-                msg.entities[m].path
+                msg.path(&msg.entities[m])
             ),
         );
         let edit = *repaired
@@ -95,10 +92,10 @@ pub(super) fn check(cx: &mut Context, after: &Repaired) -> BTreeSet<usize> {
 /// The first child of `m` when it is the body holding `html`: `html` itself, or a
 /// multipart/alternative with `html` among its children.
 fn body_child(msg: &Message, m: usize, html: usize) -> Option<usize> {
-    let first = *msg.entities[m].children.first()?;
+    let first = *msg.children(&msg.entities[m]).first()?;
     let e = &msg.entities[first];
-    let holds =
-        first == html || (e.ctype.is("multipart", "alternative") && e.children.contains(&html));
+    let holds = first == html
+        || (e.ctype.is("multipart", "alternative") && msg.children(e).contains(&html));
     holds.then_some(first)
 }
 
@@ -114,7 +111,7 @@ fn repair(
     let msg = cx.msg;
     let first = body_child(msg, m, html)?;
     let e = &msg.entities[m];
-    if !e.children.iter().skip(1).all(|c| shown.contains(c)) || e.children.len() < 2 {
+    if !msg.children(e).iter().skip(1).all(|c| shown.contains(c)) || msg.children(e).len() < 2 {
         return None;
     }
     // Made related, the mixed is the scope of every cid: reference in its first child

@@ -87,7 +87,7 @@ fn insert_field(cx: &mut Context, i: usize, name: &str, value: &str, rule: Rule)
     let mut line = format!("{name}: {value}").into_bytes();
     line.extend_from_slice(e.eol());
     let loc = crate::engine::model::edit::FieldLoc {
-        part: e.path.to_string(),
+        part: msg.path(e).to_string(),
         name: name.to_string(),
         occurrence: msg.fields_named(e, &name.to_ascii_lowercase()).count() + 1,
         top_level: false,
