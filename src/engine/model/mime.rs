@@ -733,7 +733,7 @@ fn read_heading(buf: &[u8], range: Range<usize>, top: bool, all: &mut Vec<Field>
 }
 
 /// The top-level heading at the start of `buf` read on past the lines that are no field,
-/// up to the empty line or the end: the fields [`read_heading`] reads, and in its order
+/// up to the empty line or the end: the fields the heading scan reads, and in its order
 /// each line where it would start the body, with the continuation lines after it, as a
 /// field whose name is empty and whose value starts at the line's first octet. For
 /// readers that pass over a stray line rather than take the rest for the body: scope
