@@ -70,7 +70,8 @@ pub fn check(cx: &mut Context) {
 }
 
 /// Whether `e` has a Content-Location or Content-Base field. The name's length settles
-/// it for nearly every other field.
+/// it for nearly every other field, and for Content-Type (as long as Content-Base) the
+/// octet after `content-` does, before the whole name is compared.
 #[inline]
 fn has_location_field(msg: &Message, e: &Entity) -> bool {
     let buf = msg.buf(e);
@@ -78,7 +79,7 @@ fn has_location_field(msg: &Message, e: &Entity) -> bool {
         let name = &buf[f.name.clone()];
         match name.len() {
             16 => eq_lower(name, b"content-location"),
-            12 => eq_lower(name, b"content-base"),
+            12 => name[8].eq_ignore_ascii_case(&b'b') && eq_lower(name, b"content-base"),
             _ => false,
         }
     })
