@@ -21,9 +21,9 @@ use crate::engine::syntax::msgid::{lenient_addr_spec, parse_msg_id, MsgIdError};
 pub fn check(cx: &mut Context) {
     // One pass: each Content-ID is parsed once and goes straight from the syntax rule to
     // the duplicate rule (a 10 000-part message spent a third of its analysis parsing
-    // them twice, and then ~50 instructions a part keeping every id in a vector between
-    // two passes). Findings keep their order within each part: a part's own syntax
-    // finding comes before any duplicate reported on it.
+    // them twice, and then kept every id in a vector between two passes). Findings keep
+    // their order within each part: a part's own syntax finding comes before any
+    // duplicate reported on it.
     let mut dups = Duplicates::default();
     for i in 0..cx.msg.entities.len() {
         if let Some(id) = check_syntax(cx, i) {
