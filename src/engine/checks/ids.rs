@@ -15,67 +15,81 @@ use crate::engine::model::analysis::{Context, Finding};
 use crate::engine::model::mime::{Kind, Message};
 use crate::engine::model::rules::{Rule, Severity};
 use crate::engine::syntax::ascii::eq_lower;
-use crate::engine::syntax::msgid::{lenient_addr_spec, parse_msg_id};
+use crate::engine::syntax::msgid::{lenient_addr_spec, parse_msg_id, MsgIdError};
 
 /// Runs the Content-ID rules over every heading.
 pub fn check(cx: &mut Context) {
-    // Each Content-ID is parsed once: the duplicate rule compares what the syntax rule
-    // parsed (a 10 000-part message spent a third of its analysis parsing them twice).
-    let ids = check_syntax(cx);
-    check_duplicates(cx, ids);
-}
-
-/// Reports unparsable Content-IDs; returns the addr-spec of each entity's first one.
-fn check_syntax<'m>(cx: &mut Context<'m, '_>) -> Vec<Option<Cow<'m, [u8]>>> {
-    let msg = cx.msg;
-    let mut ids: Vec<Option<Cow<'m, [u8]>>> = vec![None; msg.entities.len()];
-    for (i, e) in msg.entities.iter().enumerate() {
-        let buf = msg.buf(e);
-        // A plain loop rather than `fields_named`: its filter closure was inlined in some
-        // builds and called in others, ~100 instructions a part either way round.
-        let mut seen = false;
-        for f in msg.fields(e) {
-            if !eq_lower(&buf[f.name.clone()], b"content-id") {
-                continue;
-            }
-            let first = !seen;
-            seen = true;
-            let v = &buf[f.value.clone()];
-            let parsed = parse_msg_id(v);
-            let bad = parsed.as_ref().err().copied();
-            if first {
-                ids[i] = Some(parsed.unwrap_or_else(|_| Cow::Owned(lenient_addr_spec(v))));
-            }
-            // content-id-malformed said it, with what reads it and the repair.
-            if first && cx.malformed_ids.contains(&i) {
-                continue;
-            }
-            if let Some(why) = bad {
-                let mut f = Finding::new(
-                    Rule::ContentIdSyntax,
-                    msg.path(e),
-                    format!(
-                        "Content-ID \"{}\" is not a msg-id <left@right>: {} (RFC 5322 §3.6.4, RFC 2045 §7)",
-                        crate::engine::syntax::ascii::excerpt(v),
-                        why.describe()
-                    ),
-                );
-                // Gmail's `<ii_…>` and the like: readers match the id as written, so it
-                // harms none while every cid: reference resolves (a dangling one may be
-                // meant for this part, and keeps the warning).
-                if first && (cx.cid_targets.contains(&i) || !cx.cid_dangling) {
-                    f.severity = Severity::Info;
-                    f.message.push_str(if cx.cid_targets.contains(&i) {
-                        "; cid: references resolve to it all the same"
-                    } else {
-                        "; no cid: reference depends on it"
-                    });
-                }
-                cx.report(f);
-            }
+    // One pass: each Content-ID is parsed once and goes straight from the syntax rule to
+    // the duplicate rule (a 10 000-part message spent a third of its analysis parsing
+    // them twice, and then kept every id in a vector between two passes). Findings keep
+    // their order within each part: a part's own syntax finding comes before any
+    // duplicate reported on it.
+    let mut dups = Duplicates::default();
+    for i in 0..cx.msg.entities.len() {
+        if let Some(id) = check_syntax(cx, i) {
+            dups.check(cx, i, id);
         }
     }
-    ids
+}
+
+/// Reports entity `i`'s unparsable Content-IDs; returns the addr-spec of its first one.
+fn check_syntax<'m>(cx: &mut Context<'m, '_>, i: usize) -> Option<Cow<'m, [u8]>> {
+    let msg = cx.msg;
+    let e = &msg.entities[i];
+    let buf = msg.buf(e);
+    let mut id = None;
+    // A plain loop rather than `fields_named`: its filter closure was inlined in some
+    // builds and called in others, ~100 instructions a part either way round.
+    let mut seen = false;
+    for f in msg.fields(e) {
+        if !eq_lower(&buf[f.name.clone()], b"content-id") {
+            continue;
+        }
+        let first = !seen;
+        seen = true;
+        let v = &buf[f.value.clone()];
+        let parsed = parse_msg_id(v);
+        let bad = parsed.as_ref().err().copied();
+        if first {
+            id = Some(parsed.unwrap_or_else(|_| Cow::Owned(lenient_addr_spec(v))));
+        }
+        // content-id-malformed said it, with what reads it and the repair.
+        if first && cx.malformed_ids.contains(&i) {
+            continue;
+        }
+        if let Some(why) = bad {
+            report_syntax(cx, i, v, first, why);
+        }
+    }
+    id
+}
+
+/// `content-id-syntax` for value `v` of entity `i` (`first`: its first Content-ID).
+/// Out of line: most parts never get here.
+#[cold]
+#[inline(never)]
+fn report_syntax(cx: &mut Context, i: usize, v: &[u8], first: bool, why: MsgIdError) {
+    let mut f = Finding::new(
+        Rule::ContentIdSyntax,
+        cx.msg.path(&cx.msg.entities[i]),
+        format!(
+            "Content-ID \"{}\" is not a msg-id <left@right>: {} (RFC 5322 §3.6.4, RFC 2045 §7)",
+            crate::engine::syntax::ascii::excerpt(v),
+            why.describe()
+        ),
+    );
+    // Gmail's `<ii_…>` and the like: readers match the id as written, so it harms none
+    // while every cid: reference resolves (a dangling one may be meant for this part,
+    // and keeps the warning).
+    if first && (cx.cid_targets.contains(&i) || !cx.cid_dangling) {
+        f.severity = Severity::Info;
+        f.message.push_str(if cx.cid_targets.contains(&i) {
+            "; cid: references resolve to it all the same"
+        } else {
+            "; no cid: reference depends on it"
+        });
+    }
+    cx.report(f);
 }
 
 /// The entity a Content-ID belongs to: the phantom heading of an external-body names the
@@ -103,64 +117,79 @@ fn scope(msg: &Message, owner: usize) -> Scope {
     (false, owner)
 }
 
-fn check_duplicates(cx: &mut Context, mut ids: Vec<Option<Cow<'_, [u8]>>>) {
-    let msg = cx.msg;
-    // Sized up front and filled through `entry`: growing the map rehashed every key and
-    // get-then-insert hashed each one twice. foldhash rather than SipHash: hashing was a
-    // third of this rule's cost on a 10 000-part message. The sender picks the ids, but
-    // the seed is random per map, and max_parts bounds even a full collision.
-    // addr-spec -> its first owner. The scopes are only compared when an id repeats:
-    // working them out for every id was a visible cost on a 10 000-part message.
-    let mut first: HashMap<Cow<[u8]>, usize, foldhash::fast::RandomState> =
-        HashMap::with_capacity_and_hasher(
-            ids.iter().filter(|id| id.is_some()).count(),
-            foldhash::fast::RandomState::default(),
-        );
-    let mut reported_owner: Vec<bool> = vec![false; msg.entities.len()];
-    for i in 0..msg.entities.len() {
-        let Some(id) = ids.get_mut(i).and_then(Option::take) else {
-            continue;
-        };
+/// `content-id-duplicate`, fed each entity's first Content-ID in document order.
+#[derive(Default)]
+struct Duplicates<'m> {
+    /// addr-spec -> the entity it was first seen on. Sized when the first id comes, for
+    /// every part that may follow (bounded by max_parts, like the entities themselves),
+    /// and filled through `entry`: growing the map rehashed every key and
+    /// get-then-insert hashed each one twice. foldhash rather than SipHash: hashing was a
+    /// third of this rule's cost on a 10 000-part message. The sender picks the ids, but
+    /// the seed is random per map, and max_parts bounds even a full collision. Owners and
+    /// scopes are only worked out when an id repeats: doing so for every id was a
+    /// visible cost on a 10 000-part message.
+    first: HashMap<Cow<'m, [u8]>, usize, foldhash::fast::RandomState>,
+    /// Owners already reported (allocated at the first repeat).
+    reported_owner: Vec<bool>,
+}
+
+impl<'m> Duplicates<'m> {
+    fn check(&mut self, cx: &mut Context<'m, '_>, i: usize, id: Cow<'m, [u8]>) {
+        let msg = cx.msg;
         if id.is_empty() {
-            continue;
+            return;
         }
-        let o = owner(msg, i);
-        match first.entry(id) {
+        if self.first.capacity() == 0 {
+            self.first.reserve(msg.entities.len() - i);
+        }
+        let seen = match self.first.entry(id) {
             Entry::Vacant(slot) => {
-                slot.insert(o);
+                slot.insert(i);
+                return;
             }
-            Entry::Occupied(seen) => {
-                let fo = *seen.get();
-                if fo == o || scope(msg, fo) == scope(msg, o) || reported_owner[o] {
-                    continue;
-                }
-                let id = seen.key();
-                reported_owner[o] = true;
-                let other = msg.path(&msg.entities[fo]);
-                let mut f = Finding::new(
-                    Rule::ContentIdDuplicate,
-                    msg.path(&msg.entities[o]),
-                    format!(
-                        "Content-ID <{}> is also on part {other}; Content-IDs must be unique in the message except among alternatives (RFC 2045 §7, RFC 2392 §2)",
-                        crate::engine::syntax::ascii::excerpt(id)
-                    ),
-                );
-                // Readers differ only in which part a reference or start finds
-                // (docs/INTEROP.md); with none naming the id, none is affected.
-                if !cx.content_id_used(id, o) {
-                    f.severity = Severity::Info;
-                    f.message.push_str("; no cid: reference or start names it");
-                }
-                cx.report(f);
-            }
+            Entry::Occupied(seen) => seen,
+        };
+        let (o, fo) = (owner(msg, i), owner(msg, *seen.get()));
+        if fo == o || scope(msg, fo) == scope(msg, o) {
+            return;
         }
+        if self.reported_owner.is_empty() {
+            self.reported_owner = vec![false; msg.entities.len()];
+        }
+        if self.reported_owner[o] {
+            return;
+        }
+        self.reported_owner[o] = true;
+        report_duplicate(cx, o, fo, seen.key());
     }
+}
+
+/// `content-id-duplicate` on owner `o` of `id`, first seen on `fo`.
+#[cold]
+#[inline(never)]
+fn report_duplicate(cx: &mut Context, o: usize, fo: usize, id: &[u8]) {
+    let msg = cx.msg;
+    let other = msg.path(&msg.entities[fo]);
+    let mut f = Finding::new(
+        Rule::ContentIdDuplicate,
+        msg.path(&msg.entities[o]),
+        format!(
+            "Content-ID <{}> is also on part {other}; Content-IDs must be unique in the message except among alternatives (RFC 2045 §7, RFC 2392 §2)",
+            crate::engine::syntax::ascii::excerpt(id)
+        ),
+    );
+    // Readers differ only in which part a reference or start finds (docs/INTEROP.md);
+    // with none naming the id, none is affected.
+    if !cx.content_id_used(id, o) {
+        f.severity = Severity::Info;
+        f.message.push_str("; no cid: reference or start names it");
+    }
+    cx.report(f);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::syntax::msgid::MsgIdError;
     use crate::engine::{check as analyse, Options};
 
     fn rules_at(raw: &str, rule: Rule) -> Vec<String> {

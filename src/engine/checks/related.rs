@@ -20,7 +20,7 @@ use std::collections::HashMap;
 
 use crate::engine::model::analysis::{Context, Finding};
 use crate::engine::model::base_uri;
-use crate::engine::model::mime::{Entity, Field, Kind, Message};
+use crate::engine::model::mime::{Entity, Kind, Message};
 use crate::engine::model::rules::{Rule, Severity};
 use crate::engine::syntax::ascii::eq_lower;
 use crate::engine::syntax::ascii::excerpt;
@@ -33,7 +33,8 @@ use crate::engine::syntax::params::ContentType;
 const SOFT_LINE: usize = 78;
 
 fn is_related(e: &Entity) -> bool {
-    e.ctype.is("multipart", "related") && matches!(e.kind, Kind::Multipart { .. })
+    // The kind first: one comparison settles it for every part that is not a multipart.
+    matches!(e.kind, Kind::Multipart { .. }) && e.ctype.is("multipart", "related")
 }
 
 /// The direct children of `related` that carry a Content-ID, with its addr-spec (angle
@@ -56,11 +57,32 @@ fn content_ids(msg: &Message, related: usize) -> Vec<(usize, Vec<u8>)> {
 pub fn check(cx: &mut Context) {
     let msg = cx.msg;
     for i in 0..msg.entities.len() {
-        if is_related(&msg.entities[i]) {
+        let e = &msg.entities[i];
+        if is_related(e) {
             check_related(cx, i);
         }
-        check_locations(cx, i);
+        // This runs for every part, and most have neither field: look before setting up
+        // (the rules' set-up cost a 10 000-part message ~20 instructions a part).
+        if has_location_field(msg, e) {
+            check_locations(cx, i);
+        }
     }
+}
+
+/// Whether `e` has a Content-Location or Content-Base field. The name's length settles
+/// it for nearly every other field, and for Content-Type (as long as Content-Base) the
+/// octet after `content-` does, before the whole name is compared.
+#[inline]
+fn has_location_field(msg: &Message, e: &Entity) -> bool {
+    let buf = msg.buf(e);
+    msg.fields(e).iter().any(|f| {
+        let name = &buf[f.name.clone()];
+        match name.len() {
+            16 => eq_lower(name, b"content-location"),
+            12 => name[8].eq_ignore_ascii_case(&b'b') && eq_lower(name, b"content-base"),
+            _ => false,
+        }
+    })
 }
 
 fn check_related(cx: &mut Context, idx: usize) {
@@ -300,17 +322,10 @@ fn check_location_duplicates(cx: &mut Context, idx: usize) {
     }
 }
 
+#[inline(never)]
 fn check_locations(cx: &mut Context, idx: usize) {
     let msg = cx.msg;
     let e = &msg.entities[idx];
-    let named = |f: &Field| {
-        let name = msg.name(e, f);
-        eq_lower(name, b"content-location") || eq_lower(name, b"content-base")
-    };
-    // This runs for every part, and most have neither field: look before setting up.
-    if !msg.fields(e).iter().any(named) {
-        return;
-    }
     let mut locations: Vec<usize> = Vec::new();
     let mut bases: Vec<usize> = Vec::new();
     for (i, f) in msg.fields(e).iter().enumerate() {

@@ -51,10 +51,19 @@ impl MsgIdError {
 /// `<x@y>` shaped (quoted-string or CFWS between the words, a domain literal on the
 /// right), and UTF-8 in atoms (RFC 6532). Rejects everything that is not enclosed in
 /// angle brackets, has no `@`, or has empty or unreadable sides.
+#[inline]
 pub fn parse_msg_id(value: &[u8]) -> Result<Cow<'_, [u8]>, MsgIdError> {
-    if let Some(id) = plain_msg_id(value) {
-        return Ok(Cow::Borrowed(id));
+    match plain_msg_id(value) {
+        Some(id) => Ok(Cow::Borrowed(id)),
+        None => parse_msg_id_full(value),
     }
+}
+
+/// [`parse_msg_id`] for the values [`plain_msg_id`] leaves. Out of line, so that the
+/// plain form, nearly every Content-ID, does not pay this parser's set-up (~20
+/// instructions a call, ~10 000 calls for a 10 000-part message).
+#[inline(never)]
+fn parse_msg_id_full(value: &[u8]) -> Result<Cow<'_, [u8]>, MsgIdError> {
     let mut c = Cur { s: value, i: 0 };
     c.cfws();
     if c.at_end() {
