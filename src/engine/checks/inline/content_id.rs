@@ -162,8 +162,21 @@ fn why_candidate(msg: &Message, c: usize) -> String {
 }
 
 fn mismatch(cx: &mut Context) -> BTreeSet<usize> {
-    let msg = cx.msg;
+    let (by_part, claimed_once) = candidates(cx);
     let mut repaired = BTreeSet::new();
+    for (c, refs) in by_part {
+        if repair_candidate(cx, c, &refs, claimed_once.contains(&c)) {
+            repaired.insert(c);
+        }
+    }
+    repaired
+}
+
+/// The references that mean exactly one candidate part, by part, and the parts claimed
+/// for one id only. A reference with several candidates is reported here, and none of
+/// them is changed.
+fn candidates(cx: &mut Context) -> (BTreeMap<usize, Vec<usize>>, BTreeSet<usize>) {
+    let msg = cx.msg;
     // Candidate part -> references that mean it.
     let mut by_part: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     // Candidate part -> every id some reference could mean it for, also where it is one
@@ -198,76 +211,79 @@ fn mismatch(cx: &mut Context) -> BTreeSet<usize> {
     for f in findings {
         cx.report(f);
     }
-    let claimed_once: BTreeSet<usize> = claims
+    let claimed_once = claims
         .iter()
         .filter(|(_, ids)| ids.len() == 1)
         .map(|(&p, _)| p)
         .collect();
-    for (c, refs) in by_part {
-        let names: Vec<String> = refs
-            .iter()
-            .filter_map(|&n| cx.refs[n].cid.as_ref().map(|(_, d)| d.clone()))
-            .collect();
-        let one = !names.is_empty() && claimed_once.contains(&c);
-        // Another reference that finds the part by the id it has now keeps it.
-        let in_use = cx.refs.iter().any(|r| {
-            matches!(&r.target, Target::ContentId { at, .. } if *at == c)
-                || matches!(&r.target, Target::Lenient(v) if v.contains(&c))
-        });
-        let has_id = msg.field(&msg.entities[c], "content-id").is_some();
-        // A field added where there was none must itself be well-formed: an id with no
-        // `@` (a bare file name) is not a msg-id, and libraries that parse Content-IDs
-        // (Ruby's mail) report the new field as a defect (docs/INTEROP.md).
-        let msg_id = one && parse_msg_id(format!("<{}>", names[0]).as_bytes()).is_ok();
-        let edit = match (one, in_use, has_id) {
-            (true, false, true) => rewrite_id(cx, c, &names[0], Rule::RelatedRefMismatch),
-            (true, _, false) if writable_id(&names[0]) && msg_id => insert_field(
-                cx,
-                c,
-                "Content-ID",
-                &format!("<{}>", names[0]),
-                Rule::RelatedRefMismatch,
+    (by_part, claimed_once)
+}
+
+/// Gives candidate part `c` the id its references `refs` name, when they all name it
+/// one way, nothing else claims it, and no other reference finds it by the id it has
+/// now; reports each reference, with the fix on the first. True when an edit is offered.
+fn repair_candidate(cx: &mut Context, c: usize, refs: &[usize], claimed_once: bool) -> bool {
+    let msg = cx.msg;
+    let names: Vec<String> = refs
+        .iter()
+        .filter_map(|&n| cx.refs[n].cid.as_ref().map(|(_, d)| d.clone()))
+        .collect();
+    let one = !names.is_empty() && claimed_once;
+    // Another reference that finds the part by the id it has now keeps it.
+    let in_use = cx.refs.iter().any(|r| {
+        matches!(&r.target, Target::ContentId { at, .. } if *at == c)
+            || matches!(&r.target, Target::Lenient(v) if v.contains(&c))
+    });
+    let has_id = msg.field(&msg.entities[c], "content-id").is_some();
+    // A field added where there was none must itself be well-formed: an id with no
+    // `@` (a bare file name) is not a msg-id, and libraries that parse Content-IDs
+    // (Ruby's mail) report the new field as a defect (docs/INTEROP.md).
+    let msg_id = one && parse_msg_id(format!("<{}>", names[0]).as_bytes()).is_ok();
+    let edit = match (one, in_use, has_id) {
+        (true, false, true) => rewrite_id(cx, c, &names[0], Rule::RelatedRefMismatch),
+        (true, _, false) if writable_id(&names[0]) && msg_id => insert_field(
+            cx,
+            c,
+            "Content-ID",
+            &format!("<{}>", names[0]),
+            Rule::RelatedRefMismatch,
+        ),
+        _ => None,
+    };
+    for (k, &n) in refs.iter().enumerate() {
+        let r = &cx.refs[n];
+        let mut f = Finding::new(
+            Rule::RelatedRefMismatch,
+            msg.path(&msg.entities[r.html]),
+            format!(
+                "{} matches no Content-ID, but {} (RFC 2392 §2, RFC 2557 §8.3)",
+                describe(msg, r),
+                why_candidate(msg, c)
             ),
-            _ => None,
-        };
-        if edit.is_some() {
-            repaired.insert(c);
-        }
-        for (k, &n) in refs.iter().enumerate() {
-            let r = &cx.refs[n];
-            let mut f = Finding::new(
-                Rule::RelatedRefMismatch,
-                msg.path(&msg.entities[r.html]),
-                format!(
-                    "{} matches no Content-ID, but {} (RFC 2392 §2, RFC 2557 §8.3)",
-                    describe(msg, r),
-                    why_candidate(msg, c)
-                ),
-            );
-            match edit {
-                Some(i) => {
-                    if k == 0 {
-                        f.message.push_str(&format!(
-                            "; fix: Content-ID: <{}> on part {}",
-                            clip(&names[0]),
-                            msg.path(&msg.entities[c])
-                        ));
-                    }
-                    f = f.with_edit(i);
+        );
+        match edit {
+            Some(i) => {
+                if k == 0 {
+                    f.message.push_str(&format!(
+                        "; fix: Content-ID: <{}> on part {}",
+                        clip(&names[0]),
+                        msg.path(&msg.entities[c])
+                    ));
                 }
-                None if !one => f
-                    .message
-                    .push_str("; references name it in different forms, so it is not changed"),
-                None if in_use => f.message.push_str(
-                    "; another reference finds it by its present Content-ID, so it is not changed",
-                ),
-                None if !has_id && !msg_id => f.message.push_str(
-                    "; not inserted: the id has no @, so the new Content-ID would not be a msg-id",
-                ),
-                None => {}
+                f = f.with_edit(i);
             }
-            cx.report(f);
+            None if !one => f
+                .message
+                .push_str("; references name it in different forms, so it is not changed"),
+            None if in_use => f.message.push_str(
+                "; another reference finds it by its present Content-ID, so it is not changed",
+            ),
+            None if !has_id && !msg_id => f.message.push_str(
+                "; not inserted: the id has no @, so the new Content-ID would not be a msg-id",
+            ),
+            None => {}
         }
+        cx.report(f);
     }
-    repaired
+    edit.is_some()
 }
