@@ -1,8 +1,9 @@
 //! The copy of the heading that Stalwart sends at the start of the body: found, so that
 //! the copy is analysed as the heading and does not come back in a replaced body.
 
+use std::ops::Range;
+
 use crate::engine::model::mime;
-use crate::engine::Limits;
 
 /// The length of the copy of `heading` (the fields as received, CRLF, the empty line)
 /// that `body` starts with, if it does: Stalwart sends the whole message, heading
@@ -11,11 +12,11 @@ use crate::engine::Limits;
 /// a copy of this very heading matches; Stalwart sends a value that is not UTF-8 as
 /// an empty one.
 pub(super) fn heading_copy_len(heading: &[u8], body: &[u8]) -> Option<usize> {
-    let ours = Fields::read(heading)?;
-    if ours.end != heading.len() {
+    let ours = Fields::read(heading, usize::MAX)?;
+    if ours.fields.is_empty() || ours.end != heading.len() {
         return None;
     }
-    let theirs = Fields::read(body)?;
+    let theirs = Fields::read(body, ours.fields.len())?;
     (ours.fields.len() == theirs.fields.len()
         && ours
             .fields
@@ -25,47 +26,104 @@ pub(super) fn heading_copy_len(heading: &[u8], body: &[u8]) -> Option<usize> {
     .then_some(theirs.end)
 }
 
-/// The top-level fields of a heading as the engine's heading scan reads them, each
-/// from its name to the end of its value (folds included), and where the empty line
-/// after them ends.
+/// A heading's lines as this comparison has always taken them: each line with its
+/// continuation lines is one field, whether the scan calls it a field or not, up to
+/// the first empty line in CRLF, and where that line ends.
 struct Fields<'a> {
     fields: Vec<&'a [u8]>,
     end: usize,
 }
 
 impl<'a> Fields<'a> {
-    /// None unless the scan reads `b` as one or more fields from its first octet on,
-    /// ended by an empty line in CRLF: a line before the first field, one that is not a
-    /// field, an mbox From line, a bare LF empty line or none at all is no heading the
-    /// MTA sent.
-    fn read(b: &'a [u8]) -> Option<Fields<'a>> {
-        // The scan reads no further than the first empty line; the body after it
-        // (megabytes, maybe a multipart to split) is not given to it.
-        let end = empty_line_end(b)?;
-        let msg = mime::Message::parse(&b[..end], &Limits::default().heading_only());
-        let top = msg.entities.first()?;
-        let fields = msg.fields(top);
-        let (first, last) = (fields.first()?, fields.last()?);
-        if first.start != 0 || top.no_separator || b.get(last.end..end) != Some(&b"\r\n"[..]) {
-            return None;
+    /// None when `b` has no empty line in CRLF, or more than `most` fields before it
+    /// (no copy then; the rest of a large body is not read for it).
+    fn read(b: &'a [u8], most: usize) -> Option<Fields<'a>> {
+        let mut fields = Vec::new();
+        let mut start = 0;
+        loop {
+            let end = next_empty_line(b, start)?;
+            read_stretch(b, start..end, &mut fields, most)?;
+            if b[end] == b'\r' {
+                return Some(Fields {
+                    fields,
+                    end: end + 2,
+                });
+            }
+            start = end;
         }
-        Some(Fields {
-            fields: fields.iter().map(|f| &b[f.start..f.value.end]).collect(),
-            end,
-        })
     }
 }
 
-/// Where the first empty line of `b` ends: what the heading scan needs to see of it.
-fn empty_line_end(b: &[u8]) -> Option<usize> {
-    if b.starts_with(b"\n") || b.starts_with(b"\r\n") {
-        return Some(if b[0] == b'\n' { 1 } else { 2 });
+/// How much of a stretch the scan is handed at a time, so that a body of short lines
+/// and no empty line (up to `max_message_size`) is not turned into a field per line
+/// before the count is seen to be past the heading's.
+const SCAN_AT_ONCE: usize = 16 * 1024;
+
+/// The fields of `stretch`, which holds no empty line but may begin with a bare LF
+/// one, added to `fields`; None once there are more than `most`.
+///
+/// The engine's heading scan, read on past stray lines ([`mime::fields_read_on`]),
+/// reads the stretch. What it hands over nowhere is taken here from where it starts
+/// reading: the continuation lines before its first field, and an empty line in bare
+/// LF, which ends its heading but is a line of its own to a milter and, with
+/// continuation lines after it, a field that may hold a colon.
+fn read_stretch<'a>(
+    b: &'a [u8],
+    stretch: Range<usize>,
+    fields: &mut Vec<&'a [u8]>,
+    most: usize,
+) -> Option<()> {
+    let after_lf = stretch.start + usize::from(b.get(stretch.start) == Some(&b'\n'));
+    let mut at = after_lf;
+    loop {
+        let cut = field_start_from(b, (at + SCAN_AT_ONCE).min(stretch.end), stretch.end);
+        let scanned = mime::fields_read_on(&b[at..cut]);
+        if at == after_lf {
+            let first = scanned.first().map_or(cut, |f| at + f.start);
+            if first > stretch.start {
+                fields.push(without_line_end(&b[stretch.start..first]));
+            }
+        }
+        fields.extend(scanned.iter().map(|f| &b[at + f.start..at + f.value.end]));
+        if fields.len() > most {
+            return None;
+        }
+        if cut == stretch.end {
+            return Some(());
+        }
+        at = cut;
     }
-    memchr::memchr_iter(b'\n', b).find_map(|lf| match &b[lf + 1..] {
-        [b'\n', ..] => Some(lf + 2),
-        [b'\r', b'\n', ..] => Some(lf + 3),
-        _ => None,
+}
+
+/// Where the first line at or after `from` that is no continuation line begins (or
+/// `end`): the scan reads the same fields when handed what lies before it and what
+/// lies after it apart.
+fn field_start_from(b: &[u8], from: usize, end: usize) -> usize {
+    memchr::memchr_iter(b'\n', &b[from..end])
+        .map(|lf| from + lf + 1)
+        .find(|&next| next == end || !matches!(b[next], b' ' | b'\t'))
+        .unwrap_or(end)
+}
+
+/// Where the next empty line after `start` begins (`b` itself when it begins with a
+/// CRLF one): the scan ends a heading there.
+fn next_empty_line(b: &[u8], start: usize) -> Option<usize> {
+    if start == 0 && b.starts_with(b"\r\n") {
+        return Some(0);
+    }
+    memchr::memchr_iter(b'\n', &b[start..]).find_map(|lf| {
+        let next = start + lf + 1;
+        matches!(&b[next..], [b'\n', ..] | [b'\r', b'\n', ..]).then_some(next)
     })
+}
+
+/// `lines` without the LF that ends them and the CR before it, if any.
+fn without_line_end(lines: &[u8]) -> &[u8] {
+    let lines = &lines[..lines.len() - 1];
+    match lines {
+        [.., b'\r'] => &lines[..lines.len() - 1],
+        _ => lines,
+    }
 }
 
 /// The same field: the name (with any white space before the colon) exactly, the value
@@ -235,24 +293,183 @@ mod tests {
         pinned(cases);
     }
 
-    /// The one place the engine's heading scan answers otherwise than the line reader
-    /// it replaced: a heading with a line that is no field to the scan (a name that is
+    /// Where the engine's scan alone would answer otherwise than the line reader it
+    /// replaced: a heading with a line that is no field to the scan (a name that is
     /// empty or holds white space, a control or an 8-bit octet; a first line that begins
-    /// with "From ") is not taken as copied, though the body repeat it. Only an MTA
-    /// that sends such a name can make such a heading; the analysis reads the message
-    /// the same way, ending its heading at that line.
+    /// with "From "), continuation lines before the first field, or an empty line in
+    /// bare LF followed by continuation lines, is found copied when the body repeats it,
+    /// as it always was.
     #[test]
-    fn a_heading_the_scan_does_not_read_whole_is_not_taken_as_copied() {
+    fn a_heading_the_scan_does_not_read_whole_is_found_as_before() {
         for heading in [
             &b"X Y: a\r\n\r\n"[..],
             b": a\r\n\r\n",
             b"X: a\r\n\xe9: b\r\n\r\n",
             b"From : a\r\n\r\n",
             b" X: a\r\n\r\n",
+            b"X: a\r\n\n y: b\r\n\r\n",
+            b"\n\tX: a\r\n\r\n",
         ] {
             let mut body = heading.to_vec();
             body.extend_from_slice(b"hello\r\n");
-            assert_eq!(heading_copy_len(heading, &body), None, "{heading:?}");
+            assert_eq!(
+                heading_copy_len(heading, &body),
+                Some(heading.len()),
+                "{heading:?}"
+            );
+        }
+    }
+
+    /// Against the line reader this file used before the engine's scan, kept below as
+    /// the oracle: the same answer on every heading and body, generated from the
+    /// octets where the two could part (colon, white space, CR, LF, NUL, 8-bit, the
+    /// letters of an mbox "From "), bodies mostly copies of their heading with an octet
+    /// changed, so that copies are found as well as missed.
+    #[test]
+    fn answers_are_those_of_the_old_line_reader() {
+        const PIECES: &[&[u8]] = &[
+            b":",
+            b" ",
+            b"\t",
+            b"\r",
+            b"\n",
+            b"\r\n",
+            b"\0",
+            b"\xff",
+            b"From ",
+            b"From",
+            b"X",
+            b"a",
+            b"m",
+            b"X: a\r\n",
+            b": b\r\n",
+            b"\r\n ",
+            b"\n\t",
+        ];
+        const OCTETS: &[u8] = b": \t\r\n\0\xffFromXa";
+        let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move |n: usize| {
+            // xorshift64*: deterministic, and enough to spread the cases.
+            rng ^= rng >> 12;
+            rng ^= rng << 25;
+            rng ^= rng >> 27;
+            (rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
+        };
+        let (mut found, mut missed) = (0, 0);
+        for _ in 0..200_000 {
+            let mut heading = Vec::new();
+            for _ in 0..next(8) {
+                heading.extend_from_slice(PIECES[next(PIECES.len())]);
+            }
+            if next(4) > 0 {
+                heading.extend_from_slice(b"\r\n\r\n");
+            }
+            let mut body = heading.clone();
+            match next(6) {
+                0 => body = (0..next(12)).map(|_| OCTETS[next(OCTETS.len())]).collect(),
+                1 if !body.is_empty() => body[next(heading.len())] = OCTETS[next(OCTETS.len())],
+                2 => body.insert(next(heading.len() + 1), OCTETS[next(OCTETS.len())]),
+                3 if !body.is_empty() => drop(body.remove(next(heading.len()))),
+                _ => {}
+            }
+            body.extend_from_slice(&b"\r\n\r\nhello\r\n"[next(4) * 2..]);
+            let want = old::heading_copy_len(&heading, &body);
+            assert_eq!(
+                heading_copy_len(&heading, &body),
+                want,
+                "{:?} in {:?}",
+                String::from_utf8_lossy(&heading),
+                String::from_utf8_lossy(&body)
+            );
+            if want.is_some() {
+                found += 1;
+            } else {
+                missed += 1;
+            }
+        }
+        // Both answers were put to the test, not only the common "no copy".
+        assert!(
+            found > 5_000 && missed > 5_000,
+            "{found} found, {missed} missed"
+        );
+    }
+
+    /// A heading longer than the scan is handed at once is read to the same answer,
+    /// folds across the cuts included; a body of short lines and no empty line is given
+    /// up on once past the heading's count of fields.
+    #[test]
+    fn long_headings_and_bodies_keep_their_answers() {
+        let mut heading = b" lead: x\r\n".to_vec();
+        for i in 0..3_000 {
+            heading.extend_from_slice(format!("X-{i}: value\r\n\t folded {i}\r\n").as_bytes());
+            if i % 700 == 0 {
+                heading.extend_from_slice(b"From stray: line\r\n\n y: z\r\n");
+            }
+        }
+        heading.extend_from_slice(b"\r\n");
+        assert!(heading.len() > 4 * SCAN_AT_ONCE);
+        let mut body = heading.clone();
+        body.extend_from_slice(b"hello\r\n");
+        assert_eq!(heading_copy_len(&heading, &body), Some(heading.len()));
+        for at in [
+            SCAN_AT_ONCE - 3,
+            SCAN_AT_ONCE,
+            2 * SCAN_AT_ONCE + 1,
+            body.len() - 12,
+        ] {
+            for octet in [b'\n', b' ', b':', b'Z'] {
+                let mut body = body.clone();
+                body[at] = octet;
+                let want = old::heading_copy_len(&heading, &body);
+                assert_eq!(heading_copy_len(&heading, &body), want, "{at} {octet}");
+            }
+        }
+        let mut lines = b"X: a\r\n".repeat(2);
+        lines.extend_from_slice(&b"a\n".repeat(4_000_000));
+        lines.extend_from_slice(b"\r\n");
+        assert_eq!(heading_copy_len(b"X: a\r\nX: a\r\n\r\n", &lines), None);
+    }
+
+    /// The line reader as it was before the engine's scan replaced it (e17ba08,
+    /// src/milter/session.rs), word for word: the oracle of the test above.
+    mod old {
+        use super::super::same_field;
+
+        pub fn heading_copy_len(heading: &[u8], body: &[u8]) -> Option<usize> {
+            let (mut ours, mut theirs) = (0, 0);
+            let mut fields = 0;
+            loop {
+                match (
+                    next_field(heading, &mut ours)?,
+                    next_field(body, &mut theirs)?,
+                ) {
+                    (Err(_), Err(end)) => {
+                        return (fields > 0 && ours == heading.len()).then_some(end)
+                    }
+                    (Ok(a), Ok(b)) if same_field(a, b) => fields += 1,
+                    _ => return None,
+                }
+            }
+        }
+
+        fn next_field<'a>(b: &'a [u8], at: &mut usize) -> Option<Result<&'a [u8], usize>> {
+            if b[*at..].starts_with(b"\r\n") {
+                *at += 2;
+                return Some(Err(*at));
+            }
+            let start = *at;
+            loop {
+                let nl = memchr::memchr(b'\n', &b[*at..])? + *at;
+                *at = nl + 1;
+                if !matches!(b.get(*at), Some(b' ' | b'\t')) {
+                    let end = if nl > start && b[nl - 1] == b'\r' {
+                        nl - 1
+                    } else {
+                        nl
+                    };
+                    return Some(Ok(&b[start..end]));
+                }
+            }
         }
     }
 }
