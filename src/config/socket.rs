@@ -110,4 +110,35 @@ mod tests {
         assert!(SocketSpec::parse("8897").is_err());
         assert_eq!(inet("::1", 5).to_string(), "inet6:[::1]:5");
     }
+
+    /// The words of every way a specification fails, as `config-check`, `serve
+    /// --socket` and `probe --socket` have printed them.
+    #[test]
+    fn socket_spec_errors_read_as_before() {
+        let cases = [
+            (
+                "8897",
+                r#""8897": expected inet:HOST:PORT, inet:PORT@HOST, inet6:… or unix:/PATH"#,
+            ),
+            ("unix:", r#""unix:": empty socket path"#),
+            ("local:", r#""local:": empty socket path"#),
+            (
+                "inet:1.2.3.4:99999",
+                r#""inet:1.2.3.4:99999": "99999" is not a port number"#,
+            ),
+            ("inet6:[::1]:", r#""inet6:[::1]:": "" is not a port number"#),
+            ("inet:a b:25", r#""inet:a b:25": bad host "a b""#),
+            (
+                "tcp:1.2.3.4:5",
+                r#""tcp:1.2.3.4:5": unknown socket type "tcp" (inet, inet6, unix)"#,
+            ),
+        ];
+        for (spec, words) in cases {
+            assert_eq!(
+                SocketSpec::parse(spec).unwrap_err().to_string(),
+                words,
+                "{spec}"
+            );
+        }
+    }
 }

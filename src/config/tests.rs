@@ -695,3 +695,13 @@ fn report_threshold_and_url_form() {
         Action::Log
     );
 }
+
+/// A socket that does not parse is one error with its line, worded by the
+/// specification's own error.
+#[test]
+fn a_bad_socket_names_its_line() {
+    assert_eq!(
+        errs("log_level = \"info\"\nsocket = \"inet:1.2.3.4:99999\"\n"),
+        [r#"t.toml:2: socket: "inet:1.2.3.4:99999": "99999" is not a port number"#]
+    );
+}

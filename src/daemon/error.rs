@@ -268,4 +268,21 @@ mod tests {
             )
         );
     }
+
+    /// `serve --socket` with a specification that does not parse stops the start with
+    /// the specification's own words.
+    #[test]
+    fn a_bad_socket_option_reads_as_before() {
+        let e = crate::daemon::serve(crate::daemon::ServeOptions {
+            config: Some("/dev/null".into()),
+            socket: Some("tcp:1.2.3.4:5".into()),
+            dry_run: false,
+        })
+        .unwrap_err();
+        assert!(matches!(e, DaemonError::SocketSpec(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            r#"mimeref-milter: socket "tcp:1.2.3.4:5": unknown socket type "tcp" (inet, inet6, unix)"#
+        );
+    }
 }
