@@ -313,7 +313,8 @@ fn probe(args: ProbeArgs) -> Result<Done, CliError> {
             .socket
             .as_deref()
             .map(crate::config::SocketSpec::parse)
-            .transpose()?;
+            .transpose()
+            .map_err(|e| e.to_string())?;
         let timeout = std::time::Duration::try_from_secs_f64(args.timeout)
             .map_err(|_| format!("--timeout {}: not a number of seconds", args.timeout))?;
         let target = daemon::probe::ProbeTarget::from_config(&cfg, socket, args.milter);

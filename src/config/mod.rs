@@ -2,9 +2,10 @@
 //! unknown keys refused) and `validate/` (defaults, value checks, cross-field checks,
 //! one file per section, listed in its `mod.rs`). Every error names the file and line.
 //! Beside them: `recover` (the line of a TOML error), `socket` (the socket
-//! specification), `socket_access` (the unix socket's group and mode), `spill` (the
-//! spill directory). Reloading the file is the daemon's (`daemon/reload.rs`);
-//! [`Config::keep_restart_only`] is what a reload keeps. Its tests are in `tests.rs`.
+//! specification, and [`SocketSpecError`], why one does not parse), `socket_access`
+//! (the unix socket's group and mode), `spill` (the spill directory). Reloading the
+//! file is the daemon's (`daemon/reload.rs`); [`Config::keep_restart_only`] is what a
+//! reload keeps. Its tests are in `tests.rs`.
 //!
 //! [`Config`] is grouped by when a key takes effect. [`Listen`] and [`Process`] are
 //! restart-only: a reload keeps their running values ([`Config::keep_restart_only`]).
@@ -42,7 +43,7 @@ pub use crate::policy::plan::{Replies, ReplyTemplate};
 pub use crate::policy::report::Report;
 use crate::policy::{Direction, Directions, Policies};
 use raw::RawConfig;
-pub use socket::SocketSpec;
+pub use socket::{SocketSpec, SocketSpecError};
 pub use socket_access::{group_id, socket_has_group};
 pub use spill::spill_file;
 use validate::line_of;

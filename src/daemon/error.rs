@@ -8,7 +8,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use crate::config::{ConfigErrors, SocketSpec};
+use crate::config::{ConfigErrors, SocketSpec, SocketSpecError};
 use crate::milter::metrics::RecorderError;
 
 /// Why `serve` could not start, or stopped with an error.
@@ -18,7 +18,7 @@ pub enum DaemonError {
     Config(ConfigErrors),
     /// `--socket` is not a socket specification (the configuration's own reason, which
     /// quotes what was given).
-    SocketSpec(String),
+    SocketSpec(SocketSpecError),
     /// The Prometheus recorder could not be installed.
     MetricsRecorder(RecorderError),
     /// The async runtime could not start.
