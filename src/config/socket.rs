@@ -185,4 +185,22 @@ mod tests {
             );
         }
     }
+
+    /// Callers can tell the reasons apart without reading the words.
+    #[test]
+    fn socket_spec_errors_are_typed() {
+        assert_eq!(
+            SocketSpec::parse("inet:h:99999"),
+            Err(SocketSpecError::BadPort {
+                given: "inet:h:99999".into(),
+                port: "99999".into()
+            })
+        );
+        assert!(matches!(
+            SocketSpec::parse("tcp:h:1"),
+            Err(SocketSpecError::UnknownType { kind, .. }) if kind == "tcp"
+        ));
+        let e: Box<dyn std::error::Error> = Box::new(SocketSpec::parse("unix:").unwrap_err());
+        assert_eq!(e.to_string(), r#""unix:": empty socket path"#);
+    }
 }
