@@ -1,8 +1,8 @@
 //! Command line: `serve` (the default), `config-check`, and the offline tools `check`,
-//! `fix`, `survey` (`cli/survey.rs`, its inputs in `cli/mailbox.rs`) and `cturi`; and
-//! `probe`, the health check of a running daemon. Every command returns its outcome or
-//! its error, and one place (`cli/exit.rs`) turns them into messages and exit codes, the
-//! daemon's `DaemonError` included.
+//! `fix`, `survey` (`cli/survey/`, its inputs in `cli/mailbox/`; each with its tests in
+//! `tests.rs`) and `cturi`; and `probe`, the health check of a running daemon. Every
+//! command returns its outcome or its error, and one place (`cli/exit.rs`) turns them
+//! into messages and exit codes, the daemon's `DaemonError` included.
 //!
 //! The last layer (`lib.rs`). `serve` converts
 //! its arguments into the daemon's [`ServeOptions`]; the offline tools use the engine,
@@ -313,7 +313,8 @@ fn probe(args: ProbeArgs) -> Result<Done, CliError> {
             .socket
             .as_deref()
             .map(crate::config::SocketSpec::parse)
-            .transpose()?;
+            .transpose()
+            .map_err(|e| e.to_string())?;
         let timeout = std::time::Duration::try_from_secs_f64(args.timeout)
             .map_err(|_| format!("--timeout {}: not a number of seconds", args.timeout))?;
         let target = daemon::probe::ProbeTarget::from_config(&cfg, socket, args.milter);

@@ -29,6 +29,7 @@ pub use cli::fuzzing as cli_fuzzing;
 pub use cli::main;
 pub use config::{
     Config, ConfigError, ConfigErrors, Limits, Listen, Replies, ReplyTemplate, Report, SocketSpec,
+    SocketSpecError,
 };
 pub use daemon::probe::{probe, ProbeTarget};
 pub use daemon::{bind, run, AnyListener, DaemonError, Reload, Reloaded, Sockets};

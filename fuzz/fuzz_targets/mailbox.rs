@@ -1,4 +1,4 @@
-//! The readers of `survey`, `check` and `fix` (src/cli/mailbox.rs) on arbitrary files:
+//! The readers of `survey`, `check` and `fix` (src/cli/mailbox/) on arbitrary files:
 //! an mbox split held whole, streamed in chunks of any size, and under a limit gives
 //! the same messages, and each message's `FILE:OFFSET` name leads back to its From
 //! line. The first two octets choose the chunk size and the limit.

@@ -14,14 +14,15 @@ pub enum SocketSpec {
 impl SocketSpec {
     /// `inet:HOST:PORT`, libmilter's `inet:PORT@HOST`, `inet:PORT` (all addresses),
     /// the same with `inet6:` (IPv6 hosts may be bracketed), `unix:/PATH` or `local:/PATH`.
-    pub fn parse(s: &str) -> Result<SocketSpec, String> {
-        let (kind, rest) = s.split_once(':').ok_or_else(|| {
-            format!("{s:?}: expected inet:HOST:PORT, inet:PORT@HOST, inet6:… or unix:/PATH")
-        })?;
+    pub fn parse(s: &str) -> Result<SocketSpec, SocketSpecError> {
+        let given = || s.to_string();
+        let (kind, rest) = s
+            .split_once(':')
+            .ok_or_else(|| SocketSpecError::NoType { given: given() })?;
         match kind {
             "unix" | "local" => {
                 if rest.is_empty() {
-                    return Err(format!("{s:?}: empty socket path"));
+                    return Err(SocketSpecError::EmptyPath { given: given() });
                 }
                 Ok(SocketSpec::Unix(PathBuf::from(rest)))
             }
@@ -36,23 +37,66 @@ impl SocketSpec {
                 };
                 let host = host.trim_start_matches('[').trim_end_matches(']');
                 let host = if host.is_empty() { any } else { host };
-                let port: u16 = port
-                    .parse()
-                    .map_err(|_| format!("{s:?}: {port:?} is not a port number"))?;
+                let port: u16 = port.parse().map_err(|_| SocketSpecError::BadPort {
+                    given: given(),
+                    port: port.to_string(),
+                })?;
                 if host.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                    return Err(format!("{s:?}: bad host {host:?}"));
+                    return Err(SocketSpecError::BadHost {
+                        given: given(),
+                        host: host.to_string(),
+                    });
                 }
                 Ok(SocketSpec::Inet {
                     host: host.to_string(),
                     port,
                 })
             }
-            _ => Err(format!(
-                "{s:?}: unknown socket type {kind:?} (inet, inet6, unix)"
-            )),
+            _ => Err(SocketSpecError::UnknownType {
+                given: given(),
+                kind: kind.to_string(),
+            }),
         }
     }
 }
+
+/// Why a socket specification does not parse; each names the text given, which
+/// `config-check` prefixes with the file, line and `socket:`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SocketSpecError {
+    /// No `TYPE:` before the address.
+    NoType { given: String },
+    /// `unix:` or `local:` with nothing after it.
+    EmptyPath { given: String },
+    /// The port is not a number from 0 to 65535.
+    BadPort { given: String, port: String },
+    /// The host has white space or control characters in it.
+    BadHost { given: String, host: String },
+    /// A type other than inet, inet6, unix (or local).
+    UnknownType { given: String, kind: String },
+}
+
+impl fmt::Display for SocketSpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SocketSpecError::NoType { given } => write!(
+                f,
+                "{given:?}: expected inet:HOST:PORT, inet:PORT@HOST, inet6:… or unix:/PATH"
+            ),
+            SocketSpecError::EmptyPath { given } => write!(f, "{given:?}: empty socket path"),
+            SocketSpecError::BadPort { given, port } => {
+                write!(f, "{given:?}: {port:?} is not a port number")
+            }
+            SocketSpecError::BadHost { given, host } => write!(f, "{given:?}: bad host {host:?}"),
+            SocketSpecError::UnknownType { given, kind } => write!(
+                f,
+                "{given:?}: unknown socket type {kind:?} (inet, inet6, unix)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SocketSpecError {}
 
 impl fmt::Display for SocketSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -109,5 +153,54 @@ mod tests {
         assert!(SocketSpec::parse("unix:").is_err());
         assert!(SocketSpec::parse("8897").is_err());
         assert_eq!(inet("::1", 5).to_string(), "inet6:[::1]:5");
+    }
+
+    /// The words of every way a specification fails, as `config-check`, `serve
+    /// --socket` and `probe --socket` have printed them.
+    #[test]
+    fn socket_spec_errors_read_as_before() {
+        let cases = [
+            (
+                "8897",
+                r#""8897": expected inet:HOST:PORT, inet:PORT@HOST, inet6:… or unix:/PATH"#,
+            ),
+            ("unix:", r#""unix:": empty socket path"#),
+            ("local:", r#""local:": empty socket path"#),
+            (
+                "inet:1.2.3.4:99999",
+                r#""inet:1.2.3.4:99999": "99999" is not a port number"#,
+            ),
+            ("inet6:[::1]:", r#""inet6:[::1]:": "" is not a port number"#),
+            ("inet:a b:25", r#""inet:a b:25": bad host "a b""#),
+            (
+                "tcp:1.2.3.4:5",
+                r#""tcp:1.2.3.4:5": unknown socket type "tcp" (inet, inet6, unix)"#,
+            ),
+        ];
+        for (spec, words) in cases {
+            assert_eq!(
+                SocketSpec::parse(spec).unwrap_err().to_string(),
+                words,
+                "{spec}"
+            );
+        }
+    }
+
+    /// Callers can tell the reasons apart without reading the words.
+    #[test]
+    fn socket_spec_errors_are_typed() {
+        assert_eq!(
+            SocketSpec::parse("inet:h:99999"),
+            Err(SocketSpecError::BadPort {
+                given: "inet:h:99999".into(),
+                port: "99999".into()
+            })
+        );
+        assert!(matches!(
+            SocketSpec::parse("tcp:h:1"),
+            Err(SocketSpecError::UnknownType { kind, .. }) if kind == "tcp"
+        ));
+        let e: Box<dyn std::error::Error> = Box::new(SocketSpec::parse("unix:").unwrap_err());
+        assert_eq!(e.to_string(), r#""unix:": empty socket path"#);
     }
 }

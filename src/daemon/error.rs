@@ -8,7 +8,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use crate::config::{ConfigErrors, SocketSpec};
+use crate::config::{ConfigErrors, SocketSpec, SocketSpecError};
 use crate::milter::metrics::RecorderError;
 
 /// Why `serve` could not start, or stopped with an error.
@@ -18,7 +18,7 @@ pub enum DaemonError {
     Config(ConfigErrors),
     /// `--socket` is not a socket specification (the configuration's own reason, which
     /// quotes what was given).
-    SocketSpec(String),
+    SocketSpec(SocketSpecError),
     /// The Prometheus recorder could not be installed.
     MetricsRecorder(RecorderError),
     /// The async runtime could not start.
@@ -266,6 +266,23 @@ mod tests {
                  whether a process serves it is not known; not removing it; remove it by \
                  hand if no process does"
             )
+        );
+    }
+
+    /// `serve --socket` with a specification that does not parse stops the start with
+    /// the specification's own words.
+    #[test]
+    fn a_bad_socket_option_reads_as_before() {
+        let e = crate::daemon::serve(crate::daemon::ServeOptions {
+            config: Some("/dev/null".into()),
+            socket: Some("tcp:1.2.3.4:5".into()),
+            dry_run: false,
+        })
+        .unwrap_err();
+        assert!(matches!(e, DaemonError::SocketSpec(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            r#"mimeref-milter: socket "tcp:1.2.3.4:5": unknown socket type "tcp" (inet, inet6, unix)"#
         );
     }
 }

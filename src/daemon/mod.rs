@@ -2,10 +2,11 @@
 //! shutdown around [`run`], which serves milter connections until the shutdown future
 //! completes. [`serve`] is its entry point, with its own [`ServeOptions`].
 //!
-//! - `listen`: binding the listening socket, and the listener wrappers (TCP quick-ACK,
-//!   the gate that enforces `max_connections`, rides out failed accepts and closes at
-//!   shutdown, open-connection counting and turning away peers that do not speak
-//!   milter).
+//! - `listen/`: binding the listening socket (`bind`, `holder`), and the listener
+//!   wrappers, a file each: TCP quick-ACK (`tcp`, `peer`), the gate that enforces
+//!   `max_connections`, rides out failed accepts and closes at shutdown (`gate`,
+//!   `accept`), open-connection counting and turning away peers that do not speak
+//!   milter (`counted`).
 //! - [`http`]: `/metrics`, `/healthz`, `/readyz`, at most `metrics_max_connections`
 //!   at once; `health`: what `/readyz` reports.
 //! - [`nofile`]: the file descriptor limit, raised at start and checked against the
