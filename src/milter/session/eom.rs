@@ -15,7 +15,7 @@ use super::{queue_id, Message, Session, INLINE_MAX};
 use crate::config::Config;
 use crate::engine;
 use crate::milter::actions;
-use crate::milter::buffer::{self, Lost, Pool};
+use crate::milter::buffer::{self, Pool};
 use crate::milter::outcome::{panic_text, Cause, Ended, EomError, Outcome};
 use crate::milter::EngineOptions;
 use crate::policy::intake;
@@ -102,64 +102,6 @@ impl Session {
         self.message
             .take()
             .ok_or_else(|| EomError::new(Cause::NoMessage, "end of message without a message"))
-    }
-
-    /// A message kept in memory after its spill failed, past `[limits] memory_budget`:
-    /// tempfailed (the MTA keeps it and tries again later), not analysed.
-    fn over_budget(
-        m: &mut Message,
-        cfg: &Config,
-        queue_id: &str,
-        reply: &mut impl SetErrorReply,
-    ) -> Result<Option<Ended>, EomError> {
-        match m.buf.lost.take() {
-            None => Ok(None),
-            Some(Lost::OverBudget {
-                needed,
-                held,
-                failed_spill,
-            }) => Ok(Some(Self::tempfail_over_budget(
-                reply,
-                queue_id.to_string(),
-                m.octets,
-                (needed, held, failed_spill),
-                cfg.limits().memory_budget,
-                "message",
-            ))),
-            Some(Lost::ReadBack(e)) => Err(EomError::new(
-                Cause::ReadBack,
-                format!("reading back a spill file that failed: {e}"),
-            )),
-        }
-    }
-
-    /// The answer to a message `[limits] memory_budget` has no room for: a tempfail (the
-    /// MTA keeps the message and tries again later), logged and counted by the caller.
-    /// `need`: the octets it needed, those held for other messages, and whether its
-    /// spill had failed.
-    fn tempfail_over_budget(
-        reply: &mut impl SetErrorReply,
-        queue_id: String,
-        octets: u64,
-        (needed, held, failed_spill): (usize, usize, bool),
-        budget: usize,
-        stage: &'static str,
-    ) -> Ended {
-        // Local and transient: the MTA keeps the message and tries again later.
-        let _ = reply.set_error_reply(
-            "451",
-            Some("4.3.1"),
-            ["Insufficient system resources, try again later"],
-        );
-        Ended::OverBudget {
-            queue_id,
-            octets,
-            needed,
-            held,
-            budget,
-            failed_spill,
-            stage,
-        }
     }
 
     /// What the scopes match on; nothing to look up when there are none.

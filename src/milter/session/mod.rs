@@ -14,7 +14,8 @@
 //!
 //! Here: the session, built once per connection, and the stages that receive the
 //! message; `eom`: end of message; `heading_copy`: the copy of the heading Stalwart
-//! sends in the body.
+//! sends in the body; `over_budget`: the tempfail of a message the memory budget has
+//! no room for (its spill failed, or spilled octets count as memory).
 
 use std::borrow::Cow;
 use std::ffi::CStr;
@@ -26,9 +27,9 @@ use bytes::Bytes;
 use indymilter::{Macros, ProtoOpts};
 
 use super::actions::ValueForm;
-use super::buffer::{self, Budget, Buffer, Lost, Pool, SpillTo};
+use super::buffer::{self, Budget, Buffer, Pool, SpillTo};
 use super::in_flight::{InFlight, InFlightCount};
-use super::outcome::{panic_text, Cause, Ended, EomError};
+use super::outcome::{panic_text, Cause, EomError};
 use super::{EngineOptions, Shared};
 use crate::config::Config;
 use crate::policy::intake::Intake;
@@ -37,6 +38,7 @@ use crate::policy::scope::Recipients;
 
 mod eom;
 mod heading_copy;
+mod over_budget;
 #[cfg(test)]
 mod tests;
 
@@ -386,32 +388,6 @@ impl Session {
                 format!("receiving the message: {}", panic_text(&*p)),
             ));
         }
-    }
-
-    /// The message being received, once `[limits] memory_budget` had no room for it:
-    /// ended here, for a stage that replies to tempfail it at once (the caller logs and
-    /// counts it) rather than take the rest of it for nothing.
-    pub fn over_budget_now(&mut self) -> Option<Ended> {
-        let m = self.message.as_mut()?;
-        let Some(Lost::OverBudget {
-            needed,
-            held,
-            failed_spill,
-        }) = m.buf.lost.clone()
-        else {
-            return None;
-        };
-        let octets = m.octets;
-        self.message = None;
-        Some(Ended::OverBudget {
-            queue_id: self.queue_id.clone(),
-            octets,
-            needed,
-            held,
-            budget: self.config.limits().memory_budget,
-            failed_spill,
-            stage: "message",
-        })
     }
 }
 
