@@ -160,15 +160,16 @@ impl<'a> Message<'a> {
     /// The IMAP-style part path of `e` (`0`, `1`, `2.3`, `2.0` for the message
     /// encapsulated in 2), made from the numbers of its ancestors.
     pub fn path(&self, e: &Entity) -> CompactString {
-        // Checks ask for paths of parts they look at without a finding to report: the
-        // ancestors are kept inline, and the path is edited in place, without `format!`.
+        // Checks ask for paths of every part with a finding: the ancestors are kept
+        // inline, and the path is written as octets in place (each CompactString::push
+        // checks its capacity and UTF-8 width) and made a string once.
         let mut chain: SmallVec<[&Entity; 16]> = SmallVec::new();
         let mut at = e;
         while let Some(p) = at.parent {
             chain.push(at);
             at = &self.entities[p];
         }
-        let mut path = CompactString::const_new("0");
+        let mut path = PathOctets::new();
         for child in chain.into_iter().rev() {
             let Some(parent) = child.parent else { break };
             match self.entities[parent].kind {
@@ -178,7 +179,11 @@ impl<'a> Message<'a> {
                 _ => {}
             }
         }
-        path
+        // Empty for the message itself; only digits and dots otherwise.
+        match std::str::from_utf8(&path) {
+            Ok(p) if !p.is_empty() => CompactString::new(p),
+            _ => CompactString::const_new("0"),
+        }
     }
 
     pub fn buf(&self, e: &Entity) -> &[u8] {
@@ -604,16 +609,17 @@ fn default_type(digest: bool) -> Arc<ContentType> {
     Arc::clone(if digest { rfc822 } else { plain })
 }
 
+/// A part path being written: empty stands for `0`, the message itself.
+type PathOctets = SmallVec<[u8; 24]>;
+
 /// Turns the path of a multipart into the path of its body part `n`: the top-level
 /// heading `0` numbers its parts 1, 2…; an encapsulated heading `P.0` numbers them P.1…
-fn push_child_number(path: &mut CompactString, n: u32) {
-    if path == "0" {
-        path.clear();
-    } else {
-        if path.ends_with(".0") {
+fn push_child_number(path: &mut PathOctets, n: u32) {
+    if !path.is_empty() {
+        if path.ends_with(b".0") {
             path.truncate(path.len() - 2);
         }
-        path.push('.');
+        path.push(b'.');
     }
     let mut digits = [0u8; 10];
     let mut at = digits.len();
@@ -626,23 +632,20 @@ fn push_child_number(path: &mut CompactString, n: u32) {
             break;
         }
     }
-    for &d in &digits[at..] {
-        path.push(char::from(d));
-    }
+    path.extend_from_slice(&digits[at..]);
 }
 
 /// Turns the path of a message/rfc822 entity into that of the message it encapsulates:
 /// a body part P holds message P.0; a heading whose own type is message/rfc822 (`0`,
 /// `P.0`) has the encapsulated message as its body part 1, as IMAP numbers it.
-fn push_encapsulated(path: &mut CompactString) {
-    if path == "0" {
-        path.clear();
-        path.push_str("1.0");
-    } else if path.ends_with(".0") {
+fn push_encapsulated(path: &mut PathOctets) {
+    if path.is_empty() {
+        path.extend_from_slice(b"1.0");
+    } else if path.ends_with(b".0") {
         path.truncate(path.len() - 2);
-        path.push_str(".1.0");
+        path.extend_from_slice(b".1.0");
     } else {
-        path.push_str(".0");
+        path.extend_from_slice(b".0");
     }
 }
 
@@ -1068,6 +1071,15 @@ mod tests {
         Message::parse(raw, &Limits::default())
     }
 
+    /// A path as `Message::path` writes it: `0` is empty.
+    fn octets(path: &str) -> PathOctets {
+        if path == "0" {
+            PathOctets::new()
+        } else {
+            PathOctets::from_slice(path.as_bytes())
+        }
+    }
+
     #[test]
     fn child_paths_match_decimal_numbering() {
         for (parent, n, want) in [
@@ -1077,9 +1089,9 @@ mod tests {
             ("3.0", 10_000, "3.10000"),
             ("0", u32::MAX, "4294967295"),
         ] {
-            let mut path = CompactString::from(parent);
+            let mut path = octets(parent);
             push_child_number(&mut path, n);
-            assert_eq!(path, want);
+            assert_eq!(&*path, want.as_bytes());
         }
         for (parent, want) in [
             ("0", "1.0"),
@@ -1087,9 +1099,9 @@ mod tests {
             ("2.0", "2.1.0"),
             ("3.1.0", "3.1.1.0"),
         ] {
-            let mut path = CompactString::from(parent);
+            let mut path = octets(parent);
             push_encapsulated(&mut path);
-            assert_eq!(path, want);
+            assert_eq!(&*path, want.as_bytes());
         }
     }
 
