@@ -346,7 +346,7 @@ fn check_message_id(cx: &mut Context, heading: usize) {
 /// Whether the first Content-ID of entity `i` is a msg-id.
 fn content_id_parses(msg: &Message, i: usize) -> bool {
     let e = &msg.entities[i];
-    msg.field(e, "content-id")
+    msg.content_id(e)
         .is_some_and(|f| parse_msg_id(msg.value(e, f)).is_ok())
 }
 

@@ -47,7 +47,7 @@ fn content_ids(msg: &Message, related: usize) -> Vec<(usize, Vec<u8>)> {
         .iter()
         .filter_map(|&c| {
             let e = &msg.entities[c];
-            let f = msg.field(e, "content-id")?;
+            let f = msg.content_id(e)?;
             let id = addr_spec(msg.value(e, f));
             (!id.is_empty()).then_some((c, id))
         })

@@ -75,6 +75,10 @@ pub struct Entity {
     pub ctype: Arc<ContentType>,
     /// Index into the entity's fields of the Content-Type field used, if any.
     pub ctype_field: Option<usize>,
+    /// Index into the entity's fields of its first Content-ID field, if any: the
+    /// Content-ID rules look for it on every part, and comparing each field's name
+    /// there cost a 10 000-part message ~50 instructions a part.
+    pub cid_field: Option<usize>,
     pub encoding: Encoding,
     pub kind: Kind,
     /// This entity's number among the body parts of its parent multipart (1, 2…; 0
@@ -209,6 +213,26 @@ impl<'a> Message<'a> {
             .iter()
             .enumerate()
             .filter(move |(_, f)| eq_lower(self.name(e, f), name.as_bytes()))
+    }
+
+    /// The first Content-ID field of `e`, as the scan found it.
+    pub fn content_id<'s>(&'s self, e: &'s Entity) -> Option<&'s Field> {
+        e.cid_field.and_then(|i| self.fields(e).get(i))
+    }
+
+    /// The Content-ID fields of `e`, in order, with their indexes (the first as the
+    /// scan found it, without comparing the names of the fields before it).
+    pub fn content_ids<'s>(
+        &'s self,
+        e: &'s Entity,
+    ) -> impl Iterator<Item = (usize, &'s Field)> + 's {
+        let first = e.cid_field.unwrap_or(usize::MAX);
+        let buf = self.buf(e);
+        self.fields(e)
+            .iter()
+            .enumerate()
+            .skip(first)
+            .filter(move |(i, f)| *i == first || eq_lower(&buf[f.name.clone()], b"content-id"))
     }
 
     /// The first field of `e` named `name` (given in lower case).
@@ -427,6 +451,7 @@ impl<'a> Message<'a> {
         let fields = &self.all_fields[first_field..];
         let mut ctype = None;
         let mut ctype_field = None;
+        let mut cid_field = None;
         let mut encoding = Encoding::SevenBit;
         let mut parsed_type = None;
         for (i, f) in fields.iter().enumerate() {
@@ -446,6 +471,8 @@ impl<'a> Message<'a> {
                 ctype_field = Some(i);
             } else if eq_lower(name, b"content-transfer-encoding") {
                 encoding = parse_encoding(&buf[f.value.clone()]);
+            } else if cid_field.is_none() && eq_lower(name, b"content-id") {
+                cid_field = Some(i);
             }
         }
         let ctype_read = ctype.is_some();
@@ -469,6 +496,7 @@ impl<'a> Message<'a> {
             field_span: first_field..self.all_fields.len(),
             ctype,
             ctype_field,
+            cid_field,
             encoding,
             kind,
             number: p.number,
@@ -1278,6 +1306,50 @@ mod tests {
         assert_eq!(digests, 4);
         let html = m.entities.iter().filter(|e| e.ctype.is("text", "html"));
         assert_eq!(html.map(|e| e.buf).collect::<Vec<_>>(), [1, 1, 0]);
+    }
+
+    /// The scan's Content-ID index names the same fields as a look at every name: in any
+    /// place and case, twice, not at all, on a phantom heading and in an encapsulated
+    /// message's decoded buffer.
+    #[test]
+    fn content_id_index_is_the_first_content_id_field() {
+        let inner = "Content-Type: multipart/mixed; boundary=i\nContent-ID: <in@x>\n\n--i\nCONTENT-id: <a@x>\nContent-Type: text/html; charset=x\n\nh\n--i--\n";
+        let qp = inner.replace('=', "=3D");
+        let raw = format!(
+            "Content-ID: <top@x>\nContent-Type: multipart/mixed; boundary=b\n\n\
+             --b\nContent-Type: text/plain\n\n1\n\
+             --b\nContent-Type: text/plain\nContent-IDs: <no@x>\nContent-Id: <b@x>\nContent-ID: <c@x>\n\n2\n\
+             --b\nContent-Type: message/external-body; access-type=URL; URL=\"http://x/\"\n\n\
+             Content-Type: text/plain\nContent-ID: <ph@x>\n\n\
+             --b\nContent-Type: message/rfc822\nContent-Transfer-Encoding: quoted-printable\n\n{qp}\n\
+             --b--\n"
+        );
+        let m = parse(raw.as_bytes());
+        let mut with_id = Vec::new();
+        for e in &m.entities {
+            let want: Vec<usize> = m.fields_named(e, "content-id").map(|(i, _)| i).collect();
+            let got: Vec<usize> = m.content_ids(e).map(|(i, _)| i).collect();
+            assert_eq!(got, want, "part {}", m.path(e));
+            assert_eq!(e.cid_field, want.first().copied(), "part {}", m.path(e));
+            assert_eq!(
+                m.content_id(e).map(|f| m.value(e, f)),
+                m.field(e, "content-id").map(|f| m.value(e, f)),
+            );
+            if let Some(f) = m.content_id(e) {
+                with_id.push((e.buf, m.value(e, f).trim_ascii().to_vec()));
+            }
+        }
+        let ids: Vec<(usize, &[u8])> = with_id.iter().map(|(b, v)| (*b, &v[..])).collect();
+        assert_eq!(
+            ids,
+            [
+                (0, &b"<top@x>"[..]),
+                (0, b"<b@x>"),
+                (0, b"<ph@x>"),
+                (1, b"<in@x>"),
+                (1, b"<a@x>")
+            ]
+        );
     }
 
     #[test]

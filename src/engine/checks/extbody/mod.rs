@@ -186,7 +186,7 @@ fn check_phantom(cx: &mut Context, e: &Entity, access: Option<&str>) {
     else {
         return;
     };
-    if msg.field(ph, "content-id").is_none() {
+    if msg.content_id(ph).is_none() {
         cx.report(Finding::new(
             Rule::ExtbodyInnerContentIdMissing,
             msg.path(e),
