@@ -68,7 +68,7 @@ impl<'m, 'a> CidScopes<'m, 'a> {
             present: vec![false; n],
         };
         for (i, e) in msg.entities.iter().enumerate() {
-            let Some(f) = msg.field(e, "content-id") else {
+            let Some(f) = msg.content_id(e) else {
                 continue;
             };
             ids.present[i] = true;

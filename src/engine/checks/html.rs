@@ -117,7 +117,6 @@ pub fn check(cx: &mut Context) {
         };
         let s = scan_utf8(&text, MAX_REFS_PER_PART);
         cx.cid_refs_complete &= !s.truncated;
-        let path = &*msg.path(&msg.entities[idx]);
         st.in_related = !st.scopes.related_ancestors(idx).is_empty();
         let mut part = HtmlPart {
             idx,
@@ -160,12 +159,12 @@ pub fn check(cx: &mut Context) {
                 }
                 IdUrl::Cid(_) => {
                     if let Some(p) = problem {
-                        cx.report(syntax_finding(path, r, &p));
+                        cx.report(syntax_finding(&msg.path(&msg.entities[idx]), r, &p));
                     }
                 }
                 IdUrl::Mid { message, .. } => {
                     if let Some(p) = problem {
-                        cx.report(syntax_finding(path, r, &p));
+                        cx.report(syntax_finding(&msg.path(&msg.entities[idx]), r, &p));
                     }
                     check_mid(cx, &mut st, idx, r, &message);
                 }
@@ -235,7 +234,8 @@ fn check_cid(
     problem: Option<&str>,
 ) {
     let msg = cx.msg;
-    let path = &*msg.path(&msg.entities[idx]);
+    // The part's path is made only for a finding: most references resolve cleanly.
+    let path = || msg.path(&msg.entities[idx]);
     let resolution = resolve_cid(&mut st.scopes, idx, id);
     let target = match &resolution {
         Resolution::Found(at, in_related) => Target::ContentId {
@@ -260,7 +260,7 @@ fn check_cid(
             cx.cid_targets.insert(at);
             if let Some(p) = problem {
                 if content_id_parses(msg, at) {
-                    let mut f = syntax_finding(path, r, p);
+                    let mut f = syntax_finding(&path(), r, p);
                     f.severity = Severity::Info;
                     f.message.push_str(&format!(
                         "; it resolves to part {} all the same",
@@ -283,7 +283,7 @@ fn check_cid(
         Resolution::Candidates(_) => cx.cid_dangling = true,
         Resolution::Dangling(rel, elsewhere) => {
             cx.cid_dangling = true;
-            let mut f = dangling(msg, path, r, id, rel, elsewhere);
+            let mut f = dangling(msg, &path(), r, id, rel, elsewhere);
             if let Some(p) = problem {
                 f.message.push_str(&format!(
                     "; the URL is also not a URL-encoded addr-spec: {p}"
@@ -346,7 +346,7 @@ fn check_message_id(cx: &mut Context, heading: usize) {
 /// Whether the first Content-ID of entity `i` is a msg-id.
 fn content_id_parses(msg: &Message, i: usize) -> bool {
     let e = &msg.entities[i];
-    msg.field(e, "content-id")
+    msg.content_id(e)
         .is_some_and(|f| parse_msg_id(msg.value(e, f)).is_ok())
 }
 

@@ -47,7 +47,7 @@ fn content_ids(msg: &Message, related: usize) -> Vec<(usize, Vec<u8>)> {
         .iter()
         .filter_map(|&c| {
             let e = &msg.entities[c];
-            let f = msg.field(e, "content-id")?;
+            let f = msg.content_id(e)?;
             let id = addr_spec(msg.value(e, f));
             (!id.is_empty()).then_some((c, id))
         })
@@ -146,15 +146,17 @@ fn check_type(
 ) {
     let msg = cx.msg;
     let e = &msg.entities[idx];
-    let root_type = root.map(|r| (msg.entities[r].ctype.essence(), msg.path(&msg.entities[r])));
+    // The root's path is made only for a finding: most type parameters match.
+    let root_type = root.map(|r| (msg.entities[r].ctype.essence(), r));
     match params.get("type").map(|v| v.value) {
         None => {
             let mut finding = Finding::new(
                 Rule::RelatedTypeMissing,
                 msg.path(e),
                 match &root_type {
-                    Some((t, p)) => format!(
-                        "multipart/related has no type parameter; its root (part {p}) is {t} (RFC 2387 §3.1)"
+                    Some((t, r)) => format!(
+                        "multipart/related has no type parameter; its root (part {}) is {t} (RFC 2387 §3.1)",
+                        msg.path(&msg.entities[*r])
                     ),
                     None => "multipart/related has no type parameter and no root part to take it from (RFC 2387 §3.1)".to_string(),
                 },
@@ -167,7 +169,7 @@ fn check_type(
             cx.report(finding);
         }
         Some(given) => {
-            let Some((t, p)) = root_type else {
+            let Some((t, r)) = root_type else {
                 return;
             };
             let given_text = String::from_utf8_lossy(&given);
@@ -184,8 +186,9 @@ fn check_type(
                 Rule::RelatedTypeMismatch,
                 msg.path(e),
                 format!(
-                    "multipart/related type=\"{}\" but its root (part {p}) is {t} (RFC 2387 §3.1){hint}",
-                    excerpt(given_trim.as_bytes())
+                    "multipart/related type=\"{}\" but its root (part {}) is {t} (RFC 2387 §3.1){hint}",
+                    excerpt(given_trim.as_bytes()),
+                    msg.path(&msg.entities[r])
                 ),
             ));
         }

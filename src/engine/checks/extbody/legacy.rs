@@ -88,8 +88,7 @@ fn convert(cx: &mut Context, f: &ExtField, access: &str) -> Legacy {
         out.note = format!("{equivalent}; not converted: access-type=FTP needs a login, which a URL would make the reader ask for (enable legacy.ftp_with_login)");
         return out;
     }
-    let path = &*cx.msg.path(&cx.msg.entities[f.idx]);
-    let target = apply_rewrite_rules(cx, path, access, &url, &mut out);
+    let target = apply_rewrite_rules(cx, f.idx, access, &url, &mut out);
     if let Some(why) = rewrite::refuse(cx, &target) {
         out.note = format!("{equivalent}; not converted: the URL {why}");
         return out;
@@ -117,7 +116,7 @@ fn convert(cx: &mut Context, f: &ExtField, access: &str) -> Legacy {
 /// makes of it when that may be written. The rule's finding goes into `out`.
 fn apply_rewrite_rules(
     cx: &Context,
-    path: &str,
+    idx: usize,
     access: &str,
     url: &[u8],
     out: &mut Legacy,
@@ -129,6 +128,7 @@ fn apply_rewrite_rules(
     if rw.url == url_str {
         return url_str;
     }
+    let path = &*cx.msg.path(&cx.msg.entities[idx]);
     match rewrite::refuse(cx, &rw.url) {
         None => {
             out.rewritten = Some(Finding::new(

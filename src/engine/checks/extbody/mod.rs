@@ -136,7 +136,6 @@ fn check_needed_params(cx: &mut Context, f: &ExtField, access: &str) {
         _ => (&[], ""),
     };
     let msg = cx.msg;
-    let path = &*msg.path(&msg.entities[f.idx]);
     for &name in needed {
         // A URL parameter that is there but empty is `extbody-url-invalid` (url::check):
         // the parameter is not absent, its value is not an absolute URI.
@@ -146,7 +145,7 @@ fn check_needed_params(cx: &mut Context, f: &ExtField, access: &str) {
         if !present {
             cx.report(Finding::new(
                 Rule::ExtbodyParamMissing,
-                path,
+                msg.path(&msg.entities[f.idx]),
                 format!(
                     "access-type={access} needs a non-empty {} parameter ({section}){}",
                     name.to_ascii_uppercase(),
@@ -187,7 +186,7 @@ fn check_phantom(cx: &mut Context, e: &Entity, access: Option<&str>) {
     else {
         return;
     };
-    if msg.field(ph, "content-id").is_none() {
+    if msg.content_id(ph).is_none() {
         cx.report(Finding::new(
             Rule::ExtbodyInnerContentIdMissing,
             msg.path(e),

@@ -163,6 +163,9 @@ pub(super) fn check(cx: &mut Context, f: &ExtField) {
         } else {
             None
         };
+    if found.is_empty() {
+        return;
+    }
     let path = cx.msg.path(&cx.msg.entities[f.idx]);
     for u in found {
         let mut finding = Finding::new(u.rule, &path, u.message);

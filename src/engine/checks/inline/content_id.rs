@@ -57,7 +57,7 @@ fn named_as(r: &Reference, id: &str) -> Option<String> {
 fn rewrite_id(cx: &mut Context, at: usize, id: &str, rule: Rule) -> Option<usize> {
     let msg = cx.msg;
     let e = &msg.entities[at];
-    let mut fields = msg.fields_named(e, "content-id");
+    let mut fields = msg.content_ids(e);
     let (fi, field) = fields.next()?;
     if fields.next().is_some() || !e.editable() || e.depth == 0 || !writable_id(id) {
         return None;
@@ -84,7 +84,7 @@ fn malformed(cx: &mut Context) -> BTreeSet<usize> {
     }
     for (at, refs) in by_part {
         let e = &msg.entities[at];
-        let Some(field) = msg.field(e, "content-id") else {
+        let Some(field) = msg.content_id(e) else {
             continue;
         };
         let value = msg.value(e, field);
@@ -148,7 +148,7 @@ fn malformed(cx: &mut Context) -> BTreeSet<usize> {
 /// Why part `c` is the candidate for id `x`: what the finding says of it.
 fn why_candidate(msg: &Message, c: usize) -> String {
     let e = &msg.entities[c];
-    match msg.field(e, "content-id") {
+    match msg.content_id(e) {
         Some(f) => format!(
             "part {} has Content-ID \"{}\", which differs only in letter case",
             msg.path(e),
@@ -234,7 +234,7 @@ fn repair_candidate(cx: &mut Context, c: usize, refs: &[usize], claimed_once: bo
         matches!(&r.target, Target::ContentId { at, .. } if *at == c)
             || matches!(&r.target, Target::Lenient(v) if v.contains(&c))
     });
-    let has_id = msg.field(&msg.entities[c], "content-id").is_some();
+    let has_id = msg.content_id(&msg.entities[c]).is_some();
     // A field added where there was none must itself be well-formed: an id with no
     // `@` (a bare file name) is not a msg-id, and libraries that parse Content-IDs
     // (Ruby's mail) report the new field as a defect (docs/INTEROP.md).

@@ -61,12 +61,15 @@ fn check_part(cx: &mut Context, at: usize, n: usize) {
     let msg = cx.msg;
     let e = &msg.entities[at];
     let r = &cx.refs[n];
-    let by = format!(
-        "{} \"{}\" in part {}",
-        r.place,
-        clip(&r.url),
-        msg.path(&msg.entities[r.html])
-    );
+    // Made only for a finding: most parts shown by a reference have none.
+    let by = || {
+        format!(
+            "{} \"{}\" in part {}",
+            r.place,
+            clip(&r.url),
+            msg.path(&msg.entities[r.html])
+        )
+    };
     let fields: Vec<usize> = msg
         .fields_named(e, "content-disposition")
         .map(|(i, _)| i)
@@ -79,8 +82,9 @@ fn check_part(cx: &mut Context, at: usize, n: usize) {
             Rule::RelatedPartDispositionMissing,
             msg.path(e),
             format!(
-                "{} is shown by {by} but has no Content-Disposition: readers that hide only images marked inline from the attachment list (Thunderbird for Android) list it as an attachment (RFC 2183 §2.1)",
-                e.ctype.essence()
+                "{} is shown by {} but has no Content-Disposition: readers that hide only images marked inline from the attachment list (Thunderbird for Android) list it as an attachment (RFC 2183 §2.1)",
+                e.ctype.essence(),
+                by()
             ),
         );
         if let Some(edit) = insert_field(
@@ -107,8 +111,9 @@ fn check_part(cx: &mut Context, at: usize, n: usize) {
         Rule::RelatedPartDisposition,
         msg.path(e),
         format!(
-            "{} is shown by {by} but has Content-Disposition: attachment: readers list it as an attachment, and some show it a second time below the body (RFC 2183 §2.1)",
-            e.ctype.essence()
+            "{} is shown by {} but has Content-Disposition: attachment: readers list it as an attachment, and some show it a second time below the body (RFC 2183 §2.1)",
+            e.ctype.essence(),
+            by()
         ),
     );
     // One field, read to its end, in the original bytes: the type alone is replaced.

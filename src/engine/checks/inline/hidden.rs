@@ -26,7 +26,7 @@ fn root(msg: &Message, r: usize) -> Option<usize> {
     let want = addr_spec(&start.value);
     msg.children(e).iter().copied().find(|&c| {
         let ce = &msg.entities[c];
-        msg.field(ce, "content-id")
+        msg.content_id(ce)
             .is_some_and(|f| addr_spec(msg.value(ce, f)) == want)
     })
 }
@@ -101,7 +101,7 @@ pub(super) fn check(cx: &mut Context) {
     for (r, c, how) in hidden {
         let ce = &msg.entities[c];
         let named = || {
-            msg.field(ce, "content-id").is_some_and(|f| {
+            msg.content_id(ce).is_some_and(|f| {
                 let id = addr_spec(msg.value(ce, f));
                 !id.is_empty() && cx.content_id_used(&id, c)
             })
