@@ -1,6 +1,7 @@
 //! Tests of reading mailboxes: mbox splitting and unquoting against the line-by-line
 //! references, maildirs, files that change while read.
 
+use super::mbox::unquote_in_place;
 use super::*;
 
 /// The messages of an mbox held whole.

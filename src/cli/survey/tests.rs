@@ -1,6 +1,6 @@
 //! Tests of the survey: the forms a summary shows mask what differs between messages.
 
-use super::*;
+use super::stats::form;
 
 #[test]
 fn forms_mask_what_differs_between_messages() {
