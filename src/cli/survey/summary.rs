@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use super::pool::Seq;
 use super::stats::{Form, RuleStats, Sender, Stats};
 use super::Context;
 use crate::cli::printable;
@@ -13,6 +14,14 @@ use crate::policy::Action;
 const SHOWN_FORMS: usize = 5;
 /// Senders listed in the summary.
 const SHOWN_SENDERS: usize = 10;
+
+/// Where a form or a sender is listed: most messages first, then the one seen first,
+/// then by its text. The forms of one message tie on both counts, and the hash map
+/// holding them hands them over in another order in every process: without the text,
+/// two runs over the same mail could show different forms.
+pub(super) fn ranked(messages: u64, first: Seq, text: &str) -> (std::cmp::Reverse<u64>, Seq, &str) {
+    (std::cmp::Reverse(messages), first, text)
+}
 
 pub(super) struct Summary<'a> {
     pub(super) ctx: &'a Context,
@@ -48,11 +57,7 @@ impl<'a> Summary<'a> {
             .filter(|(_, s)| s.messages > 0)
             .map(|(r, s)| {
                 let mut forms: Vec<(&String, &Form)> = s.forms.iter().collect();
-                forms.sort_by(|a, b| {
-                    b.1.messages
-                        .cmp(&a.1.messages)
-                        .then(a.1.example.0.cmp(&b.1.example.0))
-                });
+                forms.sort_by_key(|(text, f)| ranked(f.messages, f.example.0, text));
                 forms.truncate(SHOWN_FORMS);
                 RuleLine {
                     rule: *r,
@@ -183,11 +188,7 @@ impl<'a> Summary<'a> {
     /// The senders of inline images some reader shows wrongly, most messages first.
     fn senders(&self) -> Vec<(&String, &Sender)> {
         let mut v: Vec<(&String, &Sender)> = self.stats.inline.senders.iter().collect();
-        v.sort_by(|a, b| {
-            b.1.messages
-                .cmp(&a.1.messages)
-                .then(a.1.example.0.cmp(&b.1.example.0))
-        });
+        v.sort_by_key(|(name, s)| ranked(s.messages, s.example.0, name));
         v.truncate(SHOWN_SENDERS);
         v
     }

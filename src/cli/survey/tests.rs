@@ -1,6 +1,8 @@
 //! Tests of the survey: the forms a summary shows mask what differs between messages.
 
+use super::pool::Seq;
 use super::stats::form;
+use super::summary::ranked;
 
 #[test]
 fn forms_mask_what_differs_between_messages() {
@@ -20,4 +22,24 @@ fn forms_mask_what_differs_between_messages() {
         form("Content-Transfer-Encoding: base64 (RFC 2046 §5.2.3: only 7bit), 1200 octets"),
         "Content-Transfer-Encoding: base64 (RFC 2046 §5.2.3: only 7bit), N octets"
     );
+}
+
+/// Forms found in the same message tie on their count and their first example; the
+/// map they are counted in iterates in a random order per process, so only the text
+/// can make the order shown the same in every run.
+#[test]
+fn forms_that_tie_are_shown_in_the_order_of_their_text() {
+    let texts: Vec<String> = (0..12).map(|i| format!("form {}", (i * 7) % 12)).collect();
+    let mut counted: std::collections::HashMap<&str, (u64, Seq)> =
+        texts.iter().map(|t| (t.as_str(), (3, (0, 5)))).collect();
+    counted.insert("seen earlier", (3, (0, 1)));
+    counted.insert("in more messages", (4, (0, 9)));
+    let mut shown: Vec<(&str, (u64, Seq))> = counted.into_iter().collect();
+    shown.sort_by_key(|&(text, (messages, first))| ranked(messages, first, text));
+    let order: Vec<&str> = shown.iter().map(|&(t, _)| t).collect();
+    let mut tied: Vec<&str> = texts.iter().map(String::as_str).collect();
+    tied.sort();
+    let mut want = vec!["in more messages", "seen earlier"];
+    want.extend(tied);
+    assert_eq!(order, want);
 }
