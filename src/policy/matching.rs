@@ -313,23 +313,28 @@ impl<'a> FieldCache<'a> {
 /// fields after it still count. Such a line is taken as it always was here: as a field
 /// when a colon follows a name without spaces (white space before the colon dropped),
 /// else passed over with its continuation lines.
+/// How much of a message [`TopFields::read`] hands the heading scan at a time.
+const READ_AT_ONCE: usize = 16 * 1024;
+
 pub struct TopFields<'a> {
     fields: Vec<(&'a [u8], Cow<'a, [u8]>)>,
 }
 
 impl<'a> TopFields<'a> {
     pub fn read(raw: &'a [u8]) -> TopFields<'a> {
-        let fields = mime::fields_read_on(raw)
-            .into_iter()
-            .filter_map(|f| {
+        let mut fields = Vec::new();
+        // A piece at a time: a message file with no empty line and many short lines that
+        // are no field would otherwise be a record per line before they are passed over.
+        mime::fields_read_on_by_piece(raw, READ_AT_ONCE, |piece| {
+            fields.extend(piece.iter().filter_map(|f| {
                 let (name, value) = if f.name.is_empty() {
-                    stray_field(&raw[f.value])?
+                    stray_field(&raw[f.value.clone()])?
                 } else {
-                    (&raw[f.name], &raw[f.value])
+                    (&raw[f.name.clone()], &raw[f.value.clone()])
                 };
                 Some((name, unfold(value)))
-            })
-            .collect();
+            }));
+        });
         TopFields { fields }
     }
 

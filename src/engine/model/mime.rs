@@ -794,6 +794,47 @@ pub fn fields_read_on(buf: &[u8]) -> Vec<Field> {
     fields
 }
 
+/// [`fields_read_on`] over `buf` handed about `piece` octets at a time, each piece cut
+/// where a line that is no continuation line begins, so that the scan reads the same
+/// fields as over the whole: each piece's fields, with offsets into `buf`, go to `each`
+/// until the heading ends. A caller that keeps few of them holds one piece's records at
+/// a time, not one per line of a large message file that has no empty line.
+pub fn fields_read_on_by_piece(buf: &[u8], piece: usize, mut each: impl FnMut(&[Field])) {
+    let mut at = 0;
+    while at < buf.len() {
+        let cut = next_field_start(buf, (at + piece.max(1)).min(buf.len()), buf.len());
+        let mut fields = fields_read_on(&buf[at..cut]);
+        // The scan stopped before the cut at the empty line that ends the heading; a
+        // first piece of nothing but continuation lines gives no field and no end.
+        let ended = match fields.last() {
+            Some(f) => f.end != cut - at,
+            None => {
+                let continuation = matches!(buf.first(), Some(b' ' | b'\t'));
+                !(at == 0 && continuation && next_field_start(buf, 0, cut) == cut)
+            }
+        };
+        for f in &mut fields {
+            let shift = |r: &Range<usize>| r.start + at..r.end + at;
+            (f.start, f.name, f.value, f.end) =
+                (f.start + at, shift(&f.name), shift(&f.value), f.end + at);
+        }
+        each(&fields);
+        if ended {
+            return;
+        }
+        at = cut;
+    }
+}
+
+/// Where the first line at or after `from` that is no continuation line begins, or
+/// `end`: a heading handed to the scan in two pieces cut there reads as one.
+pub fn next_field_start(b: &[u8], from: usize, end: usize) -> usize {
+    memchr::memchr_iter(b'\n', &b[from..end])
+        .map(|lf| from + lf + 1)
+        .find(|&next| next == end || !matches!(b[next], b' ' | b'\t'))
+        .unwrap_or(end)
+}
+
 /// The length of the name and the position of the colon when `line` starts with a
 /// field name (printable ASCII, no colon; obsolete whitespace before the colon allowed,
 /// and not part of the name).
@@ -1105,6 +1146,52 @@ mod tests {
             PathOctets::new()
         } else {
             PathOctets::from_slice(path.as_bytes())
+        }
+    }
+
+    /// Handed in pieces, the heading scan read on past stray lines gives the fields it
+    /// gives over the whole: lines of every kind (folds, stray lines, an mbox From line,
+    /// empty lines, bare CR and LF, NUL, 8-bit) cut at sizes from one octet to past the end.
+    #[test]
+    fn fields_read_in_pieces_are_those_of_the_whole() {
+        let lines: [&[u8]; 16] = [
+            b"\r\n",
+            b"\n",
+            b" cont: x\r\n",
+            b"\r",
+            b"Subject: one\r\n",
+            b" folded\r\n",
+            b"\tand again\n",
+            b"no colon here\r\n",
+            b"From sender@example.org Thu Nov 26 2026\r\n",
+            b"X-\0: nul\r\n",
+            b"Sub ject: space\r\n",
+            b"\xe9: eight-bit\r\n",
+            b"X-Cr\r: y\r\n",
+            b"List-Id: <l.example>\r\n",
+            b": empty name\r\n",
+            b"A: 1\n",
+        ];
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for round in 0..2000 {
+            let mut buf = Vec::new();
+            for _ in 0..(round % 40 + 1) {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                buf.extend_from_slice(lines[(seed % lines.len() as u64) as usize]);
+            }
+            if round % 3 == 0 {
+                buf.extend_from_slice(b"\r\nbody: not read\r\nmore: body\r\n");
+            } else if round % 3 == 1 {
+                buf.extend_from_slice(b"last: no line end");
+            }
+            let whole = fields_read_on(&buf);
+            for piece in [1, 2, 7, 30, 64, 1 << 14] {
+                let mut pieced = Vec::new();
+                fields_read_on_by_piece(&buf, piece, |f| pieced.extend_from_slice(f));
+                assert_eq!(pieced, whole, "round {round}, piece {piece}: {buf:?}");
+            }
         }
     }
 

@@ -76,7 +76,7 @@ fn read_stretch<'a>(
     let after_lf = stretch.start + usize::from(b.get(stretch.start) == Some(&b'\n'));
     let mut at = after_lf;
     loop {
-        let cut = field_start_from(b, (at + SCAN_AT_ONCE).min(stretch.end), stretch.end);
+        let cut = mime::next_field_start(b, (at + SCAN_AT_ONCE).min(stretch.end), stretch.end);
         let scanned = mime::fields_read_on(&b[at..cut]);
         if at == after_lf {
             let first = scanned.first().map_or(cut, |f| at + f.start);
@@ -93,16 +93,6 @@ fn read_stretch<'a>(
         }
         at = cut;
     }
-}
-
-/// Where the first line at or after `from` that is no continuation line begins (or
-/// `end`): the scan reads the same fields when handed what lies before it and what
-/// lies after it apart.
-fn field_start_from(b: &[u8], from: usize, end: usize) -> usize {
-    memchr::memchr_iter(b'\n', &b[from..end])
-        .map(|lf| from + lf + 1)
-        .find(|&next| next == end || !matches!(b[next], b' ' | b'\t'))
-        .unwrap_or(end)
 }
 
 /// Where the next empty line after `start` begins (`b` itself when it begins with a
