@@ -8,6 +8,7 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::net::IpAddr;
+use std::ops::ControlFlow;
 
 use ipnet::IpNet;
 use regex::bytes::Regex;
@@ -334,6 +335,7 @@ impl<'a> TopFields<'a> {
                 };
                 Some((name, unfold(value)))
             }));
+            ControlFlow::Continue(())
         });
         TopFields { fields }
     }

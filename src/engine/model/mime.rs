@@ -10,7 +10,7 @@
 //! so they are marked not editable (`buf != 0`).
 
 use std::borrow::Cow;
-use std::ops::Range;
+use std::ops::{ControlFlow, Range};
 use std::sync::{Arc, OnceLock};
 
 use compact_str::CompactString;
@@ -797,9 +797,14 @@ pub fn fields_read_on(buf: &[u8]) -> Vec<Field> {
 /// [`fields_read_on`] over `buf` handed about `piece` octets at a time, each piece cut
 /// where a line that is no continuation line begins, so that the scan reads the same
 /// fields as over the whole: each piece's fields, with offsets into `buf`, go to `each`
-/// until the heading ends. A caller that keeps few of them holds one piece's records at
-/// a time, not one per line of a large message file that has no empty line.
-pub fn fields_read_on_by_piece(buf: &[u8], piece: usize, mut each: impl FnMut(&[Field])) {
+/// until the heading ends or `each` breaks. A caller that keeps few of them holds one
+/// piece's records at a time, not one per line of a large message file that has no
+/// empty line.
+pub fn fields_read_on_by_piece(
+    buf: &[u8],
+    piece: usize,
+    mut each: impl FnMut(&[Field]) -> ControlFlow<()>,
+) {
     let mut at = 0;
     while at < buf.len() {
         let cut = next_field_start(buf, (at + piece.max(1)).min(buf.len()), buf.len());
@@ -818,8 +823,7 @@ pub fn fields_read_on_by_piece(buf: &[u8], piece: usize, mut each: impl FnMut(&[
             (f.start, f.name, f.value, f.end) =
                 (f.start + at, shift(&f.name), shift(&f.value), f.end + at);
         }
-        each(&fields);
-        if ended {
+        if each(&fields).is_break() || ended {
             return;
         }
         at = cut;
@@ -1189,7 +1193,10 @@ mod tests {
             let whole = fields_read_on(&buf);
             for piece in [1, 2, 7, 30, 64, 1 << 14] {
                 let mut pieced = Vec::new();
-                fields_read_on_by_piece(&buf, piece, |f| pieced.extend_from_slice(f));
+                fields_read_on_by_piece(&buf, piece, |f| {
+                    pieced.extend_from_slice(f);
+                    ControlFlow::Continue(())
+                });
                 assert_eq!(pieced, whole, "round {round}, piece {piece}: {buf:?}");
             }
         }

@@ -1,7 +1,7 @@
 //! The copy of the heading that Stalwart sends at the start of the body: found, so that
 //! the copy is analysed as the heading and does not come back in a replaced body.
 
-use std::ops::Range;
+use std::ops::{ControlFlow, Range};
 
 use crate::engine::model::mime;
 
@@ -62,11 +62,12 @@ const SCAN_AT_ONCE: usize = 16 * 1024;
 /// The fields of `stretch`, which holds no empty line but may begin with a bare LF
 /// one, added to `fields`; None once there are more than `most`.
 ///
-/// The engine's heading scan, read on past stray lines ([`mime::fields_read_on`]),
-/// reads the stretch. What it hands over nowhere is taken here from where it starts
-/// reading: the continuation lines before its first field, and an empty line in bare
-/// LF, which ends its heading but is a line of its own to a milter and, with
-/// continuation lines after it, a field that may hold a colon.
+/// The engine's heading scan, read on past stray lines a piece at a time
+/// ([`mime::fields_read_on_by_piece`]), reads the stretch. What it hands over nowhere
+/// is taken here from where it starts reading: the continuation lines before its first
+/// field, and an empty line in bare LF, which ends its heading but is a line of its
+/// own to a milter and, with continuation lines after it, a field that may hold a
+/// colon.
 fn read_stretch<'a>(
     b: &'a [u8],
     stretch: Range<usize>,
@@ -74,25 +75,30 @@ fn read_stretch<'a>(
     most: usize,
 ) -> Option<()> {
     let after_lf = stretch.start + usize::from(b.get(stretch.start) == Some(&b'\n'));
-    let mut at = after_lf;
-    loop {
-        let cut = mime::next_field_start(b, (at + SCAN_AT_ONCE).min(stretch.end), stretch.end);
-        let scanned = mime::fields_read_on(&b[at..cut]);
-        if at == after_lf {
-            let first = scanned.first().map_or(cut, |f| at + f.start);
-            if first > stretch.start {
-                fields.push(without_line_end(&b[stretch.start..first]));
+    let (mut leading, mut over) = (true, false);
+    mime::fields_read_on_by_piece(&b[after_lf..stretch.end], SCAN_AT_ONCE, |piece| {
+        if let (true, Some(f)) = (leading, piece.first()) {
+            leading = false;
+            if after_lf + f.start > stretch.start {
+                fields.push(without_line_end(&b[stretch.start..after_lf + f.start]));
             }
         }
-        fields.extend(scanned.iter().map(|f| &b[at + f.start..at + f.value.end]));
-        if fields.len() > most {
-            return None;
+        fields.extend(
+            piece
+                .iter()
+                .map(|f| &b[after_lf + f.start..after_lf + f.value.end]),
+        );
+        over = fields.len() > most;
+        if over {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
         }
-        if cut == stretch.end {
-            return Some(());
-        }
-        at = cut;
+    });
+    if leading && stretch.end > stretch.start {
+        fields.push(without_line_end(&b[stretch.start..stretch.end]));
     }
+    (!over && fields.len() <= most).then_some(())
 }
 
 /// Where the next empty line after `start` begins (`b` itself when it begins with a
