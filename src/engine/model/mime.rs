@@ -703,11 +703,20 @@ fn read_heading(buf: &[u8], range: Range<usize>, top: bool, all: &mut Vec<Field>
     let mut no_separator = true;
     let mut last_line_end = pos;
     while pos < end {
-        // The empty line that ends a heading needs no search for its end.
+        // The empty line that ends a heading needs no search for its end, and a
+        // field's line is searched from its colon: the name was just read.
+        let mut named = None;
         let (content_end, next) = match buf[pos] {
             b'\n' => (pos, pos + 1),
             b'\r' if pos + 1 < end && buf[pos + 1] == b'\n' => (pos, pos + 2),
-            _ => line_end(buf, pos, end),
+            b' ' | b'\t' => line_end(buf, pos, end),
+            _ => match field_name_end(&buf[pos..end]) {
+                Some((name_len, colon)) => {
+                    named = Some((name_len, colon));
+                    line_end(buf, pos + colon + 1, end)
+                }
+                None => line_end(buf, pos, end),
+            },
         };
         if next - content_end == 2 {
             crlf_lines += 1;
@@ -731,7 +740,7 @@ fn read_heading(buf: &[u8], range: Range<usize>, top: bool, all: &mut Vec<Field>
             pos = next;
             continue;
         }
-        match field_name_end(line) {
+        match named {
             Some((name_len, colon)) => {
                 fields.push(Field {
                     start: pos,
