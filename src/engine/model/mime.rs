@@ -1067,6 +1067,20 @@ fn split_at_candidates(
     (parts, false)
 }
 
+/// Whether the line at `at` in `buf` is `key` followed by nothing but blanks up to its
+/// end: the line's key (see [`DelimiterIndex`]) is `key` (which is not empty and does not
+/// end with a blank). Not for a key ending in CR, which may be the CR of the line break.
+fn key_ends_at(buf: &[u8], at: usize, key: &[u8]) -> bool {
+    if key.last() == Some(&b'\r') {
+        return false;
+    }
+    let Some(rest) = buf.get(at..).and_then(|r| r.strip_prefix(key)) else {
+        return false;
+    };
+    let rest = &rest[rest.iter().take_while(|&&b| b == b' ' || b == b'\t').count()..];
+    matches!(rest, [] | [b'\n', ..] | [b'\r', b'\n', ..])
+}
+
 fn trim_lwsp(b: &[u8]) -> &[u8] {
     let n = b
         .iter()
@@ -1099,6 +1113,12 @@ impl DelimiterIndex {
             .into_iter()
             .chain(memmem::find_iter(buf, b"\n--").map(|at| at + 1));
         for pos in starts {
+            // Most lines repeat the run's key: that is settled by what follows it.
+            if !run.0.is_empty() && key_ends_at(buf, pos + 2, run.0) {
+                run.1.push(pos);
+                ix.dash_lines.push(pos);
+                continue;
+            }
             let (content_end, _) = line_end(buf, pos, buf.len());
             let key = trim_lwsp(&buf[pos + 2..content_end]);
             if key != run.0 {
