@@ -93,9 +93,18 @@ pub struct Entity {
     /// The heading did not end with an empty line: the body starts at the first line
     /// that is not a header field.
     pub no_separator: bool,
+    /// The MIME fields the heading has, as bits (`CONTENT_LOCATION`…): rules that look
+    /// at every part can pass over one without the field they need without comparing
+    /// the names of its fields.
+    has: u8,
 }
 
 impl Entity {
+    /// Whether the heading has one of the MIME fields `bits` names (`CONTENT_BASE | …`).
+    pub fn has(&self, bits: u8) -> bool {
+        self.has & bits != 0
+    }
+
     /// Fields can be edited in place (they lie in the original bytes).
     pub fn editable(&self) -> bool {
         self.buf == 0
@@ -454,9 +463,15 @@ impl<'a> Message<'a> {
         let mut cid_field = None;
         let mut encoding = Encoding::SevenBit;
         let mut parsed_type = None;
+        let mut has = 0;
         for (i, f) in fields.iter().enumerate() {
             let name = &buf[f.name.clone()];
-            if ctype_field.is_none() && eq_lower(name, b"content-type") {
+            let known = mime_field(name);
+            has |= known;
+            if known == 0 {
+                continue;
+            }
+            if ctype_field.is_none() && known == CONTENT_TYPE {
                 match last_type.repeated(p.buf, buf, &f.value) {
                     Some(from) => ctype = from.map(|j| Arc::clone(&self.entities[j].ctype)),
                     None => {
@@ -469,9 +484,9 @@ impl<'a> Message<'a> {
                     }
                 }
                 ctype_field = Some(i);
-            } else if eq_lower(name, b"content-transfer-encoding") {
+            } else if known == CONTENT_TRANSFER_ENCODING {
                 encoding = parse_encoding(&buf[f.value.clone()]);
-            } else if cid_field.is_none() && eq_lower(name, b"content-id") {
+            } else if cid_field.is_none() && known == CONTENT_ID {
                 cid_field = Some(i);
             }
         }
@@ -503,7 +518,38 @@ impl<'a> Message<'a> {
             child_span: 0..0,
             crlf: h.crlf,
             no_separator: h.no_separator,
+            has,
         });
+    }
+}
+
+/// The MIME fields a heading has (see [`Entity::has`]), one bit each.
+pub const CONTENT_TYPE: u8 = 1;
+pub const CONTENT_TRANSFER_ENCODING: u8 = 2;
+pub const CONTENT_ID: u8 = 4;
+pub const CONTENT_LOCATION: u8 = 8;
+pub const CONTENT_BASE: u8 = 16;
+pub const CONTENT_DISPOSITION: u8 = 32;
+
+/// Which of the MIME fields the checks look for `name` is (its bit), or 0. The length
+/// settles it for nearly every other name, so each field costs at most one comparison.
+fn mime_field(name: &[u8]) -> u8 {
+    // Each comparison with its own constant: one picked at run time compared twice as
+    // slowly (the words of a constant are folded into the code).
+    let is = |bit: u8, yes: bool| if yes { bit } else { 0 };
+    match name.len() {
+        10 => is(CONTENT_ID, eq_lower(name, b"content-id")),
+        12 if name[8].eq_ignore_ascii_case(&b'b') => {
+            is(CONTENT_BASE, eq_lower(name, b"content-base"))
+        }
+        12 => is(CONTENT_TYPE, eq_lower(name, b"content-type")),
+        16 => is(CONTENT_LOCATION, eq_lower(name, b"content-location")),
+        19 => is(CONTENT_DISPOSITION, eq_lower(name, b"content-disposition")),
+        25 => is(
+            CONTENT_TRANSFER_ENCODING,
+            eq_lower(name, b"content-transfer-encoding"),
+        ),
+        _ => 0,
     }
 }
 
