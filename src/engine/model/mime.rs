@@ -1052,7 +1052,9 @@ fn split_multipart_indexed(
     let open = in_body(trim_lwsp(boundary));
     let close = in_body(&close_key);
     // A body that does not start at a line start can still open with a delimiter.
-    let first = (hay.starts_with(&dash) && !index.is_line_start(body.start)).then_some(0);
+    // The index keyed every line that starts with `--`.
+    let line_start = body.start == 0 || buf[body.start - 1] == b'\n';
+    let first = (hay.starts_with(&dash) && !line_start).then_some(0);
     // Nor can a body that ends inside a line: the index keyed that line whole.
     let cut = buf
         .get(body.end)
@@ -1220,8 +1222,6 @@ fn trim_lwsp(b: &[u8]) -> &[u8] {
 #[derive(Debug, Default)]
 struct DelimiterIndex {
     by_key: std::collections::HashMap<Vec<u8>, Vec<usize>>,
-    /// Sorted starts of all lines, to tell whether a body begins at a line start.
-    dash_lines: Vec<usize>,
 }
 
 impl DelimiterIndex {
@@ -1241,7 +1241,6 @@ impl DelimiterIndex {
             // Most lines repeat the run's key: that is settled by what follows it.
             if !run.0.is_empty() && key_ends_at(buf, pos + 2, run.0) {
                 run.1.push(pos);
-                ix.dash_lines.push(pos);
                 continue;
             }
             let (content_end, _) = line_end(buf, pos, buf.len());
@@ -1251,7 +1250,6 @@ impl DelimiterIndex {
                 run.0 = key;
             }
             run.1.push(pos);
-            ix.dash_lines.push(pos);
         }
         ix.flush(&mut run);
         ix
@@ -1276,10 +1274,6 @@ impl DelimiterIndex {
         self.by_key.get(key).map_or(&[], Vec::as_slice)
     }
 
-    /// Whether `pos` is the start of a `--` line this index knows.
-    fn is_line_start(&self, pos: usize) -> bool {
-        self.dash_lines.binary_search(&pos).is_ok()
-    }
 }
 
 /// The lengths of the physical lines of a field, name included, line endings excluded.
