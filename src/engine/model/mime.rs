@@ -1106,7 +1106,9 @@ fn split_at_candidates(
     dash_len: usize,
     candidates: impl Iterator<Item = usize>,
 ) -> (Vec<Range<usize>>, bool) {
-    let mut parts = Vec::new();
+    // At most one part per candidate: grown by doubling, a 10 000-part split copied
+    // its list 14 times.
+    let mut parts = Vec::with_capacity(candidates.size_hint().1.unwrap_or(0));
     let mut open: Option<usize> = None; // start of the current part (relative)
     let mut from = 0;
     for at in candidates {
