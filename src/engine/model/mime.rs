@@ -1067,6 +1067,22 @@ fn split_multipart_indexed(
     } else {
         None
     };
+    // A body that starts and ends at line starts, whose boundary has no trailing blank
+    // and whose one close delimiter (if any) follows every delimiter line (nearly every
+    // multipart): the index's lines are the candidates as they are, each a delimiter.
+    let keyed_exactly = trim_lwsp(boundary).len() == boundary.len();
+    if keyed_exactly
+        && first.is_none()
+        && last.is_none()
+        && match (open.last(), close) {
+            (_, []) | (None, [_]) => true,
+            (Some(o), [c]) => o < c,
+            _ => false,
+        }
+    {
+        let candidates = open.iter().chain(close).map(|&p| p - body.start);
+        return split_at_candidates(hay, body.start, dash.len(), candidates);
+    }
     let mut merged = Vec::with_capacity(open.len() + close.len() + 2);
     merged.extend(first);
     let (mut i, mut j) = (0, 0);
@@ -1093,7 +1109,6 @@ fn split_multipart_indexed(
     // A line the index keyed by the boundary itself starts with `--boundary`, and lies
     // whole in the body unless it is the cut line: only that line, and lines keyed by a
     // boundary with its trailing blanks removed, need the test (a call a part).
-    let keyed_exactly = trim_lwsp(boundary).len() == boundary.len();
     let candidates = merged.into_iter().filter(|&at| {
         (keyed_exactly && Some(at) != last) || hay.get(at..).is_some_and(|t| t.starts_with(&dash))
     });
