@@ -63,7 +63,7 @@ pub fn parse_msg_id(value: &[u8]) -> Result<Cow<'_, [u8]>, MsgIdError> {
 /// plain form, nearly every Content-ID, does not pay this parser's set-up (~20
 /// instructions a call, ~10 000 calls for a 10 000-part message).
 #[inline(never)]
-fn parse_msg_id_full(value: &[u8]) -> Result<Cow<'_, [u8]>, MsgIdError> {
+pub(crate) fn parse_msg_id_full(value: &[u8]) -> Result<Cow<'_, [u8]>, MsgIdError> {
     let mut c = Cur { s: value, i: 0 };
     c.cfws();
     if c.at_end() {
@@ -149,7 +149,7 @@ fn parse_msg_id_full(value: &[u8]) -> Result<Cow<'_, [u8]>, MsgIdError> {
 /// The addr-spec of the form nearly every Content-ID takes, `<dot-atom@dot-atom>` with
 /// nothing but whitespace around it, without copying it; `None` for anything else (the
 /// full parser then decides). Saves an allocation per part of a many-part message.
-fn plain_msg_id(value: &[u8]) -> Option<&[u8]> {
+pub(crate) fn plain_msg_id(value: &[u8]) -> Option<&[u8]> {
     let blank = |b: u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
     let mut start = 0;
     while start < value.len() && blank(value[start]) {
