@@ -164,19 +164,26 @@ pub(crate) fn plain_msg_id_after<'v>(
     value: &'v [u8],
     at_right: &[u8],
 ) -> Option<(&'v [u8], usize)> {
-    let blank = |b: u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
-    let mut start = 0;
-    while start < value.len() && blank(value[start]) {
-        start += 1;
-    }
-    let mut end = value.len();
-    while end > start && blank(value[end - 1]) {
-        end -= 1;
-    }
-    if end - start < 2 || value[start] != b'<' || value[end - 1] != b'>' {
-        return None;
-    }
-    let inner = &value[start + 1..end - 1];
+    let inner = match value {
+        // How nearly every value is written, `Content-ID: <…>`: no white space to look
+        // for, at either end.
+        [b' ', b'<', inner @ .., b'>'] => inner,
+        _ => {
+            let blank = |b: u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+            let mut start = 0;
+            while start < value.len() && blank(value[start]) {
+                start += 1;
+            }
+            let mut end = value.len();
+            while end > start && blank(value[end - 1]) {
+                end -= 1;
+            }
+            if end - start < 2 || value[start] != b'<' || value[end - 1] != b'>' {
+                return None;
+            }
+            &value[start + 1..end - 1]
+        }
+    };
     // `at_right` is `@` and a dot-atom: the id is plain when what comes before it is a
     // dot-atom without `@`.
     if let Some(split) = inner.len().checked_sub(at_right.len()) {
@@ -673,7 +680,17 @@ mod tests {
         ];
         for l in lefts {
             for r in rights {
-                for (pre, post) in [("<", ">"), (" <", ">\r\n"), ("<", ""), ("", ">")] {
+                for (pre, post) in [
+                    (" <", ">"),
+                    ("<", ">"),
+                    ("  <", ">"),
+                    (" <", ">\r\n"),
+                    ("\t<", "> "),
+                    (" ", ">"),
+                    (" <", ""),
+                    (" <", " "),
+                    ("", ">"),
+                ] {
                     let value = [pre.as_bytes(), l, b"@", r, post.as_bytes()].concat();
                     let want = plain_msg_id(&value);
                     if let Some(id) = want {
@@ -690,6 +707,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Values too short to hold an id, in the form the first test reads at once.
+    #[test]
+    fn plain_id_of_almost_nothing() {
+        for v in [
+            &b" <>"[..],
+            b" <@>",
+            b" <a@>",
+            b" <@a>",
+            b" <a>",
+            b" >",
+            b" <",
+            b" ",
+        ] {
+            assert_eq!(plain_msg_id(v), None, "{v:?}");
+            assert_eq!(plain_msg_id_after(v, b"@a"), None, "{v:?}");
+        }
+        assert_eq!(plain_msg_id_after(b" <a@a>", b"@a"), Some((&b"a@a"[..], 1)));
     }
 
     /// The two-word comparison of 8 to 16 octets, against `==`, a difference at each
