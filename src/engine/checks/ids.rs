@@ -28,10 +28,9 @@ pub fn check(cx: &mut Context) {
     let mut dups = Duplicates::default();
     // The `@` and right side of the last plain id: the next one is likely to share it.
     let mut at_right: &[u8] = &[];
-    for i in 0..msg.entities.len() {
+    for (i, e) in msg.entities.iter().enumerate() {
         // The scan's index of the first Content-ID: the fields before it are not looked
         // at, and a part without one not at all.
-        let e = &msg.entities[i];
         let Some(first_at) = e.cid_field else {
             continue;
         };
