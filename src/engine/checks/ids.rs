@@ -34,14 +34,16 @@ pub fn check(cx: &mut Context) {
         let Some(first_at) = e.cid_field else {
             continue;
         };
-        let fields = msg.fields(e);
-        let Some(f) = fields.get(first_at) else {
+        // Its index in the message's fields, read from there without making the
+        // heading's slice first.
+        let at = e.field_span.start + first_at;
+        let Some(f) = msg.all_fields.get(at).filter(|_| at < e.field_span.end) else {
             continue;
         };
         let v = &msg.buf(e)[f.value.clone()];
         // Fields after the first Content-ID: asked here, as the call cost a part whose
         // Content-ID is its last field (most of them) ~50 instructions.
-        let later = first_at + 1 < fields.len();
+        let later = at + 1 < e.field_span.end;
         // Nearly every Content-ID is plain, `<left@right>` of atext and dots: its
         // addr-spec is a slice of the value, handed on as it is. Building a `Result`
         // of a `Cow` for it and moving that through the two rules cost a 10 000-part
