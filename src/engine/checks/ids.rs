@@ -7,63 +7,98 @@
 //!
 //! The msg-id syntax itself ([`parse_msg_id`], [`addr_spec`]) is in `syntax::msgid`.
 
-use std::borrow::Cow;
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
 
 use crate::engine::model::analysis::{Context, Finding};
 use crate::engine::model::mime::{Kind, Message};
 use crate::engine::model::rules::{Rule, Severity};
 use crate::engine::syntax::ascii::eq_lower;
-use crate::engine::syntax::msgid::{lenient_addr_spec, parse_msg_id, MsgIdError};
+use crate::engine::syntax::msgid::{
+    lenient_addr_spec, parse_msg_id, parse_msg_id_full, plain_msg_id_after, MsgIdError,
+};
 
 /// Runs the Content-ID rules over every heading.
 pub fn check(cx: &mut Context) {
     // One pass: each Content-ID is parsed once and goes straight from the syntax rule to
     // the duplicate rule (a 10 000-part message spent a third of its analysis parsing
     // them twice, and then kept every id in a vector between two passes). Findings keep
-    // their order within each part: a part's own syntax finding comes before any
+    // their order within each part: a part's own syntax findings come before any
     // duplicate reported on it.
+    let msg = cx.msg;
     let mut dups = Duplicates::default();
-    for i in 0..cx.msg.entities.len() {
-        if let Some(id) = check_syntax(cx, i) {
-            dups.check(cx, i, id);
+    // The `@` and right side of the last plain id: the next one is likely to share it.
+    let mut at_right: &[u8] = &[];
+    for (i, e) in msg.entities.iter().enumerate() {
+        // The scan's index of the first Content-ID: the fields before it are not looked
+        // at, and a part without one not at all.
+        let Some(first_at) = e.cid_field else {
+            continue;
+        };
+        // Its index in the message's fields, read from there without making the
+        // heading's slice first.
+        let at = e.field_span.start + first_at;
+        let Some(f) = msg.all_fields.get(at).filter(|_| at < e.field_span.end) else {
+            continue;
+        };
+        let v = &msg.buf(e)[f.value.clone()];
+        // Fields after the first Content-ID: asked here, as the call cost a part whose
+        // Content-ID is its last field (most of them) ~50 instructions.
+        let later = at + 1 < e.field_span.end;
+        // Nearly every Content-ID is plain, `<left@right>` of atext and dots: its
+        // addr-spec is a slice of the value, handed on as it is. Building a `Result`
+        // of a `Cow` for it and moving that through the two rules cost a 10 000-part
+        // message ~140 instructions a part.
+        match plain_msg_id_after(v, at_right) {
+            Some((id, at)) => {
+                at_right = &id[at..];
+                if later {
+                    check_later_ids(cx, i, first_at);
+                }
+                dups.check_plain(cx, i, id);
+            }
+            None => {
+                let id = first_id_not_plain(cx, i, v);
+                if later {
+                    check_later_ids(cx, i, first_at);
+                }
+                dups.check_owned(cx, i, id);
+            }
         }
     }
 }
 
-/// Reports entity `i`'s unparsable Content-IDs; returns the addr-spec of its first one.
-fn check_syntax<'m>(cx: &mut Context<'m, '_>, i: usize) -> Option<Cow<'m, [u8]>> {
+/// The addr-spec of entity `i`'s first Content-ID `v`, one that is not plain: parsed in
+/// full, or read leniently (and `content-id-syntax` reported) when it is no msg-id.
+#[inline(never)]
+fn first_id_not_plain(cx: &mut Context, i: usize, v: &[u8]) -> Vec<u8> {
+    match parse_msg_id_full(v) {
+        Ok(id) => id.into_owned(),
+        Err(why) => {
+            // content-id-malformed said it, with what reads it and the repair.
+            if !cx.malformed_ids.contains(&i) {
+                report_syntax(cx, i, v, true, why);
+            }
+            lenient_addr_spec(v)
+        }
+    }
+}
+
+/// Reports entity `i`'s unparsable Content-IDs after its first, at `first_at`. A plain
+/// loop rather than `fields_named`: its filter closure was inlined in some builds and
+/// called in others, ~100 instructions a part either way round.
+fn check_later_ids(cx: &mut Context, i: usize, first_at: usize) {
     let msg = cx.msg;
     let e = &msg.entities[i];
     let buf = msg.buf(e);
-    let mut id = None;
-    // The scan's index of the first Content-ID: the fields before it are not looked
-    // at, and a part without one not at all. A plain loop rather than `fields_named`
-    // from there: its filter closure was inlined in some builds and called in others,
-    // ~100 instructions a part either way round.
-    let first_at = e.cid_field?;
-    let fields = msg.fields(e);
-    for (at, f) in fields.iter().enumerate().skip(first_at) {
-        let first = at == first_at;
-        if !first && !eq_lower(&buf[f.name.clone()], b"content-id") {
+    for f in msg.fields(e).get(first_at + 1..).unwrap_or(&[]) {
+        if !eq_lower(&buf[f.name.clone()], b"content-id") {
             continue;
         }
         let v = &buf[f.value.clone()];
-        let parsed = parse_msg_id(v);
-        let bad = parsed.as_ref().err().copied();
-        if first {
-            id = Some(parsed.unwrap_or_else(|_| Cow::Owned(lenient_addr_spec(v))));
-        }
-        // content-id-malformed said it, with what reads it and the repair.
-        if first && cx.malformed_ids.contains(&i) {
-            continue;
-        }
-        if let Some(why) = bad {
-            report_syntax(cx, i, v, first, why);
+        if let Err(why) = parse_msg_id(v) {
+            report_syntax(cx, i, v, false, why);
         }
     }
-    id
 }
 
 /// `content-id-syntax` for value `v` of entity `i` (`first`: its first Content-ID).
@@ -122,36 +157,137 @@ fn scope(msg: &Message, owner: usize) -> Scope {
 /// `content-id-duplicate`, fed each entity's first Content-ID in document order.
 #[derive(Default)]
 struct Duplicates<'m> {
-    /// addr-spec -> the entity it was first seen on. Sized when the first id comes, for
-    /// every part that may follow (bounded by max_parts, like the entities themselves),
-    /// and filled through `entry`: growing the map rehashed every key and
-    /// get-then-insert hashed each one twice. foldhash rather than SipHash: hashing was a
-    /// third of this rule's cost on a 10 000-part message. The sender picks the ids, but
-    /// the seed is random per map, and max_parts bounds even a full collision. Owners and
-    /// scopes are only worked out when an id repeats: doing so for every id was a
-    /// visible cost on a 10 000-part message.
-    first: HashMap<Cow<'m, [u8]>, usize, foldhash::fast::RandomState>,
-    /// Owners already reported (allocated at the first repeat).
+    /// Each addr-spec seen, with the entity it was first seen on, in the order seen.
+    seen: Vec<Seen<'m>>,
+    /// A hash table of `seen`: index + 1, 0 for an empty slot; open addressing, linear
+    /// probing; 32 bits, as zeroing the table is most of its set-up. Sized when the
+    /// first id comes to twice the parts that may follow, as each part gives at most
+    /// one id: it never grows again and stays at most half full. foldhash rather than
+    /// SipHash: hashing was a third of this rule's cost on a 10 000-part message. The
+    /// sender picks the ids, but the seed is random per table, and max_parts bounds even
+    /// a full collision. A table of our own rather than a `HashMap` (or hashbrown's
+    /// `HashTable`, no cheaper): it needs neither deletion nor growth, and its look-up
+    /// inlined cost a 10 000-part message ~60 instructions less a part.
+    slots: Vec<u32>,
+    hasher: foldhash::fast::RandomState,
+    /// The ids that had to be copied (comments or folding inside, or no msg-id at all).
+    copies: Vec<Vec<u8>>,
+    /// Owners already reported (allocated at the first repeat). Owners and scopes are
+    /// only worked out when an id repeats: doing so for every id was a visible cost on
+    /// a 10 000-part message.
     reported_owner: Vec<bool>,
 }
 
+/// An id in [`Duplicates::seen`]: a slice of the Content-ID's value (a plain one), or
+/// one of [`Duplicates::copies`].
+struct Seen<'m> {
+    hash: u64,
+    id: &'m [u8],
+    /// Index into `copies`, or [`NOT_COPIED`].
+    copy: usize,
+    entity: usize,
+}
+
+const NOT_COPIED: usize = usize::MAX;
+
 impl<'m> Duplicates<'m> {
-    fn check(&mut self, cx: &mut Context<'m, '_>, i: usize, id: Cow<'m, [u8]>) {
-        let msg = cx.msg;
+    fn check_plain(&mut self, cx: &mut Context<'m, '_>, i: usize, id: &'m [u8]) {
+        match self.find(cx.msg.entities.len() - i, id) {
+            (_, Ok(first)) => self.repeated(cx, i, first, id),
+            (hash, Err(slot)) => self.add(
+                slot,
+                Seen {
+                    hash,
+                    id,
+                    copy: NOT_COPIED,
+                    entity: i,
+                },
+            ),
+        }
+    }
+
+    fn check_owned(&mut self, cx: &mut Context<'m, '_>, i: usize, id: Vec<u8>) {
         if id.is_empty() {
             return;
         }
-        if self.first.capacity() == 0 {
-            self.first.reserve(msg.entities.len() - i);
-        }
-        let seen = match self.first.entry(id) {
-            Entry::Vacant(slot) => {
-                slot.insert(i);
-                return;
+        match self.find(cx.msg.entities.len() - i, &id) {
+            (_, Ok(first)) => self.repeated(cx, i, first, &id),
+            (hash, Err(slot)) => {
+                let copy = self.copies.len();
+                self.copies.push(id);
+                self.add(
+                    slot,
+                    Seen {
+                        hash,
+                        id: &[],
+                        copy,
+                        entity: i,
+                    },
+                );
             }
-            Entry::Occupied(seen) => seen,
-        };
-        let (o, fo) = (owner(msg, i), owner(msg, *seen.get()));
+        }
+    }
+
+    /// `id`'s hash, and the entity it was first seen on, or else the empty slot for it;
+    /// `left`: the entities from this one on, the most ids that can still come.
+    #[inline(always)]
+    fn find(&mut self, left: usize, id: &[u8]) -> (u64, Result<usize, usize>) {
+        if self.slots.len() <= 2 * self.seen.len() {
+            self.grow(left);
+        }
+        // Its octets only: foldhash mixes the length in, `Hash for [u8]` would add it
+        // again.
+        let mut h = self.hasher.build_hasher();
+        h.write(id);
+        let hash = h.finish();
+        let mask = self.slots.len() - 1;
+        let mut at = hash as usize & mask;
+        loop {
+            let n = self.slots[at] as usize;
+            let Some(s) = n.checked_sub(1).map(|k| &self.seen[k]) else {
+                return (hash, Err(at));
+            };
+            let key = match self.copies.get(s.copy) {
+                Some(c) => c,
+                None => s.id,
+            };
+            if s.hash == hash && key == id {
+                return (hash, Ok(s.entity));
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    fn add(&mut self, slot: usize, s: Seen<'m>) {
+        // Beyond 4 294 967 294 ids (max_parts allows a million) one is left out.
+        if let Ok(n) = u32::try_from(self.seen.len() + 1) {
+            self.seen.push(s);
+            self.slots[slot] = n;
+        }
+    }
+
+    /// Makes room for `left` more ids, at most half the slots filled. Once per
+    /// message: the first id sizes the table for every part that may follow.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, left: usize) {
+        let len = (2 * (self.seen.len() + left)).next_power_of_two().max(16);
+        self.slots = vec![0; len];
+        self.seen.reserve(left);
+        let mask = len - 1;
+        for (k, s) in self.seen.iter().enumerate() {
+            let mut at = s.hash as usize & mask;
+            while self.slots[at] != 0 {
+                at = (at + 1) & mask;
+            }
+            self.slots[at] = k as u32 + 1;
+        }
+    }
+
+    /// Entity `i`'s first Content-ID `id` was first seen on entity `first`.
+    fn repeated(&mut self, cx: &mut Context<'m, '_>, i: usize, first: usize, id: &[u8]) {
+        let msg = cx.msg;
+        let (o, fo) = (owner(msg, i), owner(msg, first));
         if fo == o || scope(msg, fo) == scope(msg, o) {
             return;
         }
@@ -162,7 +298,7 @@ impl<'m> Duplicates<'m> {
             return;
         }
         self.reported_owner[o] = true;
-        report_duplicate(cx, o, fo, seen.key());
+        report_duplicate(cx, o, fo, id);
     }
 }
 
@@ -287,12 +423,96 @@ mod tests {
         assert_eq!(rules_at(&rel, Rule::RelatedCidDuplicate), ["2"]);
     }
 
+    /// An id written plainly and the same id written with white space inside (parsed
+    /// in full, so kept apart from plain ones) are one id, in either order.
+    #[test]
+    fn plain_and_parsed_forms_of_one_id_are_duplicates() {
+        for (a, b) in [
+            ("<x@y>", "< x@y >"),
+            ("< x@y >", "<x@y>"),
+            ("<x@y>", "<x @y>"),
+        ] {
+            let raw = MIXED.replacen("<x@y>", a, 1).replacen("<x@y>", b, 1);
+            assert_eq!(rules_at(&raw, Rule::ContentIdDuplicate), ["2"], "{a} {b}");
+        }
+        // Nor does a repeated unparsable id pass unnoticed, nor one that only reads as
+        // another's id leniently.
+        let raw = MIXED.replace("<x@y>", "<x@y:1>");
+        assert_eq!(rules_at(&raw, Rule::ContentIdDuplicate), ["2"]);
+        let raw = MIXED.replacen("<x@y>", "<x@y", 1);
+        assert_eq!(rules_at(&raw, Rule::ContentIdDuplicate), ["2"]);
+    }
+
+    /// Every Content-ID field of a part is checked, not only the first, and in order: the
+    /// part's syntax findings come before its duplicate.
+    #[test]
+    fn later_content_ids_are_checked_in_order() {
+        let raw = "Content-Type: multipart/mixed; boundary=b\n\n--b\nContent-ID: <x@y>\n\none\n--b\nContent-ID: <x@y>\nContent-Type: text/plain\ncontent-id: bad\nContent-ID: <z@y>\nContent-ID: (c) x\n\ntwo\n--b--\n";
+        let got: Vec<(Rule, String, String)> = analyse(raw.as_bytes(), &Options::default())
+            .findings
+            .into_iter()
+            .filter(|f| matches!(f.rule, Rule::ContentIdSyntax | Rule::ContentIdDuplicate))
+            .map(|f| (f.rule, f.part, f.message.chars().take(24).collect()))
+            .collect();
+        let want = [
+            (Rule::ContentIdSyntax, "2", "Content-ID \"bad\" is not "),
+            (Rule::ContentIdSyntax, "2", "Content-ID \"(c) x\" is no"),
+            (Rule::ContentIdDuplicate, "2", "Content-ID <x@y> is also"),
+        ];
+        let want: Vec<(Rule, String, String)> = want
+            .iter()
+            .map(|(r, p, m)| (*r, p.to_string(), m.to_string()))
+            .collect();
+        assert_eq!(got, want);
+    }
+
     #[test]
     fn external_body_phantom_id_is_the_parts_own() {
         let raw = "Content-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: message/external-body; access-type=URL; URL=\"http://x/\"\nContent-ID: <e@x>\n\nContent-ID: <e@x>\n\n--b\nContent-ID: <e@x>\n\n2\n--b--\n";
         // The external-body's own and its phantom's Content-ID are one part's; the
         // third part is a real duplicate.
         assert_eq!(rules_at(raw, Rule::ContentIdDuplicate), ["2"]);
+    }
+
+    /// The duplicate table answers as a map would: each id's first entity, whatever the
+    /// ids, their number, copies among them, and the table grown at any point (here it
+    /// is told one id at a time is left, so it grows again and again).
+    #[test]
+    fn duplicate_table_finds_each_ids_first_entity() {
+        let values: Vec<Vec<u8>> = (0..3000u32)
+            .map(|k| format!("p{}@x{}", k.wrapping_mul(2_654_435_761) % 700, k % 3).into_bytes())
+            .collect();
+        for left in [1, 3000] {
+            let mut dups = Duplicates::default();
+            let mut want: std::collections::HashMap<&[u8], usize> = Default::default();
+            for (i, v) in values.iter().enumerate() {
+                let copied = i % 5 == 0;
+                let (hash, got) = dups.find(left, v);
+                assert_eq!(got.ok(), want.get(&v[..]).copied(), "{i} {left}");
+                if let Err(slot) = got {
+                    want.insert(v, i);
+                    let copy = dups.copies.len();
+                    if copied {
+                        dups.copies.push(v.clone());
+                    }
+                    let (id, copy) = if copied {
+                        (&[][..], copy)
+                    } else {
+                        (&v[..], NOT_COPIED)
+                    };
+                    dups.add(
+                        slot,
+                        Seen {
+                            hash,
+                            id,
+                            copy,
+                            entity: i,
+                        },
+                    );
+                }
+            }
+            assert_eq!(dups.seen.len(), want.len());
+        }
     }
 
     #[test]
