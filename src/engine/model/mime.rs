@@ -629,8 +629,8 @@ impl LastType {
 }
 
 /// `a == b`, with values of 8 to 16 octets (most Content-Type values of a part,
-/// ` text/plain`) compared as their first and last eight octets: the call to `memcmp`
-/// cost more than the comparison.
+/// ` text/plain`) compared as their first and last eight octets and shorter ones octet
+/// by octet: the call to `memcmp` cost more than the comparison.
 fn same_octets(a: &[u8], b: &[u8]) -> bool {
     let word = |s: &[u8], at: usize| {
         s.get(at..at + 8)
@@ -641,10 +641,10 @@ fn same_octets(a: &[u8], b: &[u8]) -> bool {
     if n != b.len() {
         return false;
     }
-    if (8..=16).contains(&n) {
-        word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8)
-    } else {
-        a == b
+    match n {
+        0..8 => a.iter().zip(b).all(|(x, y)| x == y),
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        _ => a == b,
     }
 }
 
@@ -1217,7 +1217,11 @@ fn key_ends_at(buf: &[u8], at: usize, key: &[u8]) -> bool {
     if key.last() == Some(&b'\r') {
         return false;
     }
-    let Some(rest) = buf.get(at..).and_then(|r| r.strip_prefix(key)) else {
+    let Some(rest) = buf
+        .get(at..at + key.len())
+        .filter(|line| same_octets(line, key))
+        .map(|_| &buf[at + key.len()..])
+    else {
         return false;
     };
     let rest = &rest[rest
