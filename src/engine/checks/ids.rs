@@ -45,9 +45,9 @@ pub fn check(cx: &mut Context) {
         // Content-ID is its last field (most of them) ~50 instructions.
         let later = at + 1 < e.field_span.end;
         // Nearly every Content-ID is plain, `<left@right>` of atext and dots: its
-        // addr-spec is a slice of the value, handed on as it is. Building a `Result`
-        // of a `Cow` for it and moving that through the two rules cost a 10 000-part
-        // message ~140 instructions a part.
+        // addr-spec is a slice of the value, handed on as it is, never a `Result` of a
+        // `Cow` moved through the two rules (~17 instructions a part of a 10 000-part
+        // message).
         match plain_msg_id_after(v, at_right) {
             Some((id, at)) => {
                 at_right = &id[at..];

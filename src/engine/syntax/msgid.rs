@@ -158,7 +158,7 @@ pub(crate) fn plain_msg_id(value: &[u8]) -> Option<&[u8]> {
 /// right side of an earlier plain id (from its `@` on), or nothing. An id that ends the
 /// same has only its left side read: the ids of one message's parts mostly share
 /// their right side (`image001.png@01D9C5A1.4B5E2F30`, `part1.x@example.org`), and
-/// reading it again was half of this function's cost on a 10 000-part message.
+/// reading it again cost a 10 000-part message ~25 instructions a part.
 #[inline(always)]
 pub(crate) fn plain_msg_id_after<'v>(
     value: &'v [u8],
