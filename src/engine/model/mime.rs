@@ -18,7 +18,7 @@ use memchr::memmem;
 use smallvec::SmallVec;
 
 use crate::engine::model::options::Limits;
-use crate::engine::syntax::ascii::eq_lower;
+use crate::engine::syntax::ascii::{eq_lower, same_octets};
 use crate::engine::syntax::decode::{self, parse_encoding, Encoding};
 use crate::engine::syntax::params::ContentType;
 
@@ -625,26 +625,6 @@ impl LastType {
             return None;
         };
         (buf_index == self.buf && same_octets(last, this)).then_some(entity)
-    }
-}
-
-/// `a == b`, with values of 8 to 16 octets (most Content-Type values of a part,
-/// ` text/plain`) compared as their first and last eight octets and shorter ones octet
-/// by octet: the call to `memcmp` cost more than the comparison.
-fn same_octets(a: &[u8], b: &[u8]) -> bool {
-    let word = |s: &[u8], at: usize| {
-        s.get(at..at + 8)
-            .and_then(|w| w.try_into().ok())
-            .map_or(0, u64::from_le_bytes)
-    };
-    let n = a.len();
-    if n != b.len() {
-        return false;
-    }
-    match n {
-        0..8 => a.iter().zip(b).all(|(x, y)| x == y),
-        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
-        _ => a == b,
     }
 }
 
@@ -1803,25 +1783,6 @@ mod split_index_tests {
                 .position(|&b| !FIELD_NAME[usize::from(b)])
                 .unwrap_or(line.len());
             prop_assert_eq!(name_len(&line), want);
-        }
-
-        /// The Content-Type values compared word by word compare as slices do: pairs
-        /// of every length up to 40 that differ in one octet, anywhere, or not at all.
-        #[test]
-        fn same_octets_is_slice_equality(
-            a in proptest::collection::vec(any::<u8>(), 0..40),
-            change in proptest::option::of((any::<usize>(), any::<u8>())),
-            other_len in proptest::option::of(0usize..40),
-        ) {
-            let mut b = a.clone();
-            if let Some((at, v)) = change.filter(|_| !b.is_empty()) {
-                let at = at % b.len();
-                b[at] = v;
-            }
-            if let Some(n) = other_len {
-                b.resize(n, b'x');
-            }
-            prop_assert_eq!(same_octets(&a, &b), a == b);
         }
 
         /// The direct search for `\n--` finds what memmem's iterator finds, on short

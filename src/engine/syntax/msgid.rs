@@ -8,6 +8,7 @@
 
 use std::borrow::Cow;
 
+use crate::engine::syntax::ascii::same_octets;
 use crate::engine::syntax::params;
 
 /// Why a value is not a msg-id.
@@ -196,18 +197,6 @@ pub(crate) fn plain_msg_id_after<'v>(
         }
     }
     dot_atoms(inner, true).map(|at| (inner, at))
-}
-
-/// `a == b` for slices of one length; two overlapping words when they are 8 to 16
-/// octets long (most right sides), where `memcmp`'s call cost more than the comparison.
-#[inline(always)]
-fn same_octets(a: &[u8], b: &[u8]) -> bool {
-    let n = a.len();
-    if n != b.len() || !(8..=16).contains(&n) {
-        return a == b;
-    }
-    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().unwrap_or([0; 8]));
-    word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8)
 }
 
 /// Reads `s` as a dot-atom, or (`with_at`) as `dot-atom@dot-atom`; returns the index of
@@ -726,22 +715,6 @@ mod tests {
             assert_eq!(plain_msg_id_after(v, b"@a"), None, "{v:?}");
         }
         assert_eq!(plain_msg_id_after(b" <a@a>", b"@a"), Some((&b"a@a"[..], 1)));
-    }
-
-    /// The two-word comparison of 8 to 16 octets, against `==`, a difference at each
-    /// place.
-    #[test]
-    fn same_octets_is_equality() {
-        for n in 0..24 {
-            let a: Vec<u8> = (0..n as u8).map(|k| b'a' + k).collect();
-            assert!(same_octets(&a, &a.clone()));
-            for k in 0..n {
-                let mut b = a.clone();
-                b[k] ^= 0x20;
-                assert!(!same_octets(&a, &b), "{n} {k}");
-            }
-            assert!(!same_octets(&a, &a[..n.saturating_sub(1)]) || n == 0);
-        }
     }
 
     fn forms(v: &str) -> (Option<String>, Option<(String, Malformed)>) {
