@@ -288,6 +288,7 @@ impl<'a> Message<'a> {
             buf: 0,
             range: 0..self.buffers[0].len(),
             parent: None,
+            depth: 0,
             number: 0,
             slot: 0,
             digest: false,
@@ -301,14 +302,14 @@ impl<'a> Message<'a> {
         let mut last_type = LastType::default();
         loop {
             let idx = self.entities.len();
-            let depth = p.parent.map_or(0, |q| self.entities[q].depth + 1);
+            let depth = p.depth;
             // The entity goes straight into place: it is large, and a 10 000-part
             // message paid for every extra move of it.
-            self.read_entity(&p, depth, &mut last_type);
+            let container = self.read_entity(&p, depth, &mut last_type);
             if p.parent.is_some() {
                 self.all_children[p.slot] = idx;
             }
-            if !matches!(self.entities[idx].kind, Kind::Leaf | Kind::Phantom) {
+            if container {
                 let descend = if depth >= limits.max_depth {
                     if self.overflow.depth_at.is_none() {
                         self.overflow.depth_at = Some(idx);
@@ -412,6 +413,7 @@ impl<'a> Message<'a> {
             return None;
         }
         let digest = e.ctype.subtype == "digest";
+        let depth = e.depth + 1;
         // The parts beyond max_parts are the first ones (parts were once queued from
         // the last one, and the count checked at each): kept as they were.
         let fits = self.admit(idx, parts.len(), queued, limits);
@@ -421,6 +423,7 @@ impl<'a> Message<'a> {
         self.all_fields.reserve(2 * fits);
         Some(Children {
             parent: idx,
+            depth,
             buf: ebuf,
             ranges: parts.into_iter(),
             number: u32::try_from(skipped + 1).unwrap_or(u32::MAX),
@@ -447,8 +450,9 @@ impl<'a> Message<'a> {
         }
     }
 
-    /// Reads the heading at `p` and appends the entity to `entities`.
-    fn read_entity(&mut self, p: &Pending, depth: usize, last_type: &mut LastType) {
+    /// Reads the heading at `p` and appends the entity to `entities`; says whether it
+    /// is a container (a multipart, an encapsulated message or an external body).
+    fn read_entity(&mut self, p: &Pending, depth: usize, last_type: &mut LastType) -> bool {
         let buf: &[u8] = &self.buffers[p.buf];
         let first_field = self.all_fields.len();
         let h = read_heading(
@@ -502,6 +506,7 @@ impl<'a> Message<'a> {
         }
         // Built in the push, not in a local moved into it: two copies of this large
         // struct a part were a visible share of scanning 10 000 parts.
+        let container = !matches!(kind, Kind::Leaf | Kind::Phantom);
         self.entities.push(Entity {
             buf: p.buf,
             parent: p.parent,
@@ -520,6 +525,7 @@ impl<'a> Message<'a> {
             no_separator: h.no_separator,
             has,
         });
+        container
     }
 }
 
@@ -631,6 +637,8 @@ impl LastType {
 /// The children of one container still to be read, in document order.
 struct Children {
     parent: usize,
+    /// The children's depth (see [`Entity::depth`]).
+    depth: usize,
     buf: usize,
     ranges: std::vec::IntoIter<Range<usize>>,
     /// The number of the next one (see [`Entity::number`]): 0 for the single child of
@@ -647,6 +655,7 @@ impl Children {
     fn one(m: &Message, parent: usize, buf: usize, range: Range<usize>, phantom: bool) -> Self {
         Children {
             parent,
+            depth: m.entities[parent].depth + 1,
             buf,
             ranges: vec![range].into_iter(),
             number: 0,
@@ -666,6 +675,7 @@ impl Iterator for Children {
             buf: self.buf,
             range,
             parent: Some(self.parent),
+            depth: self.depth,
             number: self.number,
             slot: self.slot,
             digest: self.digest,
@@ -684,6 +694,7 @@ struct Pending {
     buf: usize,
     range: Range<usize>,
     parent: Option<usize>,
+    depth: usize,
     /// See [`Entity::number`].
     number: u32,
     /// Where in [`Message::all_children`] the entity's index goes (with a parent).
