@@ -94,12 +94,7 @@ struct State<'m, 'a> {
 #[inline(never)]
 pub fn check(cx: &mut Context) {
     let msg = cx.msg;
-    let htmls: Vec<usize> = (0..msg.entities.len())
-        .filter(|&i| {
-            let e = &msg.entities[i];
-            e.ctype.is("text", "html") && matches!(e.kind, Kind::Leaf)
-        })
-        .collect();
+    let htmls = msg.html_leaves();
     if htmls.is_empty() {
         return;
     }
@@ -110,7 +105,7 @@ pub fn check(cx: &mut Context) {
         inserted: HashMap::new(),
         in_related: false,
     };
-    for idx in htmls {
+    for &idx in htmls {
         let Some(text) = html_text(msg, idx) else {
             cx.cid_refs_complete = false;
             continue;

@@ -113,8 +113,8 @@ fn check_related(cx: &mut Context, idx: usize) {
 /// duplicate that no reference or `start` names affects no reader, and is only logged.
 pub fn check_duplicate_ids(cx: &mut Context) {
     let msg = cx.msg;
-    for i in 0..msg.entities.len() {
-        if is_related(&msg.entities[i]) && msg.entities[i].ctype_field.is_some() {
+    for &i in msg.related() {
+        if msg.entities[i].ctype_field.is_some() {
             let ids = content_ids(msg, i);
             check_cid_duplicates(cx, i, &ids);
         }

@@ -53,10 +53,8 @@ struct ExtField<'v> {
 
 /// Runs every `extbody-*` rule on every message/external-body entity.
 pub fn check(cx: &mut Context) {
-    for idx in 0..cx.msg.entities.len() {
-        if matches!(cx.msg.entities[idx].kind, Kind::ExternalBody) {
-            check_entity(cx, idx);
-        }
+    for &idx in cx.msg.external_bodies() {
+        check_entity(cx, idx);
     }
 }
 

@@ -66,11 +66,8 @@ pub(super) fn check(cx: &mut Context) {
     }
     let msg = cx.msg;
     let mut hidden: Vec<(usize, usize, String)> = Vec::new();
-    for r in 0..msg.entities.len() {
+    for &r in msg.related() {
         let e = &msg.entities[r];
-        if !(e.ctype.is("multipart", "related") && matches!(e.kind, Kind::Multipart { .. })) {
-            continue;
-        }
         let root = root(msg, r);
         // Only an HTML root's references are known; another root (RFC 2387's SGML
         // examples) names its parts in ways this does not read.
