@@ -5,7 +5,7 @@ use crate::engine::model::analysis::{Context, Finding};
 use crate::engine::model::rules::Rule;
 use crate::engine::rewriting::strip;
 use crate::engine::syntax::ascii::clip;
-use crate::engine::syntax::cturi_map::to_uri;
+use crate::engine::syntax::cturi_map::{to_uri, uri_forms};
 use crate::engine::syntax::fold::unfold;
 use crate::engine::syntax::uri;
 
@@ -13,17 +13,11 @@ use crate::engine::syntax::uri;
 /// URI they stand for has a scheme the policy denies, `cturi-uri-denied` (draft §6).
 pub fn check(cx: &mut Context) {
     let msg = cx.msg;
-    for (idx, e) in msg.entities.iter().enumerate() {
+    for &idx in msg.uri_types() {
+        let e = &msg.entities[idx];
         let Some(fi) = e.ctype_field else { continue };
-        let uri_tree = e.ctype.subtype.starts_with("uri.");
-        let controlled = e
-            .ctype
-            .params
-            .iter()
-            .any(|p| p.name == "uri-body" || p.name == "uri-fragment");
-        if !uri_tree && !controlled {
-            continue;
-        }
+        // Listed for one form or the other: which one the finding names.
+        let (uri_tree, _) = uri_forms(&e.ctype);
         let Some(field) = msg.fields(e).get(fi) else {
             continue;
         };

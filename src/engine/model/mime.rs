@@ -19,6 +19,7 @@ use smallvec::SmallVec;
 
 use crate::engine::model::options::Limits;
 use crate::engine::syntax::ascii::{eq_lower, same_octets};
+use crate::engine::syntax::cturi_map::uri_forms;
 use crate::engine::syntax::decode::{self, parse_encoding, Encoding};
 use crate::engine::syntax::params::ContentType;
 
@@ -143,10 +144,11 @@ pub struct Message<'a> {
     /// The entities the rules that look at a few kinds start from, in document order:
     /// looking at every entity for them cost a 10 000-part message ~45 instructions a
     /// part. See [`Message::related`], [`Message::html_leaves`],
-    /// [`Message::external_bodies`].
+    /// [`Message::external_bodies`], [`Message::uri_types`].
     related: Vec<usize>,
     html_leaves: Vec<usize>,
     external_bodies: Vec<usize>,
+    uri_types: Vec<usize>,
     pub overflow: Overflow,
     /// Length of the original input.
     pub len: usize,
@@ -162,6 +164,7 @@ impl<'a> Message<'a> {
             related: Vec::new(),
             html_leaves: Vec::new(),
             external_bodies: Vec::new(),
+            uri_types: Vec::new(),
             overflow: Overflow::default(),
             len: raw.len(),
         };
@@ -182,6 +185,12 @@ impl<'a> Message<'a> {
     /// The message/external-body entities, in document order.
     pub fn external_bodies(&self) -> &[usize] {
         &self.external_bodies
+    }
+
+    /// The entities whose Content-Type field has a form of a URI's mapping
+    /// (draft-eastlake-cturi, see `cturi_map::uri_forms`), in document order.
+    pub fn uri_types(&self) -> &[usize] {
+        &self.uri_types
     }
 
     /// The header fields of `e`, in order.
@@ -492,7 +501,7 @@ impl<'a> Message<'a> {
         let mut cid_field = None;
         let mut encoding = Encoding::SevenBit;
         let mut parsed_type = None;
-        let mut html = false;
+        let (mut html, mut uri_type) = (false, false);
         let mut has = 0;
         for (i, f) in fields.iter().enumerate() {
             let name = &buf[f.name.clone()];
@@ -505,12 +514,14 @@ impl<'a> Message<'a> {
                 match last_type.repeated(p.buf, buf, &f.value) {
                     Some(from) => {
                         ctype = from.map(|j| Arc::clone(&self.entities[j].ctype));
-                        html = last_type.html;
+                        (html, uri_type) = (last_type.html, last_type.uri_type);
                     }
                     None => {
                         let ct = ContentType::parse(&buf[f.value.clone()]);
                         // RFC 2045 §5.2: an unreadable Content-Type means text/plain.
                         html = ct.is("text", "html");
+                        let (tree, controlled) = uri_forms(&ct);
+                        uri_type = tree || controlled;
                         if !ct.mtype.is_empty() {
                             ctype = Some(Arc::new(ct));
                         }
@@ -533,6 +544,7 @@ impl<'a> Message<'a> {
                 value,
                 entity: Some(ctype_read.then_some(self.entities.len())),
                 html,
+                uri_type,
             };
         }
         let idx = self.entities.len();
@@ -541,6 +553,9 @@ impl<'a> Message<'a> {
             Kind::Multipart { .. } if ctype.is("multipart", "related") => self.related.push(idx),
             Kind::ExternalBody => self.external_bodies.push(idx),
             _ => {}
+        }
+        if uri_type {
+            self.uri_types.push(idx);
         }
         // Built in the push, not in a local moved into it: two copies of this large
         // struct a part were a visible share of scanning 10 000 parts.
@@ -656,6 +671,8 @@ struct LastType {
     entity: Option<Option<usize>>,
     /// The type is text/html.
     html: bool,
+    /// The value has a form of a URI's mapping.
+    uri_type: bool,
 }
 
 impl LastType {
@@ -1555,8 +1572,8 @@ mod tests {
 
     /// The lists of entities by kind are those a look at every entity finds, in
     /// document order: on every message of tests/corpus and tests/fixtures, and on
-    /// repeated text/html and multipart/related values, a text/html phantom heading
-    /// and an encapsulated message.
+    /// repeated text/html, multipart/related and URI mapping values, a text/html
+    /// phantom heading and an encapsulated message.
     #[test]
     fn entities_listed_by_kind_are_those_of_a_full_look() {
         let crafted: [&[u8]; 1] = [b"Content-Type: multipart/mixed; boundary=b\n\n\
@@ -1570,6 +1587,9 @@ mod tests {
             Content-Type: text/html\n\n\
             --b\nContent-Type: message/rfc822\n\n\
             Content-Type: text/html\n\n<p>5\n\
+            --b\nContent-Type: application/uri.http; uri-body=\"//a/\"\n\n\
+            --b\nContent-Type: application/uri.http; uri-body=\"//a/\"\n\n\
+            --b\nContent-Type: text/plain; URI-Fragment=x\n\n\
             --b--\n"];
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
         let mut files: Vec<Vec<u8>> = crafted.iter().map(|m| m.to_vec()).collect();
@@ -1600,9 +1620,14 @@ mod tests {
             });
             let html = look(&|e| matches!(e.kind, Kind::Leaf) && e.ctype.is("text", "html"));
             let external = look(&|e| matches!(e.kind, Kind::ExternalBody));
+            let uri = look(&|e| {
+                let (tree, controlled) = uri_forms(&e.ctype);
+                e.ctype_field.is_some() && (tree || controlled)
+            });
             assert_eq!(m.related(), related);
             assert_eq!(m.html_leaves(), html);
             assert_eq!(m.external_bodies(), external);
+            assert_eq!(m.uri_types(), uri);
             for (n, list) in seen.iter_mut().zip([&related, &html, &external]) {
                 *n += list.len();
             }
@@ -1611,6 +1636,7 @@ mod tests {
         assert!(seen.iter().all(|&n| n > 20), "{seen:?}");
         let m = parse(crafted[0]);
         assert_eq!(m.html_leaves().len(), 5, "{:?}", m.html_leaves());
+        assert_eq!(m.uri_types().len(), 3, "{:?}", m.uri_types());
     }
 
     /// A Content-Type value repeated from the part before is taken from that part's

@@ -235,6 +235,17 @@ fn uri_tree_body(subtype: &str) -> Option<&str> {
     head.eq_ignore_ascii_case("uri.").then(|| &subtype[4..])
 }
 
+/// Whether a parsed Content-Type is in a form this draft gives to a URI's mapping: a
+/// subtype in the `uri.` tree (§2.3), and URI-Body or URI-Fragment parameters (§3).
+pub fn uri_forms(ct: &ContentType) -> (bool, bool) {
+    let uri_tree = ct.subtype.starts_with("uri.");
+    let controlled = ct
+        .params
+        .iter()
+        .any(|p| p.name == "uri-body" || p.name == "uri-fragment");
+    (uri_tree, controlled)
+}
+
 /// Content-Type → URI (draft §2.1, with the special cases of §2.3 and §3).
 ///
 /// ```
