@@ -20,10 +20,33 @@ fn lower8(x: u64) -> u64 {
     x | (upper >> 2)
 }
 
+/// The eight octets of `s` from `at`, as a little-endian word (0 past the end: callers
+/// only load whole words).
+#[inline(always)]
 fn load(s: &[u8], at: usize) -> u64 {
-    let mut b = [0u8; LANES];
-    b.copy_from_slice(&s[at..at + LANES]);
-    u64::from_le_bytes(b)
+    s.get(at..at + LANES)
+        .and_then(|w| w.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
+}
+
+/// Whether `s` and `lower`, of one length of eight octets or more, are equal word by
+/// word once `fold` has been applied to each word of `s`. The last eight octets first
+/// (overlapping the others when the length is not a multiple): the names compared
+/// mostly share their start (`content-type`, `content-base`).
+#[inline(always)]
+fn words_eq(s: &[u8], lower: &[u8], fold: impl Fn(u64) -> u64) -> bool {
+    let n = s.len();
+    if fold(load(s, n - LANES)) != load(lower, n - LANES) {
+        return false;
+    }
+    let mut at = 0;
+    while at + LANES < n {
+        if fold(load(s, at)) != load(lower, at) {
+            return false;
+        }
+        at += LANES;
+    }
+    true
 }
 
 /// `s` equals `lower` (which must be lower case) ignoring ASCII case.
@@ -41,19 +64,27 @@ pub fn eq_lower(s: &[u8], lower: &[u8]) -> bool {
             .zip(lower)
             .all(|(&a, &b)| a.to_ascii_lowercase() == b);
     }
-    // The last eight octets first (overlapping the others when n is not a multiple):
-    // the names compared mostly share their start (`content-type`, `content-base`).
-    if lower8(load(s, n - LANES)) != load(lower, n - LANES) {
+    words_eq(s, lower, lower8)
+}
+
+/// [`eq_lower`] for a header field name as the structure scan reads it (ftext only:
+/// printable ASCII but the colon) against `lower` (small letters, digits and `-`).
+/// Setting bit 0x20 makes a capital small and leaves small letters, digits and `-`
+/// alone; of the other octets it could turn into one of those only controls and
+/// space do, and ftext has none: so one OR per eight octets does here what `lower8`
+/// needs a dozen operations for. The scan compares the name of every field of every
+/// part.
+#[inline]
+pub fn field_name_is(name: &[u8], lower: &[u8]) -> bool {
+    const CASE: u64 = u64::from_ne_bytes([0x20; LANES]);
+    let n = name.len();
+    if n != lower.len() {
         return false;
     }
-    let mut at = 0;
-    while at + LANES < n {
-        if lower8(load(s, at)) != load(lower, at) {
-            return false;
-        }
-        at += LANES;
+    if n < LANES {
+        return name.iter().zip(lower).all(|(&a, &b)| a | 0x20 == b);
     }
-    true
+    words_eq(name, lower, |x| x | CASE)
 }
 
 /// `a == b`, without a call to `memcmp` for short values: under 8 octets octet by
@@ -66,14 +97,9 @@ pub fn same_octets(a: &[u8], b: &[u8]) -> bool {
     if n != b.len() {
         return false;
     }
-    let word = |s: &[u8], at: usize| {
-        s.get(at..at + LANES)
-            .and_then(|w| w.try_into().ok())
-            .map_or(0, u64::from_le_bytes)
-    };
     match n {
         0..LANES => a.iter().zip(b).all(|(x, y)| x == y),
-        LANES..=16 => word(a, 0) == word(b, 0) && word(a, n - LANES) == word(b, n - LANES),
+        LANES..=16 => load(a, 0) == load(b, 0) && load(a, n - LANES) == load(b, n - LANES),
         _ => a == b,
     }
 }
