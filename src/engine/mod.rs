@@ -21,6 +21,8 @@
 //!   - `content_location`: Content-Location values and RFC 3986 §5.2 resolution
 //!   - `cturi_map`: the draft-eastlake-cturi mapping between Content-Types and URIs
 //!   - `html_refs`: the URL references of an HTML document (attributes and CSS)
+//!   - `dkim`: DKIM-Signature and ARC-Message-Signature tags, and body hashes computed
+//!     without DNS (RFC 6376 §3.4, §3.5)
 //! - `model/`: the message and what an analysis builds.
 //!   - `mime`: the structure scan, every entity with byte offsets
 //!   - `base_uri`: the base URI of an entity and its resolved Content-Location (RFC 2557
@@ -163,6 +165,13 @@ pub mod fuzzing {
     pub mod cturi {
         pub use crate::engine::syntax::cturi_map::{to_content_type, to_uri};
         pub use crate::engine::syntax::uri::scheme as uri_scheme;
+    }
+    /// DKIM signature fields and body hashes.
+    pub mod auth {
+        pub use crate::engine::syntax::dkim::{
+            body_hash, tag_list, BodyCanon, BodyCheck, BodyHasher, HashAlg, Signature,
+            SignatureKind,
+        };
     }
 }
 

@@ -5,6 +5,7 @@ pub mod cid_url;
 pub mod content_location;
 pub mod cturi_map;
 pub(crate) mod decode;
+pub(crate) mod dkim;
 pub mod fold;
 pub(crate) mod html_refs;
 pub(crate) mod msgid;
