@@ -23,6 +23,8 @@
 //!   - `html_refs`: the URL references of an HTML document (attributes and CSS)
 //!   - `dkim`: DKIM-Signature and ARC-Message-Signature tags, and body hashes computed
 //!     without DNS (RFC 6376 §3.4, §3.5)
+//!   - `auth_results`: Authentication-Results fields, which verifier recorded which
+//!     result about what (RFC 8601)
 //! - `model/`: the message and what an analysis builds.
 //!   - `mime`: the structure scan, every entity with byte offsets
 //!   - `base_uri`: the base URI of an entity and its resolved Content-Location (RFC 2557
@@ -166,8 +168,9 @@ pub mod fuzzing {
         pub use crate::engine::syntax::cturi_map::{to_content_type, to_uri};
         pub use crate::engine::syntax::uri::scheme as uri_scheme;
     }
-    /// DKIM signature fields and body hashes.
+    /// DKIM signature fields, body hashes and Authentication-Results fields.
     pub mod auth {
+        pub use crate::engine::syntax::auth_results::parse as auth_results;
         pub use crate::engine::syntax::dkim::{
             body_hash, tag_list, BodyCanon, BodyCheck, BodyHasher, HashAlg, Signature,
             SignatureKind,

@@ -1,6 +1,7 @@
 //! Syntax: octets and text of the standards, with no knowledge of a message's
 //! structure. Uses nothing else of the engine.
 pub(crate) mod ascii;
+pub(crate) mod auth_results;
 pub mod cid_url;
 pub mod content_location;
 pub mod cturi_map;
