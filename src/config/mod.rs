@@ -33,7 +33,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::engine::{self, SchemePolicy, UrlRewrite};
+use crate::engine::{self, FixSigned, SchemePolicy, UrlRewrite};
 use crate::policy::intake::{self, AsReceived, Intake};
 use crate::policy::plan::Planner;
 use crate::policy::scope::Envelope;
@@ -257,7 +257,9 @@ impl Limits {
 /// How fixes are written, whatever the direction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fixes {
-    pub fix_signed: bool,
+    pub fix_signed: FixSigned,
+    /// Lower-cased; see [`engine::Options::trusted_authserv_ids`].
+    pub trusted_authserv_ids: Vec<String>,
     pub normalize_url_continuations: bool,
     /// Write external-body URLs that a fix rewrites as RFC 2017 folded words of at most
     /// 40 octets (the default); off: one quoted word, folded only where a line would
@@ -473,6 +475,7 @@ impl Config {
             limits: self.limits.engine(),
             schemes: u.schemes.clone(),
             fix_signed: self.fixes.fix_signed,
+            trusted_authserv_ids: self.fixes.trusted_authserv_ids.clone(),
             normalize_url_continuations: self.fixes.normalize_url_continuations,
             whole_url_words: !self.fixes.fold_url_words,
             octets_not_given: 0,
@@ -490,6 +493,7 @@ impl Config {
             report: &self.report,
             replies: &self.replies,
             limits: self.limits.engine(),
+            fix_signed: self.fixes.fix_signed,
         }
     }
 

@@ -29,7 +29,8 @@ pub struct RawConfig {
     pub shutdown_timeout: Option<S<i64>>,
     pub trusted_networks: Option<Vec<S<String>>>,
     pub outbound_daemons: Option<Vec<S<String>>>,
-    pub fix_signed: Option<bool>,
+    pub fix_signed: Option<S<RawFixSigned>>,
+    pub trusted_authserv_ids: Option<Vec<S<String>>>,
     pub normalize_url_continuations: Option<bool>,
     pub fold_url_words: Option<bool>,
     pub no_reply_stages: Option<bool>,
@@ -74,6 +75,14 @@ pub struct RawSchemesDir {
     pub allow: Option<Vec<S<String>>>,
     pub deny: Option<Vec<S<String>>>,
     pub strip_denied: Option<bool>,
+}
+
+/// `fix_signed`: `false`, `true` or a word (`"verified"`), checked in validation.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum RawFixSigned {
+    Switch(bool),
+    Word(String),
 }
 
 /// One `[[rewrite]]` table.
@@ -133,7 +142,7 @@ pub struct RawScope {
     pub sasl_logins: Option<S<Vec<S<String>>>>,
     pub header: Option<S<RawScopeHeader>>,
     pub exempt: Option<S<String>>,
-    pub fix_signed: Option<S<bool>>,
+    pub fix_signed: Option<S<RawFixSigned>>,
     pub policy: Option<BTreeMap<S<String>, S<String>>>,
     pub report: Option<S<RawScopeReport>>,
 }

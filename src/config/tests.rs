@@ -572,7 +572,12 @@ fn scopes_are_read_in_file_order_over_the_direction_policies() {
     assert_eq!(o.outbound.action(Rule::RelatedRefDangling), Action::Fix);
     assert_eq!(
         (o.fix_signed, o.min_severity, o.always, o.report),
-        (Some(true), Some(Severity::Error), Some(true), None)
+        (
+            Some(crate::engine::FixSigned::Always),
+            Some(Severity::Error),
+            Some(true),
+            None
+        )
     );
     assert_eq!(s[2].matcher.sasl_logins.as_ref().unwrap(), &["alice"]);
     let Effect::Override(o) = &s[2].effect else {
@@ -704,4 +709,80 @@ fn a_bad_socket_names_its_line() {
         errs("log_level = \"info\"\nsocket = \"inet:1.2.3.4:99999\"\n"),
         [r#"t.toml:2: socket: "inet:1.2.3.4:99999": "99999" is not a port number"#]
     );
+}
+
+/// `fix_signed` takes false, true or "verified", top-level and in a scope; anything else
+/// is an error at its line; "verified" with no trusted authserv-id is a warning at each
+/// place it is set, since it could then repair nothing.
+#[test]
+fn fix_signed_takes_verified_and_warns_without_trusted_ids() {
+    use crate::engine::FixSigned;
+    let c = Config::parse(
+        "fix_signed = \"verified\"\ntrusted_authserv_ids = [\"MX.Example.ORG\", \"mx.example.org\", \"rspamd.example.org\"]\n",
+        "t.toml",
+    )
+    .unwrap();
+    assert_eq!(c.fixes.fix_signed, FixSigned::Verified);
+    assert_eq!(
+        c.fixes.trusted_authserv_ids,
+        ["mx.example.org", "rspamd.example.org"]
+    );
+    assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+    let o = c.engine_options(Direction::Inbound);
+    assert_eq!(
+        (o.fix_signed, o.trusted_authserv_ids.len()),
+        (FixSigned::Verified, 2)
+    );
+    assert_eq!(
+        Config::parse("", "t").unwrap().fixes.fix_signed,
+        FixSigned::Never
+    );
+    assert_eq!(
+        Config::parse("fix_signed = true", "t")
+            .unwrap()
+            .fixes
+            .fix_signed,
+        FixSigned::Always
+    );
+
+    let text = "fix_signed = \"verified\"\n\n[[scope]]\nname = \"local\"\nrecipients = [\"@example.org\"]\nfix_signed = \"verified\"\n";
+    let c = Config::parse(text, "t.toml").unwrap();
+    let w: Vec<String> = c.warnings().iter().map(|(_, e)| e.to_string()).collect();
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(
+        w[0].starts_with("t.toml:1: fix_signed = \"verified\" without trusted_authserv_ids"),
+        "{w:?}"
+    );
+    assert!(
+        w[1].starts_with("t.toml:6: [[scope]] \"local\" fix_signed"),
+        "{w:?}"
+    );
+
+    for (bad, line, says) in [
+        (
+            "fix_signed = \"yes\"\n",
+            1,
+            "fix_signed \"yes\": expected true, false or \"verified\"",
+        ),
+        (
+            "\n[[scope]]\nname = \"x\"\nrecipients = [\"@a.example\"]\nfix_signed = \"always\"\n",
+            5,
+            "fix_signed \"always\"",
+        ),
+        (
+            "trusted_authserv_ids = [\"mx.example.org; dkim=pass\"]\n",
+            1,
+            "an authserv-id is one token",
+        ),
+        (
+            "trusted_authserv_ids = [\"\"]\n",
+            1,
+            "an authserv-id is one token",
+        ),
+    ] {
+        let e = Config::parse(bad, "t.toml").unwrap_err();
+        let e = &e.errors[0];
+        assert_eq!(e.line, line, "{bad}: {e}");
+        assert!(e.message.contains(says), "{bad}: {e}");
+    }
 }

@@ -30,6 +30,7 @@
 //!   - `base_uri`: the base URI of an entity and its resolved Content-Location (RFC 2557
 //!     §5)
 //!   - `edit`: edits, the edit set of an analysis, and `apply`
+//!   - `signature`: what each signature made of the repairs under it
 //!   - `rules`: the rule catalogue; `options`: limits, scheme policy, options;
 //!     `url_rules`: the admin's URL rewrite rules the options carry (match, template);
 //!     `analysis`: findings, the analysis and the context the checks share
@@ -51,7 +52,10 @@
 //!     catalogue's "Inline parts"): `disposition`, `content_id`, `mixed`, `hidden`,
 //!     `base`
 //!   - `ids`: Content-ID rules; `cturi`: Content-Types that stand for a URI
-//!   - `signed`: fixes withheld from DKIM-signed, multipart/signed and S/MIME messages
+//!   - `signed/`: fixes withheld where a signature still protects what they change
+//!     (DKIM, ARC, multipart/signed, S/MIME): `standing` whether a DKIM or ARC
+//!     signature still holds (its body hash), `verdicts` the trusted
+//!     Authentication-Results of this hop
 //!
 //! Public beyond the root: the library functions of `syntax` (`cid_url`, `cturi_map`,
 //! `fold`, `content_location`) and the structure scan `model::mime`. `fuzzing` (hidden) is for the fuzz
@@ -68,8 +72,9 @@ use model::mime;
 
 pub use model::analysis::{Analysis, Finding, MAX_FINDINGS_PER_RULE};
 pub use model::edit::{apply, ApplyError, Edit, EditKind, FieldLoc, UrlChange};
-pub use model::options::{Limits, Options, SchemePolicy};
+pub use model::options::{FixSigned, Limits, Options, SchemePolicy};
 pub use model::rules::{Rule, Severity};
+pub use model::signature::{Lift, Signature, SignatureKind, Standing, Verdict, Withheld};
 pub use model::url_rules::{HostMatch, PathRegex, Template, UrlRewrite};
 
 /// Analyses `raw` and returns every finding with the edits that would repair them.
@@ -89,7 +94,7 @@ pub fn check(raw: &[u8], opts: &Options) -> Analysis {
             }
         }
     }
-    let signed = signed::withhold_signed_fixes(&msg, opts, &mut findings, &edits);
+    let (signed, signatures) = signed::withhold_signed_fixes(&msg, opts, &mut findings, &edits);
     findings.extend(signed);
     // Document order, whichever check found them: part 2 before part 10.
     findings.sort_by_cached_key(|f| part_order(&f.part));
@@ -97,6 +102,7 @@ pub fn check(raw: &[u8], opts: &Options) -> Analysis {
         findings,
         edits,
         shown_parts,
+        signatures,
     }
 }
 
@@ -202,6 +208,7 @@ mod tests {
             findings: vec![Finding::new(Rule::RelatedTypeMissing, "0", "m").with_edit(0)],
             edits: vec![edit],
             shown_parts: 0,
+            signatures: Vec::new(),
         }
     }
 

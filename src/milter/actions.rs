@@ -130,6 +130,7 @@ mod tests {
     #[test]
     fn the_answer_follows_the_verdict_and_dry_run() {
         let a = Analysis {
+            signatures: Vec::new(),
             findings: vec![Finding::new(Rule::RelatedCidDuplicate, "1", "dup")],
             edits: Vec::new(),
             shown_parts: 0,

@@ -117,11 +117,12 @@ fn log_outcome(o: &Outcome) {
         (Some(s), 0 | 1) => format!(" scope={s}"),
         (Some(s), _) => format!(" scope={s} scopes={}", p.scopes.join(",")),
     };
+    let signed = signed_words(p);
     // The verdict in the words of `check`, `survey`, the metrics' `verdict` label and
     // the report header; `findings=0` tells clean mail from findings all ignored, and
     // `verdict=fix edits=0` a fix that could not be sent (a WARN line before says why).
     info!(
-        "{}: direction={} verdict={}{dry}{over}{scope} findings={} rules={rules} edits={} removed={} body_replaced={body} size={} ms={}",
+        "{}: direction={} verdict={}{dry}{over}{scope} findings={} rules={rules} edits={} removed={} body_replaced={body}{signed} size={} ms={}",
         o.queue_id,
         p.direction,
         p.verdict.as_str(),
@@ -131,4 +132,21 @@ fn log_outcome(o: &Outcome) {
         o.octets,
         o.millis
     );
+}
+
+/// What a repair under a signature relied on (`verified=mx.example.org:dkim=pass`,
+/// `bh-broken=d=example.com`, `fix-signed`), and why others were withheld
+/// (`withheld=no-verdict`): each different word once, in message order.
+fn signed_words(p: &plan::Plan) -> String {
+    let mut words: Vec<String> = Vec::new();
+    for s in &p.signed {
+        let w = match &s.relied_on {
+            Some(r) if s.repaired => r.clone(),
+            _ => format!("withheld={}", s.reason),
+        };
+        if !words.contains(&w) {
+            words.push(w);
+        }
+    }
+    words.iter().map(|w| format!(" {w}")).collect()
 }

@@ -7,6 +7,7 @@ use metrics::{counter, histogram, Counter, Gauge, Histogram};
 use metrics_exporter_prometheus::{BuildError, PrometheusHandle};
 
 use super::outcome::{Cause, Outcome};
+use crate::engine::{Lift, Withheld};
 use crate::policy::Action;
 
 /// Why the Prometheus recorder could not be installed.
@@ -110,6 +111,7 @@ pub fn install() -> Result<PrometheusHandle, RecorderError> {
         }
     }
     counter!("mimeref_forged_headers_removed_total").increment(0);
+    signed_series_at_zero();
     counter!("mimeref_syslog_errors_total").increment(0);
     counter!("mimeref_http_connections_refused_total").increment(0);
     counter!("mimeref_events_total", "event" => "non_milter_peer").increment(0);
@@ -166,6 +168,7 @@ const HELP: &[(&str, Kind, &str)] = &[
     ("mimeref_processing_seconds", Kind::Histogram, "MAIL to the end-of-message reply, the SMTP transfer included."),
     ("mimeref_eom_seconds", Kind::Histogram, "What end of message itself takes: the latency the milter adds to the MTA's end of data."),
     ("mimeref_forged_headers_removed_total", Kind::Counter, "Report header fields sent by a client and deleted from inbound mail."),
+    ("mimeref_signed_total", Kind::Counter, "Signatures (DKIM, ARC, multipart/signed, S/MIME) that covered a repair on offer, by outcome (repaired, withheld) and reason (bh-broken, verified, fix-signed; no-verdict, not-enabled, relayed, disagree, unknown, multipart-signed, smime)."),
     ("mimeref_events_total", Kind::Counter, "Connections the milter refused or closed, by event."),
     ("mimeref_milter_socket_reachable", Kind::Gauge, "1 while the MTA can reach the daemon at its milter socket (always for TCP); 0 once the unix socket file was removed or replaced."),
     ("mimeref_timeouts_total", Kind::Counter, "Milter connections closed because a time limit passed: connection_timeout (read), transaction_timeout (transaction), reply_timeout (reply)."),
@@ -240,9 +243,29 @@ pub fn record(o: &Outcome) {
         counter!("mimeref_scope_messages_total", "scope" => scope.clone(), "direction" => dir, "verdict" => v.as_str())
             .increment(1);
     }
+    for s in &o.plan.signed {
+        let outcome = if s.repaired { "repaired" } else { "withheld" };
+        counter!("mimeref_signed_total", "outcome" => outcome, "reason" => s.reason).increment(1);
+    }
     for (rule, action) in &o.plan.decisions {
         counter!("mimeref_findings_total", "rule" => rule.id(), "action" => action.as_str(), "direction" => dir)
             .increment(1);
+    }
+}
+
+/// The `reason` label values of `mimeref_signed_total` with outcome `repaired`.
+pub const SIGNED_REPAIRED: [Lift; 3] = [Lift::BodyHashBroken, Lift::Verified, Lift::FixSigned];
+
+/// Every series of `mimeref_signed_total` at 0, so that the share of repairs withheld
+/// can be read from the first message on.
+fn signed_series_at_zero() {
+    for l in SIGNED_REPAIRED {
+        counter!("mimeref_signed_total", "outcome" => "repaired", "reason" => l.reason())
+            .increment(0);
+    }
+    let withheld = Withheld::ALL.iter().map(|w| w.reason()).chain(["relayed"]);
+    for reason in withheld {
+        counter!("mimeref_signed_total", "outcome" => "withheld", "reason" => reason).increment(0);
     }
 }
 

@@ -22,7 +22,7 @@
 
 use super::report::Report;
 use super::{Action, Direction, Policies, Policy};
-use crate::engine::{Finding, Rule, Severity};
+use crate::engine::{Finding, FixSigned, Rule, Severity};
 
 /// What a matching scope does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +39,7 @@ pub struct Overrides {
     /// matches takes the scope's action, every other rule keeps the direction's.
     pub inbound: Policy,
     pub outbound: Policy,
-    pub fix_signed: Option<bool>,
+    pub fix_signed: Option<FixSigned>,
     /// `false`: no report header for this scope's mail.
     pub report: Option<bool>,
     pub always: Option<bool>,
@@ -53,6 +53,11 @@ pub struct Decider<'a> {
     pub dir: Direction,
     pub policies: &'a Policies,
     pub report: &'a Report,
+    /// The configuration's `fix_signed`, which a scope may override.
+    pub fix_signed: FixSigned,
+    /// The message's signatures that cover a repair all have broken body hashes: its
+    /// repairs reach signed content whatever `fix_signed` says.
+    pub broken_signatures: bool,
 }
 
 impl Decider<'_> {
@@ -101,13 +106,17 @@ impl Decider<'_> {
     fn one(&self, effect: Option<&Effect>, f: &Finding) -> Action {
         let base = self.policies.get(self.dir);
         let min = self.report.min_severity;
+        let reach = |mode: Option<FixSigned>| {
+            self.broken_signatures || mode.unwrap_or(self.fix_signed) >= FixSigned::Verified
+        };
         match effect {
-            None => with_threshold(base, min, f),
-            Some(Effect::Exempt(cap)) => with_threshold(base, min, f).min(*cap),
+            None => with_threshold(base, min, f, reach(None)),
+            Some(Effect::Exempt(cap)) => with_threshold(base, min, f, reach(None)).min(*cap),
             Some(Effect::Override(o)) => with_threshold(
                 self.dir.pick(&o.inbound, &o.outbound),
                 o.min_severity.unwrap_or(min),
                 f,
+                reach(o.fix_signed),
             ),
         }
     }
@@ -120,10 +129,16 @@ impl Decider<'_> {
     }
 }
 
-/// The policy's action for a finding, where below the header's threshold a report is
-/// only logged, unless a policy key names the rule.
-fn with_threshold(policy: &Policy, min_severity: Severity, f: &Finding) -> Action {
-    match policy.action_for(f.rule, f.fixable) {
+/// The policy's action for a finding (`signed_repairs`: see
+/// [`Policy::action_for_message`]), where below the header's threshold a report is only
+/// logged, unless a policy key names the rule.
+fn with_threshold(
+    policy: &Policy,
+    min_severity: Severity,
+    f: &Finding,
+    signed_repairs: bool,
+) -> Action {
+    match policy.action_for_message(f.rule, f.fixable, signed_repairs) {
         Action::Report if f.severity < min_severity && !policy.names(f.rule) => Action::Log,
         a => a,
     }
@@ -149,16 +164,21 @@ pub fn combine(actions: impl IntoIterator<Item = Action>) -> Action {
     }
 }
 
-/// Whether the engine may change signed content: only when every effect that could fix
-/// allows it.
-pub fn fix_signed<'e>(effects: impl IntoIterator<Item = Option<&'e Effect>>, global: bool) -> bool {
-    let mut fixing = effects.into_iter().filter_map(|e| match e {
-        None => Some(global),
-        Some(Effect::Exempt(_)) => None,
-        Some(Effect::Override(o)) => Some(o.fix_signed.unwrap_or(global)),
-    });
-    let first = fixing.next();
-    first.map_or(global, |f| f && fixing.all(|x| x))
+/// Which signed content the engine may change: the least any effect that could fix
+/// allows (a change every recipient gets), `global` when none could.
+pub fn fix_signed<'e>(
+    effects: impl IntoIterator<Item = Option<&'e Effect>>,
+    global: FixSigned,
+) -> FixSigned {
+    effects
+        .into_iter()
+        .filter_map(|e| match e {
+            None => Some(global),
+            Some(Effect::Exempt(_)) => None,
+            Some(Effect::Override(o)) => Some(o.fix_signed.unwrap_or(global)),
+        })
+        .min()
+        .unwrap_or(global)
 }
 
 /// Whether the report header goes on the message: some effect wants it, given the

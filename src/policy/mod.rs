@@ -223,6 +223,22 @@ impl Policy {
         self.entries.iter().any(|(p, _)| p.as_str() == rule.id())
     }
 
+    /// The action a finding gets on a message where repairs reach signed content
+    /// (`signed_repairs`: `fix_signed` is `"verified"` or `true`, or the message's
+    /// signatures' body hashes are broken): the rules [`builtin`] logs on inbound mail
+    /// only because their repair was withheld there get what they get outbound, unless
+    /// a key names them.
+    pub fn action_for_message(&self, rule: Rule, fixable: bool, signed_repairs: bool) -> Action {
+        if signed_repairs
+            && self.direction == Direction::Inbound
+            && INBOUND_LOGGED_WHILE_SIGNED.contains(&rule)
+            && resolve(&self.entries, rule.id()).is_none()
+        {
+            return if fixable { Action::Fix } else { Action::Report };
+        }
+        self.action_for(rule, fixable)
+    }
+
     /// The action a finding gets: `fix` on a finding with no repair on offer is `report`.
     pub fn action_for(&self, rule: Rule, fixable: bool) -> Action {
         match self.action(rule) {
@@ -282,12 +298,14 @@ pub(crate) fn ids(rules: &[Rule], sep: &str) -> String {
 /// - `html-base-remote`: its repair takes out a header field; the admin asks for it.
 ///
 /// And, on inbound mail only, the inline-part rules under which every reader still shows
-/// the image, but listed as an attachment or twice (`related-part-disposition`,
-/// `related-part-disposition-missing`, `cid-outside-related`): mail from outside is
-/// DKIM-signed, so the repair is withheld on nearly all of it and the sender alone can
-/// make it; outbound, before the signer, is where they are repaired. Where a reader
-/// shows no image at all (`content-id-malformed`, `related-ref-mismatch`) they are
-/// fixed, or reported, both ways, as `related-ref-dangling` is.
+/// the image, but listed as an attachment or twice ([`INBOUND_LOGGED_WHILE_SIGNED`]):
+/// mail from outside is DKIM-signed, so the repair is withheld on nearly all of it;
+/// outbound, before the signer, is where they are repaired. Where repairs do reach
+/// signed content (`fix_signed = "verified"` or `true`, or a message whose signatures'
+/// body hashes are already broken), they are fixed inbound too
+/// ([`Policy::action_for_message`]). Where a reader shows no image at all
+/// (`content-id-malformed`, `related-ref-mismatch`) they are fixed, or reported, both
+/// ways, as `related-ref-dangling` is.
 pub fn builtin(rule: Rule, direction: Direction) -> Action {
     match rule {
         Rule::ExtbodyUrlWordTooLong
@@ -296,16 +314,20 @@ pub fn builtin(rule: Rule, direction: Direction) -> Action {
         | Rule::RelatedTypeMismatch
         | Rule::ExtbodyInnerContentIdMissing
         | Rule::HtmlBaseRemote => Action::Log,
-        Rule::RelatedPartDisposition
-        | Rule::RelatedPartDispositionMissing
-        | Rule::CidOutsideRelated
-            if direction == Direction::Inbound =>
-        {
+        r if direction == Direction::Inbound && INBOUND_LOGGED_WHILE_SIGNED.contains(&r) => {
             Action::Log
         }
         _ => Action::Fix,
     }
 }
+
+/// The rules [`builtin`] only logs on inbound mail while repairs cannot reach signed
+/// content there.
+pub const INBOUND_LOGGED_WHILE_SIGNED: [Rule; 3] = [
+    Rule::RelatedPartDisposition,
+    Rule::RelatedPartDispositionMissing,
+    Rule::CidOutsideRelated,
+];
 
 /// Most specific matching key; on a tie the stronger action, so that an ambiguity never
 /// weakens the policy.

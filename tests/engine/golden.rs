@@ -1,8 +1,9 @@
 //! Golden files: `tests/fixtures/<area>/NAME.eml` with the expected findings in
 //! `NAME.findings` (sorted `PART RULE` lines) and, where a fix applies, the expected
 //! output in `NAME.fixed.eml`. Optional `NAME.opts` sets engine options, one `key=value`
-//! a line (`normalize_url_continuations`, `fix_signed`, `whole_url_words`, `deny`, `allow`, `max_depth`,
-//! `max_parts`, `max_message_size`).
+//! a line (`normalize_url_continuations`, `fix_signed` (`true`, `false`, `verified`),
+//! `trusted_authserv_ids`, `whole_url_words`, `deny`, `allow`, `max_depth`, `max_parts`,
+//! `max_message_size`).
 //!
 //! Every fixture runs twice, as stored (LF) and with CRLF line endings. On a mismatch the
 //! actual result is written beside the fixture as `NAME.failed` / `NAME.fixed.failed` (the
@@ -14,7 +15,7 @@ use crate::support::message::{fixtures_dir, to_crlf};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use mimeref_milter::engine::Options;
+use mimeref_milter::engine::{FixSigned, Options};
 
 fn fixtures() -> Vec<PathBuf> {
     let root = fixtures_dir();
@@ -58,7 +59,14 @@ fn options(eml: &Path) -> Options {
         };
         match k.trim() {
             "normalize_url_continuations" => opts.normalize_url_continuations = v.trim() == "true",
-            "fix_signed" => opts.fix_signed = v.trim() == "true",
+            "fix_signed" => {
+                opts.fix_signed = match v.trim() {
+                    "true" => FixSigned::Always,
+                    "verified" => FixSigned::Verified,
+                    _ => FixSigned::Never,
+                }
+            }
+            "trusted_authserv_ids" => opts.trusted_authserv_ids = list(),
             "whole_url_words" => opts.whole_url_words = v.trim() == "true",
             "deny" => opts.schemes.deny = list(),
             "allow" => opts.schemes.allow = list(),

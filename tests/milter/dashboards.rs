@@ -105,6 +105,7 @@ async fn dashboard_and_alerts_use_only_exported_metrics() {
         "mimeref_memory_tempfails_total",
         "mimeref_memory_held_bytes",
         "mimeref_internal_errors_total",
+        "mimeref_signed_total",
     ] {
         assert!(used.contains(want), "the dashboard has no panel on {want}");
     }

@@ -421,3 +421,86 @@ async fn exposed_settings_are_warned_about() {
         "{text}"
     );
 }
+
+/// The value of a counter with these labels in a scrape (0 when the series is absent).
+async fn labelled(http: u16, name: &str, labels: &str) -> u64 {
+    let (_, body) = http_get(([127, 0, 0, 1], http).into(), "/metrics").await;
+    let head = format!("{name}{{{labels}}} ");
+    body.lines()
+        .find(|l| l.starts_with(&head))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A repair under a DKIM signature names on the message's line what it relied on (a
+/// trusted verdict of this hop, a broken body hash), a withheld one why, and both are
+/// counted by reason.
+#[tokio::test]
+async fn repairs_under_signatures_say_what_they_relied_on() {
+    let http = free_port();
+    let mut d = Daemon::start(
+        &format!(
+            "metrics_listen = \"127.0.0.1:{http}\"\nfix_signed = \"verified\"\n\
+             trusted_authserv_ids = [\"mx.test.example\"]\n"
+        ),
+        &[],
+    );
+    let signed_total = |outcome: &str, reason: &str| {
+        let labels = format!("outcome=\"{outcome}\",reason=\"{reason}\"");
+        async move { labelled(http, "mimeref_signed_total", &labels).await }
+    };
+    assert_eq!(signed_total("repaired", "verified").await, 0);
+    for (qid, f) in [
+        ("7D2A01", "signed/dkim-verified.eml"),
+        ("7D2A02", "signed/dkim-bh-broken.eml"),
+        ("7D2A03", "signed/dkim-intact.eml"),
+        ("7D2A04", "signed/dkim-verified-from-outside.eml"),
+    ] {
+        assert_eq!(
+            message(d.port, qid, &eml(&fixture(f))).await,
+            Status::Accept
+        );
+    }
+    let log = support::wait_until(
+        "four message lines",
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || async {
+            let log = d.log();
+            if log.contains("7D2A04: direction=") {
+                Ok(log)
+            } else {
+                Err(log)
+            }
+        },
+    )
+    .await;
+    let line = |qid: &str| {
+        log.lines()
+            .find(|l| l.contains(&format!("{qid}: direction=inbound")))
+            .unwrap_or_else(|| panic!("no line for {qid}:\n{log}"))
+            .to_string()
+    };
+    let l = line("7D2A01");
+    assert!(
+        l.contains(" verdict=fix ") && l.contains(" verified=mx.test.example:dkim=pass "),
+        "{l}"
+    );
+    let l = line("7D2A02");
+    assert!(
+        l.contains(" verdict=fix ") && l.contains(" bh-broken=d=sender.example "),
+        "{l}"
+    );
+    for qid in ["7D2A03", "7D2A04"] {
+        let l = line(qid);
+        assert!(
+            !l.contains(" verdict=fix ") && l.contains(" withheld=no-verdict "),
+            "{l}"
+        );
+    }
+    assert_eq!(signed_total("repaired", "verified").await, 1);
+    assert_eq!(signed_total("repaired", "bh-broken").await, 1);
+    assert_eq!(signed_total("withheld", "no-verdict").await, 2);
+    assert_eq!(signed_total("withheld", "not-enabled").await, 0);
+    d.stop();
+}

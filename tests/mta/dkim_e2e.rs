@@ -86,7 +86,7 @@ fn opendkim_before_mimeref_withholds_the_fix_and_the_signature_holds() {
         "{text}"
     );
     assert!(
-        log.contains("signed-content info: a DKIM-Signature covers what the fixes for related-cid-location-only, related-part-disposition-missing would change: fixes withheld"),
+        log.contains("signed-content info: the DKIM-Signature d=sender.example s=mimeref covers what the fixes for related-cid-location-only, related-part-disposition-missing would change: fixes withheld"),
         "{log}"
     );
     assert!(
@@ -194,7 +194,7 @@ fn inbound_signed_content_type_is_left_alone_and_verifies() {
     let log = d.log();
     assert!(log.contains("direction inbound"), "{log}");
     assert!(
-        log.contains("signed-content info: a DKIM-Signature covers what the fixes for extbody-url-unquoted would change: fixes withheld"),
+        log.contains("signed-content info: the DKIM-Signature d=sender.example s=mimeref covers what the fixes for extbody-url-unquoted would change: fixes withheld"),
         "{log}"
     );
     assert!(
@@ -319,7 +319,7 @@ fn sendmail_opendkim_before_mimeref_withholds_the_fix_and_the_signature_holds() 
         "{text}"
     );
     assert!(
-        log.contains("signed-content info: a DKIM-Signature covers what the fixes for related-cid-location-only, related-part-disposition-missing would change: fixes withheld"),
+        log.contains("signed-content info: the DKIM-Signature d=sender.example s=mimeref covers what the fixes for related-cid-location-only, related-part-disposition-missing would change: fixes withheld"),
         "{log}"
     );
     assert!(

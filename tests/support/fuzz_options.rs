@@ -3,10 +3,15 @@
 //! in by `#[path]`.
 #![allow(dead_code)]
 
-use mimeref_milter::engine::{Limits, Options};
+use mimeref_milter::engine::{FixSigned, Limits, Options};
+
+/// The authserv-id the fuzz inputs' Authentication-Results may claim (fuzz/seeds carry
+/// it): trusted under flag 64.
+pub const TRUSTED_ID: &str = "mx.test.example";
 
 /// Options from `flags`: 1 a small depth limit, 2 few parts, 4 fix signed mail, 8
-/// normalise URL continuations, 32 whole URL words (16 is the fuzz target's CRLF copy).
+/// normalise URL continuations, 32 whole URL words, 64 repairs under a trusted verdict
+/// of `TRUSTED_ID` (`fix_signed = "verified"`; 16 is the fuzz target's CRLF copy).
 pub fn options(flags: u8) -> Options {
     Options {
         limits: Limits {
@@ -15,7 +20,14 @@ pub fn options(flags: u8) -> Options {
             max_parts: if flags & 2 != 0 { 8 } else { 20_000 },
             ..Limits::default()
         },
-        fix_signed: flags & 4 != 0,
+        fix_signed: if flags & 4 != 0 {
+            FixSigned::Always
+        } else if flags & 64 != 0 {
+            FixSigned::Verified
+        } else {
+            FixSigned::Never
+        },
+        trusted_authserv_ids: vec![TRUSTED_ID.to_string()],
         normalize_url_continuations: flags & 8 != 0,
         whole_url_words: flags & 32 != 0,
         ..Options::default()

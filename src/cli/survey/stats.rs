@@ -29,6 +29,54 @@ pub(super) struct Stats {
     pub(super) failed: Vec<(Seq, String, String)>,
     known_forms: KnownForms,
     pub(super) inline: InlineStats,
+    pub(super) signed: SignedStats,
+}
+
+/// Messages where a signature covered a repair on offer: per reason, the messages where
+/// such a repair is made and where it is withheld (a message with two signatures may
+/// count under two reasons).
+#[derive(Default)]
+pub(super) struct SignedStats {
+    pub(super) messages: u64,
+    pub(super) repaired_messages: u64,
+    pub(super) withheld_messages: u64,
+    pub(super) repaired: BTreeMap<&'static str, u64>,
+    pub(super) withheld: BTreeMap<&'static str, u64>,
+}
+
+impl SignedStats {
+    fn add(&mut self, outcomes: &[crate::policy::plan::SignedOutcome]) {
+        if outcomes.is_empty() {
+            return;
+        }
+        self.messages += 1;
+        let mut seen: Vec<(bool, &'static str)> = Vec::new();
+        for o in outcomes {
+            if !seen.contains(&(o.repaired, o.reason)) {
+                seen.push((o.repaired, o.reason));
+                let by = if o.repaired {
+                    &mut self.repaired
+                } else {
+                    &mut self.withheld
+                };
+                *by.entry(o.reason).or_default() += 1;
+            }
+        }
+        self.repaired_messages += u64::from(seen.iter().any(|s| s.0));
+        self.withheld_messages += u64::from(seen.iter().any(|s| !s.0));
+    }
+
+    fn merge(&mut self, o: SignedStats) {
+        self.messages += o.messages;
+        self.repaired_messages += o.repaired_messages;
+        self.withheld_messages += o.withheld_messages;
+        for (k, n) in o.repaired {
+            *self.repaired.entry(k).or_default() += n;
+        }
+        for (k, n) in o.withheld {
+            *self.withheld.entry(k).or_default() += n;
+        }
+    }
 }
 
 /// Inline images: how many messages show some, how many of them some reader shows
@@ -144,6 +192,7 @@ impl Stats {
         self.messages += 1;
         self.with_findings += u64::from(!findings.is_empty());
         self.verdicts[plan.verdict as usize] += 1;
+        self.signed.add(&plan.signed);
         if let Some(s) = &plan.scope {
             self.scopes.entry(s.clone()).or_default()[plan.verdict as usize] += 1;
         }
@@ -300,6 +349,7 @@ impl Stats {
                 }
             }
         }
+        self.signed.merge(o.signed);
         self.failed.extend(o.failed);
         self.failed.sort();
         let (mine, theirs) = (&mut self.inline, o.inline);

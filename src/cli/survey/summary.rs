@@ -147,6 +147,7 @@ impl<'a> Summary<'a> {
             }
         }
         self.inline_text(out)?;
+        self.signed_text(out)?;
         let rules = self.rules();
         if rules.is_empty() {
             writeln!(out, "\nrules: no findings")?;
@@ -231,6 +232,30 @@ impl<'a> Summary<'a> {
         Ok(())
     }
 
+    fn signed_text(&self, out: &mut impl Write) -> std::io::Result<()> {
+        let st = &self.stats.signed;
+        if st.messages == 0 {
+            return Ok(());
+        }
+        writeln!(
+            out,
+            "\nsigned content (messages where a signature covers a repair on offer):"
+        )?;
+        let line = |out: &mut dyn Write, what: &str, n: u64| {
+            writeln!(out, "  {what:<44} {n:>8} {:>7.2}%", 100.0 * self.share(n))
+        };
+        line(out, "signed content under a repair", st.messages)?;
+        line(out, "repaired", st.repaired_messages)?;
+        for (reason, n) in &st.repaired {
+            line(out, &format!("  {}", signed_reason(reason)), *n)?;
+        }
+        line(out, "withheld", st.withheld_messages)?;
+        for (reason, n) in &st.withheld {
+            line(out, &format!("  {}", signed_reason(reason)), *n)?;
+        }
+        Ok(())
+    }
+
     pub(super) fn json(&self, out: &mut impl Write) -> std::io::Result<()> {
         use serde_json::{json, Map, Value};
         let st = self.stats;
@@ -281,6 +306,13 @@ impl<'a> Summary<'a> {
             "verdicts": verdicts,
             "scopes": scopes,
             "rules": rules,
+            "signed": {
+                "messages": st.signed.messages,
+                "repaired": st.signed.repaired_messages,
+                "withheld": st.signed.withheld_messages,
+                "repaired_by_reason": st.signed.repaired,
+                "withheld_by_reason": st.signed.withheld,
+            },
             "inline": {
                 "with_images": st.inline.with_images,
                 "misshown": st.inline.misshown,
@@ -297,4 +329,22 @@ impl<'a> Summary<'a> {
         serde_json::to_writer_pretty(&mut *out, &v).map_err(std::io::Error::other)?;
         writeln!(out)
     }
+}
+
+/// A `mimeref_signed_total` reason as the survey's text says it.
+fn signed_reason(reason: &str) -> String {
+    let what = match reason {
+        "bh-broken" => "its body hash no longer matches",
+        "verified" => "a trusted verdict recorded at this hop",
+        "fix-signed" => "fix_signed = true",
+        "no-verdict" => "no trusted verdict at this hop",
+        "not-enabled" => "a trusted verdict, but fix_signed is off",
+        "relayed" => "a scope keeps fix_signed off",
+        "disagree" => "trusted verdicts disagree",
+        "unknown" => "cannot tell whether it holds",
+        "multipart-signed" => "multipart/signed",
+        "smime" => "S/MIME",
+        other => other,
+    };
+    format!("{reason}: {what}")
 }

@@ -52,6 +52,7 @@ pub(super) fn validate(raw: RawConfig, text: &str, name: &str) -> Result<Config,
         name,
         errors: Vec::new(),
         warnings: Vec::new(),
+        verified_at: Vec::new(),
     };
     let mut cfg = v.config(raw);
     if v.errors.is_empty() {
@@ -67,6 +68,9 @@ struct Validator<'t> {
     name: &'t str,
     errors: Vec<ConfigError>,
     warnings: Vec<(&'static str, ConfigError)>,
+    /// Every `fix_signed = "verified"` seen, with its key: checked against
+    /// `trusted_authserv_ids` once both are read.
+    verified_at: Vec<(String, Range<usize>)>,
 }
 
 impl Validator<'_> {
@@ -112,7 +116,7 @@ impl Validator<'_> {
         let service = self.service(&mut raw);
         let directions = self.directions(&mut raw);
         let (limits, oversize_action) = self.limits(raw.limits.take().unwrap_or_default());
-        let fixes = urls::fixes(&raw);
+        let fixes = self.fixes(&mut raw);
         let urls = self.urls(&mut raw);
         let report = self.report(raw.report.take().unwrap_or_default());
         let replies = self.replies(raw.reply.take().unwrap_or_default());
@@ -125,6 +129,7 @@ impl Validator<'_> {
             &directions,
             &report,
         );
+        self.verified_without_ids(&fixes);
         let policy = Policies {
             inbound,
             outbound,

@@ -111,13 +111,16 @@ impl Validator<'_> {
         // What the scope matches on decides whether it is kept; errors in what it does
         // ([scope.policy], [scope.report]) leave it in for the checks across scopes.
         let matches_cleanly = self.clean_since(mark);
+        // Given, even with a value in error: the scope is not one that changes nothing.
+        let fix_signed_given = fix_signed.is_some();
+        let fix_signed = fix_signed.and_then(|v| self.fix_signed(&v, &format!("{key} fix_signed")));
         let effect = match exempt {
             Some(e) => {
                 let overrides_given =
-                    policy.is_some() || fix_signed.is_some() || scope_report.is_some();
+                    policy.is_some() || fix_signed_given || scope_report.is_some();
                 self.scope_exempt(e, overrides_given, &key)
             }
-            None if policy.is_none() && fix_signed.is_none() && scope_report.is_none() => {
+            None if policy.is_none() && !fix_signed_given && scope_report.is_none() => {
                 self.err(
                     at,
                     format!(
@@ -134,7 +137,7 @@ impl Validator<'_> {
                 Some(Effect::Override(Box::new(Overrides {
                     inbound: Policy::layered(base.0, entries.clone()),
                     outbound: Policy::layered(base.1, entries),
-                    fix_signed: fix_signed.map(|f| *f.get_ref()),
+                    fix_signed,
                     report: report_on,
                     always,
                     min_severity,

@@ -1,25 +1,101 @@
 //! What happens to the references a message carries, whatever its direction (the
-//! fixes' keys) and per direction: `[schemes]`, `[schemes.inbound]`,
+//! fixes' keys, with what signed content they may change) and per direction: `[schemes]`, `[schemes.inbound]`,
 //! `[schemes.outbound]`, `[[rewrite]]`, `[legacy]`.
 
 use toml::Spanned;
 
 use super::{line_of, Validator};
-use crate::config::raw::{RawConfig, RawRewrite, RawSchemesDir};
+use crate::config::raw::{RawConfig, RawFixSigned, RawRewrite, RawSchemesDir};
 use crate::config::{Fixes, UrlPolicy, Urls};
-use crate::engine::{HostMatch, PathRegex, SchemePolicy, Template, UrlRewrite};
-
-/// `fix_signed`, `normalize_url_continuations`, `fold_url_words`: switches, nothing to
-/// check.
-pub(super) fn fixes(raw: &RawConfig) -> Fixes {
-    Fixes {
-        fix_signed: raw.fix_signed.unwrap_or(false),
-        normalize_url_continuations: raw.normalize_url_continuations.unwrap_or(false),
-        fold_url_words: raw.fold_url_words.unwrap_or(false),
-    }
-}
+use crate::engine::{FixSigned, HostMatch, PathRegex, SchemePolicy, Template, UrlRewrite};
 
 impl Validator<'_> {
+    /// `fix_signed`, `trusted_authserv_ids`, `normalize_url_continuations`,
+    /// `fold_url_words`.
+    pub(super) fn fixes(&mut self, raw: &mut RawConfig) -> Fixes {
+        let fix_signed = raw
+            .fix_signed
+            .take()
+            .and_then(|v| self.fix_signed(&v, "fix_signed"))
+            .unwrap_or_default();
+        let trusted_authserv_ids = self.authserv_ids(raw.trusted_authserv_ids.take());
+        Fixes {
+            fix_signed,
+            trusted_authserv_ids,
+            normalize_url_continuations: raw.normalize_url_continuations.unwrap_or(false),
+            fold_url_words: raw.fold_url_words.unwrap_or(false),
+        }
+    }
+
+    /// A `fix_signed` value, top-level or a scope's (`key` names it); None on an error.
+    /// Where it says `"verified"`, remembered: without `trusted_authserv_ids` it can
+    /// never repair anything ([`Validator::verified_without_ids`]).
+    pub(super) fn fix_signed(&mut self, v: &Spanned<RawFixSigned>, key: &str) -> Option<FixSigned> {
+        match v.get_ref() {
+            RawFixSigned::Switch(true) => Some(FixSigned::Always),
+            RawFixSigned::Switch(false) => Some(FixSigned::Never),
+            RawFixSigned::Word(w) if w == "verified" => {
+                self.verified_at.push((key.to_string(), v.span()));
+                Some(FixSigned::Verified)
+            }
+            RawFixSigned::Word(w) => {
+                self.err(
+                    v.span(),
+                    format!("{key} {w:?}: expected true, false or \"verified\""),
+                );
+                None
+            }
+        }
+    }
+
+    /// `trusted_authserv_ids`: host names as verifiers write them first in their
+    /// Authentication-Results (RFC 8601 §2.5), lower-cased.
+    fn authserv_ids(&mut self, ids: Option<Vec<Spanned<String>>>) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for id in ids.unwrap_or_default() {
+            let t = id.get_ref();
+            // What ends or quotes a value in the field's syntax cannot be in one.
+            let bad = t.is_empty()
+                || t.bytes()
+                    .any(|b| !b.is_ascii_graphic() || b"();\"\\".contains(&b));
+            if bad {
+                self.err(
+                    id.span(),
+                    format!(
+                        "trusted_authserv_ids {t:?}: an authserv-id is one token, as the \
+                         verifier writes it first in its Authentication-Results \
+                         (AuthservID in OpenDKIM, authserv_id in rspamd), e.g. \"mx.example.org\""
+                    ),
+                );
+                continue;
+            }
+            let t = t.to_ascii_lowercase();
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+        out
+    }
+
+    /// Warns where `fix_signed = "verified"` is set while no authserv-id is trusted:
+    /// no verdict can then count, and nothing under an intact signature is repaired.
+    pub(super) fn verified_without_ids(&mut self, fixes: &Fixes) {
+        if !fixes.trusted_authserv_ids.is_empty() {
+            return;
+        }
+        for (key, span) in std::mem::take(&mut self.verified_at) {
+            self.warn(
+                "fix_signed",
+                span,
+                format!(
+                    "{key} = \"verified\" without trusted_authserv_ids: no \
+                     Authentication-Results field can count, so nothing under an intact \
+                     DKIM signature is repaired; name the authserv-id your verifier writes"
+                ),
+            );
+        }
+    }
+
     /// `[schemes]`, `[schemes.inbound]`, `[schemes.outbound]`, `[[rewrite]]`, `[legacy]`.
     pub(super) fn urls(&mut self, raw: &mut RawConfig) -> Urls {
         let rs = raw.schemes.take().unwrap_or_default();

@@ -52,9 +52,23 @@ pub struct Analysis {
     /// background, a style sheet): the message has inline images when this is not 0.
     #[serde(skip)]
     pub shown_parts: usize,
+    /// Every signature that covers an edit on offer, and whether its edits are made.
+    pub signatures: Vec<crate::engine::model::signature::Signature>,
 }
 
 impl Analysis {
+    /// The signatures that cover a repair on offer are all DKIM or ARC signatures whose
+    /// body hash no longer matches (at least one): nothing the repairs change is
+    /// protected, whatever `fix_signed` says.
+    pub fn broken_signatures(&self) -> bool {
+        use crate::engine::model::signature::Standing;
+        !self.signatures.is_empty()
+            && self
+                .signatures
+                .iter()
+                .all(|s| matches!(s.standing, Standing::BodyHashBroken(_)))
+    }
+
     /// The edits that repair at least one of the findings `wanted` says yes to. An edit
     /// that changes a reference (`Edit::requires`) also needs a wanted finding of that
     /// rule; an edit inside a chosen part replacement is dropped (the part is gone).

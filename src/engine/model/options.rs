@@ -62,14 +62,43 @@ impl SchemePolicy {
     }
 }
 
+/// Which signed content a repair may change. Ordered from the most to the least
+/// protective: several scopes of one message combine to the smallest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum FixSigned {
+    /// Only what no intact signature covers (`fix_signed = false`).
+    #[default]
+    Never,
+    /// Also what a DKIM or ARC signature covers once a trusted verifier recorded its
+    /// result at this hop (`fix_signed = "verified"`): the last hop, after the verdict.
+    Verified,
+    /// Everything, every signature broken (`fix_signed = true`): for a milter placed
+    /// before the signer.
+    Always,
+}
+
+impl FixSigned {
+    /// As the configuration file writes it.
+    pub fn as_config(self) -> &'static str {
+        match self {
+            FixSigned::Never => "false",
+            FixSigned::Verified => "\"verified\"",
+            FixSigned::Always => "true",
+        }
+    }
+}
+
 /// What the engine is asked to do beyond the catalogue defaults.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Options {
     pub limits: Limits,
     pub schemes: SchemePolicy,
-    /// Offer fixes even where they would break a DKIM signature, multipart/signed or
-    /// S/MIME (for milters placed before the signer). Off by default.
-    pub fix_signed: bool,
+    /// Which signatures a repair may change what they cover (`signed`). A DKIM or ARC
+    /// signature whose body hash no longer matches protects nothing under any of them.
+    pub fix_signed: FixSigned,
+    /// The authserv-ids (RFC 8601 §2.5) of the verifiers whose Authentication-Results,
+    /// added at this hop, [`FixSigned::Verified`] relies on; compared without case.
+    pub trusted_authserv_ids: Vec<String>,
     /// Offer the normalisation of RFC 2231 `URL*n` continuations to RFC 2017 form.
     pub normalize_url_continuations: bool,
     /// Write rewritten external-body URLs as one quoted word, folded only where its line

@@ -117,6 +117,21 @@ pub struct Plan {
     /// Every scope the message falls into (its recipients' scopes), file order,
     /// `default` last; empty when no scope applies.
     pub scopes: Vec<String>,
+    /// What each signature that covered a repair on offer made of it, in message order.
+    pub signed: Vec<SignedOutcome>,
+}
+
+/// What one signature that covered a repair on offer made of it: the repair made (and
+/// what it relied on) or withheld (and why). A signature whose repairs no finding's
+/// action asks for is not listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedOutcome {
+    pub repaired: bool,
+    /// The metrics' `reason` label: a [`engine::Lift`] or [`engine::Withheld`] reason,
+    /// or `relayed` where a scope keeps what the configuration would repair.
+    pub reason: &'static str,
+    /// For a repair, what the log line says it relied on (`verified=…`, `bh-broken=…`).
+    pub relied_on: Option<String>,
 }
 
 impl Plan {
@@ -164,6 +179,7 @@ impl Plan {
             decisions: Vec::new(),
             scope: None,
             scopes: Vec::new(),
+            signed: Vec::new(),
         }
     }
 }
@@ -274,6 +290,27 @@ impl fmt::Display for Plan {
         }
         if !self.rules.is_empty() {
             writeln!(f, "rules: {}", ids(&self.rules, " "))?;
+            // Each rule's action in force, the built-in defaults of this direction and
+            // configuration included: what the report header does not say.
+            let mut shown: Vec<(Rule, Action)> = Vec::new();
+            for &(r, a) in &self.decisions {
+                match shown.iter_mut().find(|(x, _)| *x == r) {
+                    Some(s) => s.1 = s.1.max(a),
+                    None => shown.push((r, a)),
+                }
+            }
+            let words: Vec<String> = shown
+                .iter()
+                .filter(|(_, a)| *a != Action::Ignore)
+                .map(|(r, a)| format!("{}={a}", r.id()))
+                .collect();
+            writeln!(f, "actions: {}", words.join(" "))?;
+        }
+        for s in &self.signed {
+            match &s.relied_on {
+                Some(r) if s.repaired => writeln!(f, "signed: repaired ({r})")?,
+                _ => writeln!(f, "signed: withheld ({})", s.reason)?,
+            }
         }
         if self.dry_run {
             writeln!(

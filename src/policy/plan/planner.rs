@@ -4,8 +4,8 @@
 //! body, a reply, a quarantine reason and the report header.
 
 use super::replies::{expand, reply};
-use super::{FieldChange, HeaderChange, Plan, Received, Replies, Reply};
-use crate::engine::{self, model::mime, Analysis, Edit, Limits, Rule, UrlChange};
+use super::{FieldChange, HeaderChange, Plan, Received, Replies, Reply, SignedOutcome};
+use crate::engine::{self, model::mime, Analysis, Edit, FixSigned, Limits, Rule, UrlChange};
 use crate::policy::decide::{self, Decider};
 use crate::policy::report::{self, Report};
 use crate::policy::scope::Selection;
@@ -18,6 +18,8 @@ pub struct Planner<'a> {
     pub report: &'a Report,
     pub replies: &'a Replies,
     pub limits: Limits,
+    /// The configuration's `fix_signed`, which scopes may lower.
+    pub fix_signed: FixSigned,
 }
 
 impl Planner<'_> {
@@ -119,6 +121,8 @@ impl Planner<'_> {
             dir,
             policies: self.policies,
             report: self.report,
+            fix_signed: self.fix_signed,
+            broken_signatures: analysis.broken_signatures(),
         };
         // Each finding's action, once, over every scope the message falls into.
         let actions: Vec<Action> = analysis
@@ -133,12 +137,56 @@ impl Planner<'_> {
         plan.rules = verdict.rules;
         plan.reported = verdict.reported;
         plan.decided_by = verdict.decided_by;
+        plan.signed = self.signed_outcomes(analysis, &actions, scopes);
         if scopes.scoped() {
             plan.scopes = scopes.names();
             let by = scopes.decided_by(&decider, &analysis.findings, oversize, plan.verdict);
             plan.scope = Some(by.to_string());
         }
         (plan, actions)
+    }
+
+    /// What each signature that covered a repair on offer made of it, under the actions
+    /// decided: made where one of its edits is a fix's, withheld where the engine
+    /// withheld them (`relayed` when only a scope's `fix_signed` kept them).
+    fn signed_outcomes(
+        &self,
+        analysis: &Analysis,
+        actions: &[Action],
+        scopes: &Selection,
+    ) -> Vec<SignedOutcome> {
+        if analysis.signatures.is_empty() {
+            return Vec::new();
+        }
+        let chosen = analysis.edits_where(|i| actions.get(i) == Some(&Action::Fix));
+        let lowered = scopes.fix_signed(self.fix_signed) < self.fix_signed;
+        let mut out = Vec::new();
+        for s in &analysis.signatures {
+            match s.decision {
+                Ok(lift) => {
+                    let made = s
+                        .edits
+                        .iter()
+                        .any(|&i| chosen.iter().any(|e| std::ptr::eq(*e, &analysis.edits[i])));
+                    if made {
+                        out.push(SignedOutcome {
+                            repaired: true,
+                            reason: lift.reason(),
+                            relied_on: s.relied_on(),
+                        });
+                    }
+                }
+                Err(why) => {
+                    let relayed = lowered && s.standing.decision(s.kind, self.fix_signed).is_ok();
+                    out.push(SignedOutcome {
+                        repaired: false,
+                        reason: if relayed { "relayed" } else { why.reason() },
+                        relied_on: None,
+                    });
+                }
+            }
+        }
+        out
     }
 
     /// The reply of a rejected or tempfailed message: nothing else is sent then.

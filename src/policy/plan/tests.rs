@@ -53,6 +53,7 @@ impl Setup {
 
     fn planner(&self) -> Planner<'_> {
         Planner {
+            fix_signed: crate::engine::FixSigned::Never,
             policies: &self.policies,
             report: &self.report,
             replies: &self.replies,
@@ -125,6 +126,7 @@ fn analysis() -> Analysis {
         change: None,
     };
     Analysis {
+        signatures: Vec::new(),
         findings: vec![
             Finding::new(Rule::HeaderLineTooLong, "0", "long").with_edit(0),
             Finding::new(Rule::ExtbodyUrlUnquoted, "1", "word").with_edit(1),

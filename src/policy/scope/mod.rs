@@ -24,7 +24,7 @@ mod tests;
 pub use checks::never_matches;
 pub use envelope::{Envelope, Recipients};
 
-use crate::engine::Finding;
+use crate::engine::{Finding, FixSigned};
 use crate::policy::decide::{self, Decider, Effect};
 use crate::policy::matching::FieldCache;
 use crate::policy::matching::Matcher;
@@ -188,7 +188,7 @@ impl<'s> Selection<'s> {
     }
 
     /// Whether the engine may change signed content ([`decide::fix_signed`]).
-    pub fn fix_signed(&self, global: bool) -> bool {
+    pub fn fix_signed(&self, global: FixSigned) -> FixSigned {
         decide::fix_signed(self.effects(), global)
     }
 

@@ -201,6 +201,8 @@ fn decisions_over_several_scopes() {
         dir,
         policies: &p,
         report: &r,
+        fix_signed: crate::engine::FixSigned::Never,
+        broken_signatures: false,
     };
     let fixable = finding(Rule::ExtbodyUrlUnquoted, true);
     let dup = finding(Rule::RelatedCidDuplicate, false);
@@ -259,7 +261,8 @@ fn decisions_over_several_scopes() {
 
 #[test]
 fn fix_signed_needs_every_fixing_scope() {
-    let with = |v: Option<bool>| {
+    use crate::engine::FixSigned::{Always, Never, Verified};
+    let with = |v: Option<crate::engine::FixSigned>| {
         let Effect::Override(mut o) = overriding(&[]) else {
             unreachable!()
         };
@@ -267,20 +270,94 @@ fn fix_signed_needs_every_fixing_scope() {
         Effect::Override(o)
     };
     let scopes = Scopes::new(vec![
-        scope("signer", rcpt(&["@a.example"]), with(Some(true))),
+        scope("signer", rcpt(&["@a.example"]), with(Some(Always))),
         scope("plain", rcpt(&["@b.example"]), with(None)),
         scope("list", rcpt(&["@c.example"]), Effect::Exempt(Action::Log)),
+        scope("local", rcpt(&["@d.example"]), with(Some(Verified))),
     ]);
     let dir = Direction::Outbound;
     let fs = |r: &[&str], global| scopes.select(dir, &env(&scopes, r), b"").fix_signed(global);
-    assert!(fs(&["x@a.example"], false));
-    assert!(!fs(&["x@a.example", "y@b.example"], false));
-    assert!(fs(&["x@a.example", "y@b.example"], true));
-    assert!(!fs(&["x@a.example", "y@elsewhere.example"], false));
-    assert!(
-        fs(&["x@a.example", "y@c.example"], false),
+    assert_eq!(fs(&["x@a.example"], Never), Always);
+    assert_eq!(fs(&["x@a.example", "y@b.example"], Never), Never);
+    assert_eq!(fs(&["x@a.example", "y@b.example"], Always), Always);
+    assert_eq!(fs(&["x@a.example", "y@elsewhere.example"], Never), Never);
+    assert_eq!(
+        fs(&["x@a.example", "y@c.example"], Never),
+        Always,
         "exempt scopes make no fix"
     );
+    // The least any fixing scope allows: a recipient whose mail is relayed (the
+    // direction's own `false`) keeps a local recipient's "verified" from changing it.
+    assert_eq!(fs(&["x@d.example"], Never), Verified);
+    assert_eq!(fs(&["x@d.example", "y@elsewhere.example"], Never), Never);
+    assert_eq!(fs(&["x@d.example", "y@a.example"], Never), Verified);
+}
+
+/// The inline rules logged on inbound mail are fixed there once repairs reach signed
+/// content: by `fix_signed` in force for the scope that decides, or by a message whose
+/// signatures are broken; never where a key names the rule.
+#[test]
+fn inbound_inline_defaults_follow_what_repairs_reach() {
+    use crate::engine::FixSigned::{Never, Verified};
+    let with = |v: Option<crate::engine::FixSigned>, entries: &[(&str, Action)]| {
+        let Effect::Override(mut o) = overriding(entries) else {
+            unreachable!()
+        };
+        o.fix_signed = v;
+        Effect::Override(o)
+    };
+    let scopes = Scopes::new(vec![
+        scope(
+            "local",
+            rcpt(&["@local.example"]),
+            with(Some(Verified), &[]),
+        ),
+        scope(
+            "named",
+            rcpt(&["@named.example"]),
+            with(
+                Some(Verified),
+                &[("related-part-disposition-missing", Action::Report)],
+            ),
+        ),
+    ]);
+    let (p, r, dir) = (policies(), report(), Direction::Inbound);
+    let missing = finding(Rule::RelatedPartDispositionMissing, true);
+    let decide = |rc: &[&str], global, broken| {
+        let decider = Decider {
+            dir,
+            policies: &p,
+            report: &r,
+            fix_signed: global,
+            broken_signatures: broken,
+        };
+        let sel = scopes.select(dir, &env(&scopes, rc), b"");
+        decider.finding(sel.effects(), &missing)
+    };
+    assert_eq!(decide(&["a@elsewhere.example"], Never, false), Action::Log);
+    assert_eq!(
+        decide(&["a@elsewhere.example"], Verified, false),
+        Action::Fix
+    );
+    assert_eq!(decide(&["a@elsewhere.example"], Never, true), Action::Fix);
+    assert_eq!(decide(&["a@local.example"], Never, false), Action::Fix);
+    assert_eq!(
+        decide(&["a@local.example", "b@elsewhere.example"], Never, false),
+        Action::Report,
+        "a fix only when every scope fixes"
+    );
+    assert_eq!(decide(&["a@named.example"], Never, true), Action::Report);
+    // Not fixable (withheld): reported, as outbound.
+    let decider = Decider {
+        dir,
+        policies: &p,
+        report: &r,
+        fix_signed: Verified,
+        broken_signatures: false,
+    };
+    let sel = scopes.select(dir, &env(&scopes, &["a@elsewhere.example"]), b"");
+    let withheld = finding(Rule::RelatedPartDispositionMissing, false);
+    assert_eq!(decider.finding(sel.effects(), &withheld), Action::Log);
 }
 
 #[test]

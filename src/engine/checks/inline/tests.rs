@@ -413,7 +413,7 @@ fn repairs_are_withheld_under_a_dkim_signature() {
         ]
     );
     let opts = Options {
-        fix_signed: true,
+        fix_signed: crate::engine::FixSigned::Always,
         ..Options::default()
     };
     let (out, _) = fix(raw.as_bytes(), &opts).unwrap();

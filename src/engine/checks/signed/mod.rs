@@ -1,11 +1,24 @@
-//! Signed mail: fixes that would break a signature are withheld unless the admin says the
-//! milter runs before the signer (`Options::fix_signed`).
+//! Signed mail: a repair that would change what a signature covers is withheld while
+//! that signature still protects something, and made where it does not.
 //!
 //! What a signature covers:
 //! - DKIM-Signature and ARC-Message-Signature: the top-level fields named in `h=`, and the
 //!   whole body (`bh=`), so any edit below the top-level heading breaks them.
 //! - multipart/signed (RFC 1847): the first body part, heading included.
 //! - application/pkcs7-mime (S/MIME): the whole entity.
+//!
+//! When a DKIM or ARC signature no longer protects anything (`standing`): its body hash
+//! no longer matches the body, so it fails for every verifier already; or, under
+//! `fix_signed = "verified"`, a trusted verifier recorded its result at this hop
+//! (`verdicts`), so a repair after it changes no decision. multipart/signed and S/MIME
+//! are never lifted by a DKIM verdict: only `fix_signed = true` changes them.
+//!
+//! Files: this one finds the covers and withholds; `standing`: whether a DKIM or ARC
+//! signature still holds; `verdicts`: the trusted Authentication-Results of this hop and
+//! the signatures they are about.
+
+mod standing;
+mod verdicts;
 
 use std::ops::Range;
 
@@ -14,34 +27,43 @@ use crate::engine::model::edit::Edit;
 use crate::engine::model::mime::Message;
 use crate::engine::model::options::Options;
 use crate::engine::model::rules::Rule;
+use crate::engine::model::signature::{
+    Lift, Signature, SignatureKind, Standing, Verdict, Withheld,
+};
 
 /// One thing a signature covers, and what signs it.
 struct Cover {
-    what: String,
-    /// Part path the signature belongs to, for the finding.
+    kind: SignatureKind,
+    /// The signature field's value (DKIM, ARC), to judge its standing.
+    value: Option<Range<usize>>,
+    /// Part path the signature belongs to.
     part: String,
     /// Byte ranges of the original message it covers.
     ranges: Vec<Range<usize>>,
 }
 
-/// Marks findings whose edit would break a signature as not fixable (unless
-/// `fix_signed`), and reports `signed-content` for each signature so affected.
+/// Withholds the edits that a signature which still protects something covers (the
+/// findings they repair become not fixable), and reports `signed-content` for every
+/// signature that covers an edit on offer, saying whether its edits are made or
+/// withheld and why. Returns those findings and one record per such signature.
 pub fn withhold_signed_fixes(
     msg: &Message,
     opts: &Options,
     findings: &mut [Finding],
     edits: &[Edit],
-) -> Vec<Finding> {
+) -> (Vec<Finding>, Vec<Signature>) {
     let mut extra = Vec::new();
+    let mut records = Vec::new();
     // No edit, nothing to withhold: the signatures are only looked for when there is one
     // (the look walks every part, ~10 instructions a part of a 10 000-part message).
     if edits.is_empty() {
-        return extra;
+        return (extra, records);
     }
     let covers = covers(msg);
     if covers.is_empty() {
-        return extra;
+        return (extra, records);
     }
+    let mut judge = standing::Judge::new(msg, opts);
     // The edit each finding had before any signature withheld it: a fix covered by two
     // signatures is named by both.
     let offered: Vec<Option<usize>> = findings.iter().map(|f| f.edit).collect();
@@ -52,34 +74,75 @@ pub fn withhold_signed_fixes(
         if hit.is_empty() {
             continue;
         }
+        let (name, standing) = match &cover.value {
+            Some(v) => judge.header_signature(cover.kind, v.clone()),
+            None => (cover.part.clone(), Standing::Cms),
+        };
+        let decision = standing.decision(cover.kind, opts.fix_signed);
         let mut rules: Vec<&str> = Vec::new();
         for (f, edit) in findings.iter_mut().zip(&offered) {
             if edit.is_some_and(|i| hit.contains(&i)) {
                 if !rules.contains(&f.rule.id()) {
                     rules.push(f.rule.id());
                 }
-                if !opts.fix_signed {
+                if decision.is_err() {
                     f.fixable = false;
                     f.edit = None;
                 }
             }
         }
-        let verdict = if opts.fix_signed {
-            "fixes applied anyway (fix_signed), breaking it"
-        } else {
-            "fixes withheld"
+        let record = Signature {
+            kind: cover.kind,
+            name,
+            part: cover.part.clone(),
+            standing,
+            decision,
+            edits: hit,
         };
         extra.push(Finding::new(
             Rule::SignedContent,
             cover.part.clone(),
             format!(
-                "{} covers what the fixes for {} would change: {verdict}",
-                cover.what,
-                rules.join(", ")
+                "{record} covers what the fixes for {} would change: {}",
+                rules.join(", "),
+                said(&record)
             ),
         ));
+        records.push(record);
     }
-    extra
+    (extra, records)
+}
+
+/// The end of a `signed-content` finding: what happens to the edits, and why.
+fn said(s: &Signature) -> String {
+    let unknown = match &s.standing {
+        Standing::Unknown(why, _) => format!(" ({why})"),
+        _ => String::new(),
+    };
+    match (s.decision, &s.standing) {
+        (Ok(Lift::BodyHashBroken), Standing::BodyHashBroken(why)) => {
+            format!("{why}, so it protects nothing: fixes not withheld")
+        }
+        (Ok(Lift::Verified), Standing::Intact(Verdict::Taken(v)))
+        | (Ok(Lift::Verified), Standing::Unknown(_, Verdict::Taken(v))) => {
+            format!("its verdict is recorded at this hop ({v}), which a fix no longer changes: fixes not withheld")
+        }
+        (Ok(_), _) => "fixes applied anyway (fix_signed), breaking it".into(),
+        (Err(Withheld::NotEnabled), Standing::Intact(Verdict::Taken(v)))
+        | (Err(Withheld::NotEnabled), Standing::Unknown(_, Verdict::Taken(v))) => format!(
+            "fixes withheld (a trusted verdict is recorded at this hop, {v}, but fix_signed is not \"verified\")"
+        ),
+        (Err(Withheld::Disagree), Standing::Intact(Verdict::Disagree(v)))
+        | (Err(Withheld::Disagree), Standing::Unknown(_, Verdict::Disagree(v))) => {
+            format!("fixes withheld (trusted verdicts disagree: {v})")
+        }
+        (Err(Withheld::Unknown), _) => format!("fixes withheld{unknown}"),
+        (Err(Withheld::NoVerdict), _) => {
+            "fixes withheld (it holds, and no trusted verdict is recorded for it at this hop)"
+                .into()
+        }
+        (Err(_), _) => "fixes withheld".into(),
+    }
 }
 
 fn overlaps(a: &Range<usize>, b: &Range<usize>) -> bool {
@@ -94,7 +157,10 @@ fn covers(msg: &Message) -> Vec<Cover> {
     if top.buf != 0 {
         return out;
     }
-    for name in ["dkim-signature", "arc-message-signature"] {
+    for (name, kind) in [
+        ("dkim-signature", SignatureKind::Dkim),
+        ("arc-message-signature", SignatureKind::Arc),
+    ] {
         for (_, f) in msg.fields_named(top, name) {
             let signed_names = dkim_header_list(msg.value(top, f));
             let mut ranges: Vec<Range<usize>> = msg
@@ -108,13 +174,9 @@ fn covers(msg: &Message) -> Vec<Cover> {
                 .collect();
             // The body hash covers everything after the top-level heading.
             ranges.push(top.body.start.min(msg.len)..msg.len);
-            let label = if name == "dkim-signature" {
-                "a DKIM-Signature"
-            } else {
-                "an ARC-Message-Signature"
-            };
             out.push(Cover {
-                what: label.into(),
+                kind,
+                value: Some(f.value.clone()),
                 part: "0".into(),
                 ranges,
             });
@@ -129,7 +191,8 @@ fn covers(msg: &Message) -> Vec<Cover> {
                 let c = &msg.entities[first];
                 let start = msg.fields(c).first().map_or(c.header.start, |f| f.start);
                 out.push(Cover {
-                    what: format!("the multipart/signed part {}", msg.path(e)),
+                    kind: SignatureKind::MultipartSigned,
+                    value: None,
                     part: msg.path(e).to_string(),
                     ranges: vec![Range {
                         start,
@@ -141,7 +204,8 @@ fn covers(msg: &Message) -> Vec<Cover> {
             && matches!(&*e.ctype.subtype, "pkcs7-mime" | "x-pkcs7-mime")
         {
             out.push(Cover {
-                what: format!("the S/MIME part {}", msg.path(e)),
+                kind: SignatureKind::Smime,
+                value: None,
                 part: msg.path(e).to_string(),
                 ranges: vec![Range {
                     start: e.header.start,
@@ -153,7 +217,8 @@ fn covers(msg: &Message) -> Vec<Cover> {
     out
 }
 
-/// Lower-case field names of a DKIM `h=` tag.
+/// Lower-case field names of a DKIM `h=` tag, read leniently: a signature too broken to
+/// parse still names what a verifier would look at.
 fn dkim_header_list(value: &[u8]) -> Vec<String> {
     let v = String::from_utf8_lossy(value);
     for tag in v.split(';') {
@@ -170,46 +235,4 @@ fn dkim_header_list(value: &[u8]) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn h_tag_is_read_across_folding() {
-        let names = dkim_header_list(
-            b" v=1; a=rsa-sha256; d=x.test;\r\n\th=From:To:\r\n\t Content-Type; bh=abc; b=def",
-        );
-        assert_eq!(names, ["from", "to", "content-type"]);
-        assert!(dkim_header_list(b" v=1; d=x").is_empty());
-    }
-
-    /// Every signature that covers a fix names the rules of that fix, also when an
-    /// earlier signature already withheld it.
-    #[test]
-    fn each_signature_names_the_rules_it_protects() {
-        let raw = b"DKIM-Signature: v=1; d=x.test; h=From:Content-Type; bh=a; b=b\r\n\
-ARC-Message-Signature: i=1; d=x.test; h=From:Content-Type; bh=a; b=b\r\n\
-Content-Type: message/external-body; access-type=URL; URL=http://x.test/a\r\n\
-\r\n\
-Content-Type: text/plain\r\n\r\n";
-        for fix_signed in [false, true] {
-            let opts = Options {
-                fix_signed,
-                ..Options::default()
-            };
-            let a = crate::engine::check(raw, &opts);
-            let signed: Vec<&str> = a
-                .findings
-                .iter()
-                .filter(|f| f.rule == Rule::SignedContent)
-                .map(|f| f.message.as_str())
-                .collect();
-            assert_eq!(signed.len(), 2, "{signed:?}");
-            for m in signed {
-                assert!(
-                    m.contains("the fixes for extbody-url-unquoted would change"),
-                    "{m}"
-                );
-            }
-        }
-    }
-}
+mod tests;
