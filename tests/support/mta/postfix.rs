@@ -203,8 +203,9 @@ postlog   unix-dgram n - n - 1 postlogd
         );
         fs::write(etc.join("master.cf"), master).expect("write master.cf");
         // Postfix rereads a configuration file every 300 ms until its mtime is more
-        // than a second before the read began ("pausing to let ... settle down"): 1.8 s
-        // at every start, and in every postconf or postmap on a fresh main.cf.
+        // than a second before the read began ("pausing to let ... cool down" at
+        // -v -v): 1.8 s at every start, and in every postconf or postmap on a fresh
+        // main.cf.
         settled(&etc.join("main.cf"));
         settled(&etc.join("master.cf"));
 
