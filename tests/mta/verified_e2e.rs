@@ -473,10 +473,14 @@ fn harness_rspamd_first_deletes_every_earlier_field_and_records_pass() {
         "{ar:?}"
     );
     assert_eq!(names_seen(&seen)[0], "Authentication-Results");
-    assert_eq!(
-        dns.asked(),
-        [format!("mimeref._domainkey.{DOMAIN}/16")],
-        "{log}"
+    // Only the key's TXT record, asked again if a reply came late.
+    let asked = dns.asked();
+    assert!(
+        !asked.is_empty()
+            && asked
+                .iter()
+                .all(|q| *q == format!("mimeref._domainkey.{DOMAIN}/16")),
+        "{asked:?}\n{log}"
     );
     let (fields, _) = split_fields(&got.message);
     assert!(
