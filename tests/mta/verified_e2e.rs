@@ -246,6 +246,34 @@ fn harness_postfix_header_checks_delete_forged_fields_before_the_milters() {
     key.assert_holds(&got.message, &text);
 }
 
+/// IGNORE, the recipe's alternative to STRIP, deletes the same fields before the
+/// milters, without a log line.
+#[test]
+fn harness_postfix_header_checks_ignore_deletes_silently() {
+    if !mta::require_postfix() || !mta::require_opendkim() {
+        return;
+    }
+    let key = Key::generate();
+    let id = "hc-3@sender.example";
+    let input = on_top(&format!("{}{LOOKALIKES}", forgeries()), &external(&key, id));
+    let (dir, line) = header_checks();
+    let table = recipe("header_checks");
+    let strip = " STRIP forged Authentication-Results\n";
+    assert!(table.ends_with(strip), "{table}");
+    let ignore = format!("{} IGNORE\n", &table[..table.len() - strip.len()]);
+    fs::write(dir.path().join("header_checks"), ignore).unwrap();
+    let recorder = Probe::start(vec![]);
+    let pf = postfix(&[recorder.postfix_spec()], &[line]);
+    send(&pf, LOCAL_RCPT, &input);
+    pf.wait_delivered(id);
+    assert_eq!(ar_seen(&only(&recorder)), LOOKALIKES_SEEN);
+    let log = pf.log();
+    assert!(
+        !log.contains("strip:") && log.contains("message-id=<hc-3@"),
+        "{log}"
+    );
+}
+
 /// The control: without the table, the forged fields reach every milter.
 #[test]
 fn harness_postfix_without_header_checks_hands_forged_fields_to_the_milters() {
