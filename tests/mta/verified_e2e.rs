@@ -622,19 +622,16 @@ fn recipe_config() -> String {
 /// `fix --as-milter` offline for inbound mail from FROM to `rcpt`: what the daemon
 /// should make Postfix deliver.
 fn offline(cfg: &str, msg: &[u8], rcpt: &str) -> Vec<u8> {
-    mta::offline_fix(
-        &[
-            "--as-milter",
-            "--direction",
-            "inbound",
-            "--from",
-            FROM,
-            "--rcpt",
-            rcpt,
-        ],
-        cfg,
-        msg,
-    )
+    offline_to(cfg, msg, &[rcpt])
+}
+
+/// [`offline`] for several recipients.
+fn offline_to(cfg: &str, msg: &[u8], rcpts: &[&str]) -> Vec<u8> {
+    let mut args = vec!["--as-milter", "--direction", "inbound", "--from", FROM];
+    for r in rcpts {
+        args.extend(["--rcpt", r]);
+    }
+    mta::offline_fix(&args, cfg, msg)
 }
 
 /// The message as the daemon was handed it: the fields the milters before it put on
@@ -866,8 +863,9 @@ fn broken_body_hash_is_repaired_with_the_default_configuration() {
     assert!(log.contains(&format!("bh-broken=d={DOMAIN}")), "{log}");
 }
 
-/// The recipe's scope: "verified" for mail delivered here; mail relayed on keeps its
-/// signature intact, since the next hop verifies again.
+/// The recipe's scope: "verified" for mail delivered here; mail relayed on, alone or
+/// beside a recipient here, keeps its signature intact, since the next hop verifies
+/// again.
 #[test]
 fn the_recipe_repairs_mail_delivered_here_and_relayed_mail_keeps_its_signature() {
     if !mta::require_postfix() || !mta::require_opendkim() {
@@ -879,34 +877,38 @@ fn the_recipe_repairs_mail_delivered_here_and_relayed_mail_keeps_its_signature()
     let d = daemon(&cfg);
     let (_checks, line) = header_checks();
     let pf = postfix(&[od.postfix_spec(), d.postfix_spec()], &[line]);
-    let (here, relayed) = ("scope-1@sender.example", "scope-2@sender.example");
-    let (in_here, in_relayed) = (external(&key, here), external(&key, relayed));
-    send(&pf, LOCAL_RCPT, &in_here);
-    send(&pf, RELAY_RCPT, &in_relayed);
-
-    let got = pf.wait_delivered(here);
-    let handed = as_handed(&untraced(&got), &in_here);
-    let want = offline(&cfg, &handed, LOCAL_RCPT);
-    assert!(drop_fields(&want, "X-MIMERef") != handed, "no repair");
-    same("delivered here", &want, &untraced(&got));
-
-    let got = pf.wait_delivered(relayed);
-    let text = String::from_utf8_lossy(&got.message).into_owned();
-    let handed = as_handed(&untraced(&got), &in_relayed);
-    same(
-        "relayed",
-        &offline(&cfg, &handed, RELAY_RCPT),
-        &untraced(&got),
-    );
-    same(
-        "relayed as signed, the verdict and the report aside",
-        &in_relayed,
-        &drop_fields(
-            &drop_fields(&untraced(&got), "X-MIMERef"),
-            "Authentication-Results",
-        ),
-    );
-    key.assert_holds(&got.message, &text);
+    let cases: [(&str, &[&str], bool); 3] = [
+        ("scope-1@sender.example", &[LOCAL_RCPT], true),
+        ("scope-2@sender.example", &[RELAY_RCPT], false),
+        ("scope-3@sender.example", &[LOCAL_RCPT, RELAY_RCPT], false),
+    ];
+    let inputs: Vec<Vec<u8>> = cases.iter().map(|(id, _, _)| external(&key, id)).collect();
+    for ((_, rcpts, _), input) in cases.iter().zip(&inputs) {
+        let mut c = pf.smtp();
+        let r = c.send(FROM, rcpts, input);
+        c.quit();
+        assert_eq!(r.code, 250, "{r}\n{}", pf.log());
+    }
+    for ((id, rcpts, repaired), input) in cases.iter().zip(&inputs) {
+        let got = pf.wait_delivered(id);
+        let text = String::from_utf8_lossy(&got.message).into_owned();
+        let handed = as_handed(&untraced(&got), input);
+        let want = offline_to(&cfg, &handed, rcpts);
+        same(id, &want, &untraced(&got));
+        if *repaired {
+            assert!(drop_fields(&want, "X-MIMERef") != handed, "{id}: no repair");
+            continue;
+        }
+        same(
+            &format!("{id} as signed, the verdict and the report aside"),
+            input,
+            &drop_fields(
+                &drop_fields(&untraced(&got), "X-MIMERef"),
+                "Authentication-Results",
+            ),
+        );
+        key.assert_holds(&got.message, &text);
+    }
 }
 
 /// Sendmail: the verifier as the first INPUT_MAIL_FILTER, the daemon second.
