@@ -1,7 +1,8 @@
 #!/bin/bash
-# DKIM signer and verifier for tests/mta/dkim_e2e.rs: OpenDKIM (run by the tests in the
-# foreground with their own config and key, never as a system service), its tools
-# (opendkim-genkey), and python3-dkim (signing and verifying without DNS).
+# DKIM signer and verifier for tests/mta/dkim_e2e.rs and verified_e2e.rs: OpenDKIM
+# (run by the tests in the foreground with their own config and key, never as a system
+# service), its tools (opendkim-genkey), and python3-dkim (signing and verifying
+# without DNS).
 # Only what is missing is installed. Run by scripts/install-test-deps; root or sudo.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive

@@ -1,8 +1,9 @@
 #!/bin/bash
-# rspamd for tests/mta/rspamd_e2e.rs (a second milter in the same smtpd_milters list). The
-# test runs its own `rspamd -f -c CONF` (proxy worker in milter mode, self_scan, no
-# modules, no DNS or redis); the Debian package's service must neither start nor stay
-# enabled. Installed only when missing. Run by scripts/install-test-deps; root or sudo.
+# rspamd for tests/mta/rspamd_e2e.rs (a second milter in the same smtpd_milters list) and
+# verified_e2e.rs (a DKIM verifier, its keys from a DNS server of the test's own). The
+# tests run their own `rspamd -f -c CONF` (proxy worker in milter mode, self_scan, only
+# the modules a test names, no redis); the Debian package's service must neither start
+# nor stay enabled. Installed only when missing. Run by scripts/install-test-deps; root or sudo.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 PATH=/usr/sbin:/usr/bin:/sbin:/bin:$PATH

@@ -11,108 +11,28 @@ mod support;
 
 use support::mta;
 
-use std::fs;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
-
-use mta::{Daemon, Postfix, PostfixConfig, TempDir};
+use mta::{Daemon, Postfix, PostfixConfig, Rspamd};
 use support::message::{self, drop_fields, fixture, with_message_id};
 
 /// The fields rspamd's milter_headers adds here (the `use` list below).
 const RSPAMD_FIELDS: [&str; 2] = ["X-Spamd-Result", "X-Rspamd-Queue-Id"];
 
-/// `rspamd -f` with its own configuration and state directory on a loopback port,
-/// stopped on drop.
-struct Rspamd {
-    dir: TempDir,
-    port: u16,
-    child: Child,
-}
-
-impl Rspamd {
-    fn start() -> Rspamd {
-        let dir = TempDir::new("rspamd");
-        let state = dir.path().join("state");
-        fs::create_dir_all(state.join("db")).unwrap();
-        // The workers drop to _rspamd and write their caches, log and pid file here.
-        mta::chown(&state, "_rspamd:_rspamd");
-        mta::chown(&state.join("db"), "_rspamd:_rspamd");
-        let port = mta::free_port();
-        // Debian's public suffix list (9,600 entries) takes rspamd 3.4 about 15 s of
-        // hyperscan compilation at every start, 30 s and more on a loaded 2-core
-        // machine; these messages only need their own domains.
-        let tld = dir.path().join("effective_tld_names.dat");
-        fs::write(&tld, "com\norg\nnet\nexample\n").unwrap();
-        let conf = dir.path().join("rspamd.conf");
-        fs::write(
-            &conf,
-            format!(
-                r#"# As bench/rspamd.conf: no rules and no modules but milter_headers.
-options {{
-    pidfile = "{s}/rspamd.pid";
-    filters = "";
-    tempdir = "{s}";
-    cache_file = "{s}/db/symbols.cache";
-    hs_cache_dir = "{s}/db/";
-    control_socket = "{s}/db/rspamd.sock mode=0600";
-    url_tld = "{tld}";
-    local_addrs = [127.0.0.0/8];
-    task_timeout = 20s;
-    dns {{ nameserver = ["127.0.0.1:53"]; timeout = 1s; retransmits = 1; }}
-}}
-# info: one line per scanned message (queue id, size), for the failure messages.
-logging {{ type = "file"; filename = "{s}/rspamd.log"; level = "info"; }}
-worker "rspamd_proxy" {{
-    bind_socket = "127.0.0.1:{port}";
-    milter = yes;
-    timeout = 30s;
-    count = 1;
-    upstream "local" {{ default = yes; self_scan = yes; }}
-}}
-# Without this module rspamd's milter adds no field at all (measured with miltertest:
+/// No rules and no modules but milter_headers, as bench/rspamd.conf.
+fn rspamd() -> Rspamd {
+    Rspamd::start(
+        "",
+        None,
+        r#"# Without this module rspamd's milter adds no field at all (measured with miltertest:
 # accept, no modifications). skip_local and skip_authenticated are on by default and
 # every client here is on loopback.
-modules {{ path = "/usr/share/rspamd/plugins/milter_headers.lua"; }}
-milter_headers {{
+modules { path = "/usr/share/rspamd/plugins/milter_headers.lua"; }
+milter_headers {
     skip_local = false;
     skip_authenticated = false;
     use = ["x-spamd-result", "x-rspamd-queue-id"];
-}}
-"#,
-                s = state.display(),
-                tld = tld.display(),
-            ),
-        )
-        .unwrap();
-        let out = fs::File::create(dir.path().join("rspamd.out")).unwrap();
-        let mut child = Command::new("/usr/bin/rspamd")
-            .args(["-f", "-u", "_rspamd", "-g", "_rspamd", "-c"])
-            .arg(&conf)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .expect("start rspamd");
-        mta::wait_listening("rspamd", &mut child, port, mta::WAIT, || {
-            fs::read_to_string(dir.path().join("rspamd.out")).unwrap_or_default()
-        });
-        Rspamd { dir, port, child }
-    }
-
-    fn postfix_spec(&self) -> String {
-        format!("inet:127.0.0.1:{}", self.port)
-    }
-
-    fn log(&self) -> String {
-        fs::read_to_string(self.dir.path().join("state/rspamd.log")).unwrap_or_default()
-    }
 }
-
-impl Drop for Rspamd {
-    fn drop(&mut self) {
-        // The main process stops its workers on SIGTERM.
-        mta::terminate_child(&mut self.child, Duration::from_secs(10));
-    }
+"#,
+    )
 }
 
 fn require() -> bool {
@@ -182,7 +102,7 @@ fn postfix_queue_id(got: &mta::Delivered) -> String {
 /// Postfix with `milters`, three messages (a body fix, a header fix, a clean one), one
 /// session each; every one must be accepted, delivered, and carry both milters' fields.
 fn both_milters(mimeref_first: bool, tag: &str) {
-    let rspamd = Rspamd::start();
+    let rspamd = rspamd();
     let d = Daemon::start("", &[]);
     let milters = if mimeref_first {
         format!("{}, {}", d.postfix_spec(), rspamd.postfix_spec())

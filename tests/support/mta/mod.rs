@@ -14,14 +14,16 @@
 pub mod probe;
 
 mod daemon;
+mod dns;
 mod opendkim;
 mod postfix;
+mod rspamd;
 mod sendmail;
 mod smtp;
 
 // Every test crate uses its own share of them.
 #[allow(unused_imports)]
-pub use {daemon::*, opendkim::*, postfix::*, sendmail::*, smtp::*};
+pub use {daemon::*, dns::*, opendkim::*, postfix::*, rspamd::*, sendmail::*, smtp::*};
 
 use std::fs;
 use std::io::Read;
