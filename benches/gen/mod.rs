@@ -346,6 +346,59 @@ pub fn many_headers(n: usize) -> Vec<u8> {
     m
 }
 
+/// The 60 KB newsletter of [`related`] with one image's `Content-Disposition: inline`
+/// taken out (Outlook's form, so a repair is on offer under every signature) and, at
+/// its top, `verdicts` Authentication-Results fields of the trusted id
+/// `mx.test.example` (only the last names a signature: header.b of the first) and
+/// `signatures` intact DKIM-Signatures (simple/simple, their real body hash). What
+/// judging signatures costs when a sender or a forger piles them up: `signed-50`,
+/// `verdicts-1000` (checked with `fix_signed = "verified"`, see `bench_msgs`).
+pub fn signed(signatures: usize, verdicts: usize) -> Vec<u8> {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let rel = related();
+    let split = rel.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(0) + 4;
+    let (head, body) = rel.split_at(split);
+    let body = String::from_utf8_lossy(body).replacen("Content-Disposition: inline\r\n", "", 1);
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let bh = b64.encode(sha2::Sha256::digest(body.as_bytes()));
+    let mut rng = Rng::new(7);
+    let mut m = Vec::new();
+    let sig_b: Vec<String> = (0..signatures.max(1))
+        .map(|_| b64.encode(rng.bytes(256)))
+        .collect();
+    for v in 0..verdicts {
+        let b = if v + 1 == verdicts {
+            sig_b[0][..8].to_string()
+        } else {
+            b64.encode(rng.bytes(6))
+        };
+        m.extend_from_slice(
+            format!(
+                "Authentication-Results: mx.test.example;\r\n\tdkim=pass (2048-bit key; unprotected) header.d=example.org\r\n\theader.i=@example.org header.a=rsa-sha256 header.s=s{v} header.b={b}\r\n"
+            )
+            .as_bytes(),
+        );
+    }
+    for (n, b) in sig_b.iter().enumerate().take(signatures) {
+        let folded: Vec<&str> = b
+            .as_bytes()
+            .chunks(72)
+            .map(|c| std::str::from_utf8(c).unwrap_or(""))
+            .collect();
+        m.extend_from_slice(
+            format!(
+                "DKIM-Signature: v=1; a=rsa-sha256; c=simple/simple; d=example.org; s=s{n};\r\n\tt=1795000000; h=from:to:subject:date:message-id:mime-version:content-type;\r\n\tbh={bh};\r\n\tb={}\r\n",
+                folded.join("\r\n\t ")
+            )
+            .as_bytes(),
+        );
+    }
+    m.extend_from_slice(head);
+    m.extend_from_slice(body.as_bytes());
+    m
+}
+
 /// The names of the benchmark messages, smallest first; `attach-200m` is the big one.
 pub const NAMES: &[&str] = &[
     "text-4k",
@@ -373,6 +426,9 @@ pub fn named(name: &str) -> Option<Vec<u8>> {
         "attach-20m" => attachment(20 << 20),
         "attach-50m" => attachment(50 << 20),
         "attach-200m" => attachment(200 << 20),
+        // Any count: `signed-100`, `verdicts-2000` show how the cost grows.
+        n if n.starts_with("signed-") => signed(n["signed-".len()..].parse().ok()?, 1),
+        n if n.starts_with("verdicts-") => signed(1, n["verdicts-".len()..].parse().ok()?),
         _ => return None,
     })
 }

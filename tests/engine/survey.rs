@@ -809,3 +809,54 @@ fn messages_past_the_limit_are_decided_as_check_decides() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// What turning `"verified"` on would do, before doing it: the survey of received
+/// signed mail names the repairs made and withheld per reason, under the configuration
+/// in force, and the same mail under `"verified"` moves `not-enabled` to `verified`.
+#[test]
+fn the_survey_says_what_signatures_made_of_the_repairs() {
+    let dir = tree("signed");
+    let files: Vec<PathBuf> = [
+        "dkim-verified",
+        "dkim-bh-broken",
+        "dkim-intact",
+        "dkim-verified-from-outside",
+        "multipart-signed",
+    ]
+    .iter()
+    .map(|n| fixture_path(&format!("signed/{n}.eml")))
+    .collect();
+    let run = |config: &str| {
+        write(&dir.join("c.toml"), config.as_bytes());
+        let o = survey(
+            &dir,
+            &files,
+            &["--direction", "inbound", "--format", "json"],
+        );
+        assert!(o.status.success() || o.status.code() == Some(1), "{o:?}");
+        json(&o)["signed"].clone()
+    };
+    let off = run("trusted_authserv_ids = [\"mx.test.example\"]\n");
+    assert_eq!(off["messages"], 5, "{off:#}");
+    assert_eq!(off["repaired"], 1, "{off:#}");
+    assert_eq!(off["repaired_by_reason"]["bh-broken"], 1, "{off:#}");
+    assert_eq!(off["withheld_by_reason"]["not-enabled"], 1, "{off:#}");
+    assert_eq!(off["withheld_by_reason"]["no-verdict"], 2, "{off:#}");
+    assert_eq!(off["withheld_by_reason"]["multipart-signed"], 1, "{off:#}");
+    let on = run("fix_signed = \"verified\"\ntrusted_authserv_ids = [\"mx.test.example\"]\n");
+    assert_eq!(on["repaired"], 2, "{on:#}");
+    assert_eq!(on["repaired_by_reason"]["verified"], 1, "{on:#}");
+    assert!(
+        on["withheld_by_reason"].get("not-enabled").is_none(),
+        "{on:#}"
+    );
+    // The text says the same, in words.
+    let o = survey(&dir, &files, &["--direction", "inbound"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("signed content (messages where a signature covers a repair on offer):")
+            && text.contains("    verified: a trusted verdict recorded at this hop")
+            && text.contains("    no-verdict: no trusted verdict at this hop"),
+        "{text}"
+    );
+}

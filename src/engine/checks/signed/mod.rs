@@ -30,6 +30,7 @@ use crate::engine::model::rules::Rule;
 use crate::engine::model::signature::{
     Lift, Signature, SignatureKind, Standing, Verdict, Withheld,
 };
+use crate::engine::syntax::ascii::eq_lower;
 
 /// One thing a signature covers, and what signs it.
 struct Cover {
@@ -163,12 +164,14 @@ fn covers(msg: &Message) -> Vec<Cover> {
     ] {
         for (_, f) in msg.fields_named(top, name) {
             let signed_names = dkim_header_list(msg.value(top, f));
+            // Compared in place: 50 signatures over 1,000 fields made 50,000 lower-case
+            // copies of names.
             let mut ranges: Vec<Range<usize>> = msg
                 .fields(top)
                 .iter()
                 .filter(|g| {
-                    let n = String::from_utf8_lossy(msg.name(top, g)).to_ascii_lowercase();
-                    signed_names.contains(&n)
+                    let n = msg.name(top, g);
+                    signed_names.iter().any(|s| eq_lower(n, s.as_bytes()))
                 })
                 .map(|g| g.start..g.end)
                 .collect();
@@ -220,16 +223,19 @@ fn covers(msg: &Message) -> Vec<Cover> {
 /// Lower-case field names of a DKIM `h=` tag, read leniently: a signature too broken to
 /// parse still names what a verifier would look at.
 fn dkim_header_list(value: &[u8]) -> Vec<String> {
-    let v = String::from_utf8_lossy(value);
-    for tag in v.split(';') {
-        let tag: String = tag.chars().filter(|c| !c.is_whitespace()).collect();
-        if let Some(list) = tag.strip_prefix("h=") {
-            return list
-                .split(':')
-                .filter(|s| !s.is_empty())
-                .map(|s| s.to_ascii_lowercase())
-                .collect();
+    for tag in value.split(|&b| b == b';') {
+        let Some(eq) = tag.iter().position(|&b| b == b'=') else {
+            continue;
+        };
+        if tag[..eq].trim_ascii() != b"h" {
+            continue;
         }
+        return tag[eq + 1..]
+            .split(|&b| b == b':')
+            .map(|n| n.trim_ascii())
+            .filter(|n| !n.is_empty())
+            .map(|n| String::from_utf8_lossy(n).to_ascii_lowercase())
+            .collect();
     }
     Vec::new()
 }

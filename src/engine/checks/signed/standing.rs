@@ -102,7 +102,12 @@ impl<'m> Judge<'m> {
         if hop.is_empty() {
             return Verdict::None;
         }
-        let domains = self.domains.get_or_insert_with(|| dkim_domains(msg));
+        // Only a result without header.b needs them.
+        let domains: &[String] = if hop.names_by_domain() {
+            self.domains.get_or_insert_with(|| dkim_domains(msg))
+        } else {
+            &[]
+        };
         hop.verdict(id, domains)
     }
 
@@ -181,17 +186,18 @@ fn name_of(kind: SignatureKind, instance: Option<u32>, d: Option<&str>, s: Optio
     }
 }
 
-/// The `d=` of every DKIM-Signature of the top-level heading that has a readable one,
-/// lower-cased.
+/// The `d=` of every DKIM-Signature of the top-level heading that has one, lower-cased,
+/// read leniently (the tag alone, not the whole signature: a signature too broken to
+/// parse still names its domain to a verifier).
 fn dkim_domains(msg: &Message) -> Vec<String> {
     let top = &msg.entities[0];
     msg.fields_named(top, "dkim-signature")
         .filter_map(|(_, f)| {
-            match dkim::Signature::parse(msg.value(top, f), dkim::SignatureKind::Dkim) {
-                Ok(s) => Some(s.d),
-                Err(e) => e.d,
-            }
+            msg.value(top, f).split(|&b| b == b';').find_map(|tag| {
+                let (name, value) = tag.split_at(tag.iter().position(|&b| b == b'=')?);
+                (name.trim_ascii() == b"d")
+                    .then(|| String::from_utf8_lossy(value[1..].trim_ascii()).to_ascii_lowercase())
+            })
         })
-        .map(|d| d.to_ascii_lowercase())
         .collect()
 }
