@@ -7,7 +7,7 @@
 mod common;
 
 use libfuzzer_sys::fuzz_target;
-use mimeref_milter::engine::Options;
+use mimeref_milter::engine::{FixSigned, Options};
 
 const TOKENS: &[&[u8]] = &[
     b"\n",
@@ -41,6 +41,15 @@ const TOKENS: &[&[u8]] = &[
     b"Content-Transfer-Encoding: ",
     b"MIME-Version: 1.0\n",
     b"DKIM-Signature: v=1\n",
+    // Signatures and this hop's verdicts (issue 38): an intact-looking signature with
+    // the empty body's hash, a verdict naming it, and the Received field that ends
+    // this hop's fields.
+    b"DKIM-Signature: v=1; a=rsa-sha256; c=relaxed/relaxed; d=x.test; s=s; h=From; bh=47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=; b=AAAABBBB\n",
+    b"ARC-Message-Signature: i=1; a=rsa-sha256; d=x.test; s=s; h=From; bh=47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=; b=CCCC\n",
+    b"Authentication-Results: mx.test.example; dkim=pass header.b=AAAABBBB\n",
+    b"Authentication-Results: mx.test.example; dkim=fail header.d=x.test; arc=pass\n",
+    b"Received: from a by b\n",
+    b"; l=3",
     b"multipart/related",
     b"multipart/mixed",
     b"multipart/signed",
@@ -102,8 +111,14 @@ fuzz_target!(|data: &[u8]| {
     common::fix_and_verify("fuzz rfc822", &raw, &Options::default());
     let normalize = Options {
         normalize_url_continuations: true,
-        fix_signed: true,
+        fix_signed: FixSigned::Always,
         ..Options::default()
     };
     common::fix_and_verify("fuzz rfc822 normalize", &raw, &normalize);
+    let verified = Options {
+        fix_signed: FixSigned::Verified,
+        trusted_authserv_ids: vec!["mx.test.example".into()],
+        ..Options::default()
+    };
+    common::fix_and_verify("fuzz rfc822 verified", &raw, &verified);
 });
