@@ -314,6 +314,9 @@ pub fn builtin(rule: Rule, direction: Direction) -> Action {
         | Rule::RelatedTypeMismatch
         | Rule::ExtbodyInnerContentIdMissing
         | Rule::HtmlBaseRemote => Action::Log,
+        // Logged until the reader matrix has rated each repair (docs/INTEROP.md, "What
+        // readers show: names and types").
+        r if r.misnames_part() => Action::Log,
         r if direction == Direction::Inbound && INBOUND_LOGGED_WHILE_SIGNED.contains(&r) => {
             Action::Log
         }

@@ -113,6 +113,16 @@ rules! {
     CidOutsideRelated = "cid-outside-related", Warning, true;
     RelatedAttachmentHidden = "related-attachment-hidden", Info, false;
     HtmlBaseRemote = "html-base-remote", Info, true; // a removal of Content-Base, when policy asks
+    // parts shown as the sender meant: names, types, references that lead nowhere
+    // (added by the project from real-world reports)
+    PartNameRfc2231Only = "part-name-rfc2231-only", Warning, true;
+    PartName8bit = "part-name-8bit", Warning, true;
+    PartNameOneField = "part-name-one-field", Info, true;
+    Rfc822Encoded = "rfc822-encoded", Warning, true;
+    RefImageType = "ref-image-type", Warning, true;
+    RefUnreachable = "ref-unreachable", Warning, false;
+    RefDataUri = "ref-data-uri", Info, false;
+    CidRefEscaped = "cid-ref-escaped", Info, false;
     // ContentType: URIs (draft-eastlake-cturi)
     CturiUriType = "cturi-uri-type", Info, false;
     CturiUriDenied = "cturi-uri-denied", Error, true; // a strip (strip_denied)
@@ -133,6 +143,25 @@ impl Rule {
                 | Rule::RelatedAttachmentHidden
                 | Rule::RelatedRefDangling
                 | Rule::RelatedCidLocationOnly
+        )
+    }
+}
+
+impl Rule {
+    /// The rules under which some reader shows a part other than the sender meant: a
+    /// made-up name, a forward that opens empty, an image typed wrong or a reference no
+    /// recipient can load (what `survey` sums up as names and types).
+    pub fn misnames_part(self) -> bool {
+        matches!(
+            self,
+            Rule::PartNameRfc2231Only
+                | Rule::PartName8bit
+                | Rule::PartNameOneField
+                | Rule::Rfc822Encoded
+                | Rule::RefImageType
+                | Rule::RefUnreachable
+                | Rule::RefDataUri
+                | Rule::CidRefEscaped
         )
     }
 }
@@ -159,6 +188,6 @@ mod tests {
         for &r in Rule::ALL {
             assert!(seen.insert(r.id()), "duplicate id {}", r.id());
         }
-        assert_eq!(Rule::ALL.len(), 47);
+        assert_eq!(Rule::ALL.len(), 55);
     }
 }
