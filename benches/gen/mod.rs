@@ -261,6 +261,36 @@ pub fn many_named_parts(n: usize) -> Vec<u8> {
     m
 }
 
+/// multipart/mixed: a short text part and `n` attachments named only in RFC 2231 form,
+/// each name in two `*0*`/`*1*` continuations with %-encoded UTF-8 (as Apple Mail and
+/// mail libraries write long non-ASCII names), on Content-Type and Content-Disposition
+/// alike: every one has a name twin on offer (`part-name-rfc2231-only`).
+pub fn rfc2231_named_parts(n: usize) -> Vec<u8> {
+    let mut rng = Rng::new(8);
+    let mut m = Vec::new();
+    heading(&mut m, "rfc2231-names", "multipart/mixed; boundary=\"n\"");
+    m.extend_from_slice(b"\r\n--n\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n");
+    m.extend_from_slice(&text(&mut rng, 200));
+    for i in 0..n {
+        // "Überweisung März 2026 Nr. {i}" / "Rechnung-Ä{i}.pdf", split across two pieces.
+        let (a, b) = (
+            "%C3%9Cberweisung%20M%C3%A4rz%202026%20",
+            format!("Nr.%20{i}%20Rechnung-%C3%84{i}.pdf"),
+        );
+        m.extend_from_slice(
+            format!(
+                "--n\r\nContent-Type: application/pdf;\r\n\tname*0*=utf-8''{a};\r\n\tname*1*={b}\r\n\
+                 Content-Disposition: attachment;\r\n\tfilename*0*=utf-8''{a};\r\n\tfilename*1*={b}\r\n\
+                 Content-Transfer-Encoding: base64\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        base64_lines(&rng.bytes(300), &mut m);
+    }
+    m.extend_from_slice(b"--n--\r\n");
+    m
+}
+
 /// Five levels: mixed > related > alternative > message/rfc822 > mixed, with text, HTML
 /// and small images at each level.
 pub fn nested() -> Vec<u8> {
@@ -426,6 +456,8 @@ pub fn named(name: &str) -> Option<Vec<u8>> {
         "attach-20m" => attachment(20 << 20),
         "attach-50m" => attachment(50 << 20),
         "attach-200m" => attachment(200 << 20),
+        "names-1000" => rfc2231_named_parts(1000),
+        "names-2000" => rfc2231_named_parts(2000),
         // Any count: `signed-100`, `verdicts-2000` show how the cost grows.
         n if n.starts_with("signed-") => signed(n["signed-".len()..].parse().ok()?, 1),
         n if n.starts_with("verdicts-") => signed(1, n["verdicts-".len()..].parse().ok()?),

@@ -18,6 +18,9 @@
 //! This file holds the command and its orchestration; the rest is in
 //! - `pool`: the workers taking the inputs in turn, and the batches of an mbox;
 //! - `stats`: what is counted per message (verdicts, rules, forms, senders);
+//! - `example`: the example messages kept and the order forms and senders are listed in;
+//! - `names`: the "names and types:" block (parts readers show otherwise than the
+//!   sender meant);
 //! - `summary`: the summary and its output, as text or JSON.
 
 use std::io::{IsTerminal, Write};
@@ -37,6 +40,8 @@ use crate::policy::plan::Plan;
 use crate::policy::scope::Envelope;
 use crate::policy::Direction;
 
+mod example;
+mod names;
 mod pool;
 mod stats;
 mod summary;

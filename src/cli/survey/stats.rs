@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use super::example::Sender;
 use super::pool::Seq;
 use super::Context;
 use crate::cli::mailbox::Message;
@@ -30,6 +31,7 @@ pub(super) struct Stats {
     known_forms: KnownForms,
     pub(super) inline: InlineStats,
     pub(super) signed: SignedStats,
+    pub(super) names: super::names::NamesStats,
 }
 
 /// Messages where a signature covered a repair on offer: per reason, the messages where
@@ -92,13 +94,6 @@ pub(super) struct InlineStats {
     pub(super) repaired: u64,
     /// By sender form (see [`sender`]): messages, repaired, the first example.
     pub(super) senders: HashMap<String, Sender>,
-}
-
-#[derive(Clone)]
-pub(super) struct Sender {
-    pub(super) messages: u64,
-    pub(super) repaired: u64,
-    pub(super) example: (Seq, String, Option<String>),
 }
 
 /// Sender forms kept; more are counted together.
@@ -205,6 +200,9 @@ impl Stats {
         let mut message_id = None;
         let mut from = None;
         self.count_inline(seq, m, &strongest, shown_parts, &mut message_id, &mut from);
+        self.names.add(seq, m, &findings, &strongest, || {
+            from.get_or_insert_with(|| sender(&m.bytes)).clone()
+        });
         for (r, a) in strongest {
             let rs = &mut self.rules[rule_index(r)];
             rs.messages += 1;
@@ -350,6 +348,7 @@ impl Stats {
             }
         }
         self.signed.merge(o.signed);
+        self.names.merge(o.names);
         self.failed.extend(o.failed);
         self.failed.sort();
         let (mine, theirs) = (&mut self.inline, o.inline);

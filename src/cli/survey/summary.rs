@@ -3,8 +3,8 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use super::pool::Seq;
-use super::stats::{Form, RuleStats, Sender, Stats};
+use super::example::{ranked, Sender};
+use super::stats::{Form, RuleStats, Stats};
 use super::Context;
 use crate::cli::printable;
 use crate::engine::Rule;
@@ -14,14 +14,6 @@ use crate::policy::Action;
 const SHOWN_FORMS: usize = 5;
 /// Senders listed in the summary.
 const SHOWN_SENDERS: usize = 10;
-
-/// Where a form or a sender is listed: most messages first, then the one seen first,
-/// then by its text. The forms of one message tie on both counts, and the hash map
-/// holding them hands them over in another order in every process: without the text,
-/// two runs over the same mail could show different forms.
-pub(super) fn ranked(messages: u64, first: Seq, text: &str) -> (std::cmp::Reverse<u64>, Seq, &str) {
-    (std::cmp::Reverse(messages), first, text)
-}
 
 pub(super) struct Summary<'a> {
     pub(super) ctx: &'a Context,
@@ -147,6 +139,9 @@ impl<'a> Summary<'a> {
             }
         }
         self.inline_text(out)?;
+        self.stats
+            .names
+            .text(out, |n| self.share(n), SHOWN_SENDERS)?;
         self.signed_text(out)?;
         let rules = self.rules();
         if rules.is_empty() {
@@ -306,6 +301,7 @@ impl<'a> Summary<'a> {
             "verdicts": verdicts,
             "scopes": scopes,
             "rules": rules,
+            "names": st.names.json(SHOWN_SENDERS),
             "signed": {
                 "messages": st.signed.messages,
                 "repaired": st.signed.repaired_messages,

@@ -1,8 +1,8 @@
 //! Tests of the survey: the forms a summary shows mask what differs between messages.
 
+use super::example::ranked;
 use super::pool::Seq;
 use super::stats::form;
-use super::summary::ranked;
 
 #[test]
 fn forms_mask_what_differs_between_messages() {

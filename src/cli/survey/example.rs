@@ -1,0 +1,22 @@
+//! The example messages a survey keeps (the first in input order of each form or
+//! sender), and the order in which forms and senders are listed: shared by the
+//! counts of `stats` and `names` and the output of `summary`.
+
+use super::pool::Seq;
+
+/// A sender's messages, how many of them the configuration repairs, and the first:
+/// (input order, source, Message-ID).
+#[derive(Clone)]
+pub(super) struct Sender {
+    pub(super) messages: u64,
+    pub(super) repaired: u64,
+    pub(super) example: (Seq, String, Option<String>),
+}
+
+/// Where a form or a sender is listed: most messages first, then the one seen first,
+/// then by its text. The forms of one message tie on both counts, and the hash map
+/// holding them hands them over in another order in every process: without the text,
+/// two runs over the same mail could show different forms.
+pub(super) fn ranked(messages: u64, first: Seq, text: &str) -> (std::cmp::Reverse<u64>, Seq, &str) {
+    (std::cmp::Reverse(messages), first, text)
+}
