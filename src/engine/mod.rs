@@ -12,6 +12,10 @@
 //!   - `ascii`: case-insensitive comparison, hex digits, `excerpt` (values quoted in
 //!     findings)
 //!   - `params`: Content-Type and its parameters (RFC 2045, RFC 2231 continuations)
+//!   - `rfc2231`: RFC 2231 values as text and back: sections in order, charsets
+//!     converted to UTF-8, `utf-8''` %-encoding in sections of whole characters
+//!   - `encoded_words`: RFC 2047 encoded-words written (B, whole characters, at most 75
+//!     octets), the quoted twin of a file name folded one word a line
 //!   - `decode`: transfer encodings, charsets, RFC 2047 encoded-words
 //!   - `fold`: **RFC 2017 §3.1 %-encoding and folding** of the URL parameter, the fold of
 //!     Content-Location (RFC 2557 §4.4.2) and of parameter lists, and `unfold`
