@@ -55,6 +55,9 @@
 //!   - `inline/`: what readers show of the parts those references lead to (the
 //!     catalogue's "Inline parts"): `disposition`, `content_id`, `mixed`, `hidden`,
 //!     `base`
+//!   - `names/`: file names as readers show them (the catalogue's "Parts shown as the
+//!     sender meant"): `fields` the two naming fields as repairs leave them,
+//!     `eight_bit`, `rfc2231_only`, `one_field`
 //!   - `ids`: Content-ID rules; `cturi`: Content-Types that stand for a URI
 //!   - `signed/`: fixes withheld where a signature still protects what they change
 //!     (DKIM, ARC, multipart/signed, S/MIME): `standing` whether a DKIM or ARC
@@ -70,7 +73,7 @@ pub mod model;
 pub(crate) mod rewriting;
 pub mod syntax;
 
-use checks::{cturi, extbody, headers, html, ids, inline, related, signed};
+use checks::{cturi, extbody, headers, html, ids, inline, names, related, signed};
 use model::analysis::Context;
 use model::mime;
 
@@ -144,6 +147,9 @@ fn run(cx: &mut Context) {
     html::check(cx);
     // What readers show of the parts those references lead to.
     inline::check(cx);
+    // File names: after the inline rules, whose disposition repairs they compose with,
+    // and before the line lengths, which judge the fields as they leave them.
+    names::check(cx);
     related::check_duplicate_ids(cx);
     ids::check(cx);
     cturi::check(cx);
