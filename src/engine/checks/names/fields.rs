@@ -160,6 +160,16 @@ pub(super) enum NewParam {
     Copy(Vec<u8>),
 }
 
+impl NewParam {
+    /// The octets of the name it writes.
+    pub fn len(&self) -> usize {
+        match self {
+            NewParam::Extended(t) | NewParam::Twin(t) => t.len(),
+            NewParam::Copy(v) => v.len(),
+        }
+    }
+}
+
 /// `f`'s value with the parameter `remove` (an index into its parameters) taken out,
 /// with the `;` and white space before it, and `add` after the last parameter, each
 /// behind a `;`.

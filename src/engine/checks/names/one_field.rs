@@ -26,6 +26,11 @@ pub(super) fn check(cx: &mut Context, part: &mut Part) {
     let Some(from) = part.get(source) else { return };
     // A name no repair can read is reported by its own rule; there is nothing to copy.
     let Some(copy) = copy_of(from) else { return };
+    let too_long = copy
+        .iter()
+        .map(NewParam::len)
+        .max()
+        .filter(|&n| n > MAX_NAME);
     let target = source.other();
     let msg = cx.msg;
     let e = &msg.entities[part.i];
@@ -46,6 +51,13 @@ pub(super) fn check(cx: &mut Context, part: &mut Part) {
         ),
     );
     let edit = match (&copy, part.get(target)) {
+        _ if too_long.is_some() => {
+            finding.message.push_str(&format!(
+                "; not copied: a name of {} octets is longer than any file system keeps",
+                too_long.unwrap_or_default()
+            ));
+            None
+        }
         (add, Some(to)) if to.writable => {
             let new = rewritten(to, None, add, e.eol());
             finding.message.push_str(&format!(
@@ -94,8 +106,7 @@ pub(super) fn check(cx: &mut Context, part: &mut Part) {
 /// The parameters that copy `from`'s name into the other field, RFC 2231 form first,
 /// then a plain one (the value as written when printable ASCII, else the twin of the
 /// text), so that the copy is named for both kinds of reader. None when no form can be
-/// read for sure (raw octets that are not UTF-8 text, an unreadable RFC 2231 value) or
-/// the name is longer than [`MAX_NAME`].
+/// read for sure (raw octets that are not UTF-8 text, an unreadable RFC 2231 value).
 fn copy_of(from: &NameField) -> Option<Vec<NewParam>> {
     let printable = |v: &[u8]| v.iter().all(|&b| b == b'\t' || (0x20..0x7f).contains(&b));
     let ascii = from
@@ -111,9 +122,6 @@ fn copy_of(from: &NameField) -> Option<Vec<NewParam>> {
         (_, Some(_)) => String::new(),
         (_, None) => return None,
     };
-    if text.len().max(ascii.as_ref().map_or(0, Vec::len)) > MAX_NAME {
-        return None;
-    }
     let mut add = Vec::with_capacity(2);
     if !text.is_empty() {
         add.push(NewParam::Extended(text.clone()));
