@@ -508,7 +508,9 @@ fn ten_thousand_rfc2231_continuations() {
 #[test]
 fn hostile_file_names() {
     let big = "é".repeat(50_000);
-    let cases: Vec<(&str, Vec<u8>, &[(Rule, bool)])> = vec![
+    // (what, message, the findings of the name rules: rule and whether fixable)
+    type Case = (&'static str, Vec<u8>, &'static [(Rule, bool)]);
+    let cases: Vec<Case> = vec![
         (
             "100 KB raw UTF-8 name",
             named_part(&format!("Content-Type: application/pdf; name=\"{big}\"\nContent-Disposition: attachment; filename=\"{big}\"")),

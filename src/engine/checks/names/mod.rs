@@ -8,6 +8,8 @@
 //! - `eight_bit`: `part-name-8bit` (raw 8-bit octets in `name` or `filename`)
 //! - `rfc2231_only`: `part-name-rfc2231-only` (the name only as `name*=`, `filename*=`)
 //! - `one_field`: `part-name-one-field` (an attachment named in one field of two)
+//! - `tests`: one message per shape, the parts left alone, the input no repair may
+//!   guess
 //!
 //! The rules run in that order on each part, each judging the heading as the repairs
 //! before it leave it, so that one `fix` leaves nothing to fix: the 8-bit repair
