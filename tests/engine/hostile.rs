@@ -835,10 +835,11 @@ fn fuzz_engine_several_content_bases_offer_no_removal() {
     }
 }
 
-/// Every input the engine fuzz target found (`tests/fixtures/fuzz-engine-*.eml`) keeps
-/// the invariants of a fix: among them a part that two references could each mean by
-/// a different id, which is given neither (repairing it for one changed whom the other
-/// could mean, one repair after another).
+/// Every input the fuzz targets found (`tests/fixtures/fuzz-*.eml`) keeps the
+/// invariants of a fix: among them a part that two references could each mean by a
+/// different id, which is given neither (repairing it for one changed whom the other
+/// could mean, one repair after another), and a part whose Content-Type gives a raw
+/// 8-bit `name` twice, which the 8-bit repair once left half done.
 #[test]
 fn fuzz_engine_inputs_keep_the_fix_invariants() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
@@ -846,7 +847,8 @@ fn fuzz_engine_inputs_keep_the_fix_invariants() {
     for e in std::fs::read_dir(&dir).unwrap() {
         let p = e.unwrap().path();
         let name = p.file_name().unwrap().to_string_lossy().to_string();
-        if name.starts_with("fuzz-engine-") && name.ends_with(".eml") {
+        // And those of engine_rfc822, decoded from its tokens.
+        if name.starts_with("fuzz-") && name.ends_with(".eml") {
             let raw = std::fs::read(&p).unwrap();
             crate::support::invariants::fix_and_verify(
                 &name,

@@ -60,7 +60,15 @@ fn plain(cx: &mut Context, i: usize, f: &NameField, k: usize) -> Option<usize> {
         ),
     );
     let text = std::str::from_utf8(raw).ok();
+    // Which of two plain values a reader takes is its own business.
+    let plain_count = f
+        .params
+        .params
+        .iter()
+        .filter(|p| p.name == attr && p.section.is_none() && !p.extended)
+        .count();
     let why_not = match text {
+        _ if plain_count > 1 => Some(format!("the field gives {attr} {plain_count} times")),
         None => Some(
             "its octets are not UTF-8, so which characters they stand for is not known".to_string(),
         ),

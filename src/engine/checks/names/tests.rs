@@ -269,6 +269,22 @@ fn unreadable_values_and_unwritable_fields_are_reported_without_a_repair() {
         "Content-Type: application/pdf; name=\"a.pdf\"\r\nContent-Disposition: attachment\r\nContent-Disposition: attachment",
     );
     assert_eq!(found(&two), [f("2", "part-name-one-field", false)]);
+    // The name twice in one field (found by the engine_rfc822 fuzz target): which one a
+    // reader takes is its own business, so neither is rewritten.
+    let twice = mixed("Content-Type: application/pdf; name=\"Ü.pdf\"; name=\"Ü.pdf\"\r\nContent-Disposition: attachment");
+    let a = check(twice.as_bytes(), &Options::default());
+    let eight: Vec<_> = a
+        .findings
+        .iter()
+        .filter(|f| f.rule == Rule::PartName8bit)
+        .collect();
+    assert_eq!(eight.len(), 1);
+    assert!(
+        !eight[0].fixable && eight[0].message.contains("name 2 times"),
+        "{}",
+        eight[0].message
+    );
+    fixed(&twice);
     // A name longer than any file system keeps.
     let long = mixed(&format!(
         "Content-Type: application/pdf; name=\"{}.pdf\"",
