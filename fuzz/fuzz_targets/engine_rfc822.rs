@@ -101,6 +101,20 @@ const TOKENS: &[&[u8]] = &[
     b"\0",
     b"\xff",
     b"\xc3\xa9",
+    // File names (issue 39): both fields, RFC 2231 sections in two charsets, raw
+    // 8-bit octets, the RFC 2047 twin. Appended, so the committed seeds keep their
+    // meaning.
+    b"Content-Disposition: ",
+    b"attachment",
+    b"application/pdf",
+    b"; filename=\"a.pdf\"",
+    b"; name=\"a.pdf\"",
+    b"; filename*=utf-8''%C3%A9",
+    b"; name*0*=iso-8859-1''%E9",
+    b"; name*1*=%E9",
+    b"; filename*2=x",
+    b"; name=\"\xc3\x9c.pdf\"",
+    b"; filename=\"=?UTF-8?B?w6k=?=\"",
 ];
 
 fuzz_target!(|data: &[u8]| {
@@ -121,4 +135,9 @@ fuzz_target!(|data: &[u8]| {
         ..Options::default()
     };
     common::fix_and_verify("fuzz rfc822 verified", &raw, &verified);
+    let insert = Options {
+        name_insert_disposition: true,
+        ..Options::default()
+    };
+    common::fix_and_verify("fuzz rfc822 name insert", &raw, &insert);
 });

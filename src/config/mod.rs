@@ -483,6 +483,8 @@ impl Config {
             legacy_to_url: u.legacy_to_url,
             legacy_ftp_with_login: u.legacy_ftp_with_login,
             strip_denied: u.strip_denied,
+            // No configuration key yet: the reader matrix rates the insertion first.
+            name_insert_disposition: false,
         }
     }
 

@@ -12,6 +12,10 @@
 //!   - `ascii`: case-insensitive comparison, hex digits, `excerpt` (values quoted in
 //!     findings)
 //!   - `params`: Content-Type and its parameters (RFC 2045, RFC 2231 continuations)
+//!   - `rfc2231`: RFC 2231 values as text and back: sections in order, charsets
+//!     converted to UTF-8, `utf-8''` %-encoding in sections of whole characters
+//!   - `encoded_words`: RFC 2047 encoded-words written (B, whole characters, at most 75
+//!     octets), the quoted twin of a file name folded one word a line
 //!   - `decode`: transfer encodings, charsets, RFC 2047 encoded-words
 //!   - `fold`: **RFC 2017 §3.1 %-encoding and folding** of the URL parameter, the fold of
 //!     Content-Location (RFC 2557 §4.4.2) and of parameter lists, and `unfold`
@@ -51,6 +55,9 @@
 //!   - `inline/`: what readers show of the parts those references lead to (the
 //!     catalogue's "Inline parts"): `disposition`, `content_id`, `mixed`, `hidden`,
 //!     `base`
+//!   - `names/`: file names as readers show them (the catalogue's "Parts shown as the
+//!     sender meant"): `fields` the two naming fields as repairs leave them,
+//!     `eight_bit`, `rfc2231_only`, `one_field`
 //!   - `ids`: Content-ID rules; `cturi`: Content-Types that stand for a URI
 //!   - `signed/`: fixes withheld where a signature still protects what they change
 //!     (DKIM, ARC, multipart/signed, S/MIME): `standing` whether a DKIM or ARC
@@ -66,7 +73,7 @@ pub mod model;
 pub(crate) mod rewriting;
 pub mod syntax;
 
-use checks::{cturi, extbody, headers, html, ids, inline, related, signed};
+use checks::{cturi, extbody, headers, html, ids, inline, names, related, signed};
 use model::analysis::Context;
 use model::mime;
 
@@ -140,6 +147,9 @@ fn run(cx: &mut Context) {
     html::check(cx);
     // What readers show of the parts those references lead to.
     inline::check(cx);
+    // File names: after the inline rules, whose disposition repairs they compose with,
+    // and before the line lengths, which judge the fields as they leave them.
+    names::check(cx);
     related::check_duplicate_ids(cx);
     ids::check(cx);
     cturi::check(cx);

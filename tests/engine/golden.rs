@@ -3,7 +3,7 @@
 //! output in `NAME.fixed.eml`. Optional `NAME.opts` sets engine options, one `key=value`
 //! a line (`normalize_url_continuations`, `fix_signed` (`true`, `false`, `verified`),
 //! `trusted_authserv_ids`, `whole_url_words`, `deny`, `allow`, `max_depth`, `max_parts`,
-//! `max_message_size`).
+//! `max_message_size`, `name_insert_disposition`).
 //!
 //! Every fixture runs twice, as stored (LF) and with CRLF line endings. On a mismatch the
 //! actual result is written beside the fixture as `NAME.failed` / `NAME.fixed.failed` (the
@@ -76,6 +76,7 @@ fn options(eml: &Path) -> Options {
             "strip_denied" => opts.strip_denied = v.trim() == "true",
             "legacy_to_url" => opts.legacy_to_url = v.trim() == "true",
             "legacy_ftp_with_login" => opts.legacy_ftp_with_login = v.trim() == "true",
+            "name_insert_disposition" => opts.name_insert_disposition = v.trim() == "true",
             // `rewrite=SCHEME|HOST_SUFFIX|TEMPLATE` (empty = any), one line per rule, in order.
             "rewrite" => {
                 let f: Vec<&str> = v.trim().splitn(3, '|').collect();

@@ -290,6 +290,27 @@ fn encoded_location() -> Vec<u8> {
     .into_bytes()
 }
 
+/// An attachment whose heading is `heading`, after a text body: the file-name rules
+/// (`part-name-*`) on names built to hurt.
+fn named_part(heading: &str) -> Vec<u8> {
+    format!(
+        "{TOP}Content-Type: multipart/mixed; boundary=\"n\"\n\n--n\nContent-Type: text/plain\n\nbody\n\
+         --n\n{heading}\nContent-Transfer-Encoding: base64\n\nQUJDREVG\n--n--\n"
+    )
+    .into_bytes()
+}
+
+/// `filename*N*=` sections of `piece` each, `n` of them, written last first.
+fn reversed_sections(n: usize, piece: &str) -> String {
+    let mut p =
+        String::from("Content-Type: application/octet-stream\nContent-Disposition: attachment");
+    for i in (0..n).rev() {
+        let lead = if i == 0 { "utf-8''" } else { "" };
+        p.push_str(&format!(";\n filename*{i}*={lead}{piece}"));
+    }
+    p
+}
+
 // ---------------------------------------------------------------------------------------
 // Engine
 
@@ -482,6 +503,121 @@ fn ten_thousand_rfc2231_continuations() {
     );
 }
 
+/// The name rules on names built to hurt: a clear finding or none, never a panic, a
+/// twin cut inside a character, a change to a body, or time beyond linear.
+#[test]
+fn hostile_file_names() {
+    let big = "é".repeat(50_000);
+    // (what, message, the findings of the name rules: rule and whether fixable)
+    type Case = (&'static str, Vec<u8>, &'static [(Rule, bool)]);
+    let cases: Vec<Case> = vec![
+        (
+            "100 KB raw UTF-8 name",
+            named_part(&format!("Content-Type: application/pdf; name=\"{big}\"\nContent-Disposition: attachment; filename=\"{big}\"")),
+            &[(Rule::PartName8bit, false)],
+        ),
+        (
+            "100 KB RFC 2231 name",
+            named_part(&format!(
+                "Content-Type: application/pdf\nContent-Disposition: attachment; filename*=utf-8''{}",
+                "%C3%A9".repeat(17_000)
+            )),
+            &[
+                (Rule::PartNameRfc2231Only, false),
+                (Rule::PartNameOneField, false),
+            ],
+        ),
+        (
+            "100 KB ASCII name in one field",
+            named_part(&format!(
+                "Content-Type: application/pdf; name=\"{}\"\nContent-Disposition: attachment",
+                "a".repeat(100_000)
+            )),
+            &[(Rule::PartNameOneField, false)],
+        ),
+        (
+            "10 000 sections, last first",
+            named_part(&reversed_sections(10_000, "%E2%82%AC")),
+            &[
+                (Rule::PartNameRfc2231Only, false),
+                (Rule::PartNameOneField, false),
+            ],
+        ),
+        (
+            "300 sections, last first",
+            named_part(&reversed_sections(300, "%E2%82%AC")),
+            &[(Rule::PartNameRfc2231Only, true)],
+        ),
+        (
+            "sections with a gap",
+            named_part("Content-Type: application/pdf\nContent-Disposition: attachment; filename*0*=utf-8''a; filename*1=b; filename*3=d"),
+            &[(Rule::PartNameRfc2231Only, false)],
+        ),
+        (
+            "a section twice",
+            named_part("Content-Type: application/pdf; name*0=a; name*1=b; name*1=c"),
+            &[(Rule::PartNameRfc2231Only, false)],
+        ),
+        (
+            "an unknown charset",
+            named_part("Content-Type: application/pdf; name*=x-no-such-charset''%FF%FE.pdf"),
+            &[(Rule::PartNameRfc2231Only, false)],
+        ),
+        (
+            "not UTF-8 once decoded",
+            named_part("Content-Type: application/pdf\nContent-Disposition: attachment; filename*=utf-8''%C3%28%A0%A1.pdf"),
+            &[(Rule::PartNameRfc2231Only, false)],
+        ),
+        (
+            "raw octets that are not UTF-8",
+            {
+                let m = named_part("Content-Type: application/pdf; name=\"#.pdf\"");
+                let at = m.iter().position(|&b| b == b'#').unwrap();
+                [&m[..at], b"\xff\xfe\xc3\x28", &m[at + 1..]].concat()
+            },
+            &[(Rule::PartName8bit, false)],
+        ),
+    ];
+    for (name, raw, want) in &cases {
+        let a = engine_run(name, raw, &opts());
+        let mut got: Vec<(Rule, bool)> = a
+            .findings
+            .iter()
+            .filter(|f| f.rule.misnames_part())
+            .map(|f| (f.rule, f.fixable))
+            .collect();
+        got.dedup();
+        assert_eq!(got, *want, "{name}");
+        assert!(a.findings.iter().all(|f| f.message.len() < 1000), "{name}");
+        let (fixed, _) = engine::fix(raw, &opts()).unwrap();
+        // The body of every part comes out as it went in.
+        assert!(fixed.ends_with(b"\n\nQUJDREVG\n--n--\n"), "{name}");
+        assert!(
+            memchr::memmem::find(&fixed, b"\n\nbody\n--n\n").is_some(),
+            "{name}"
+        );
+        twins_hold_whole_characters(name, &fixed);
+    }
+}
+
+/// Every encoded-word a fix wrote decodes, alone, to whole UTF-8 characters.
+fn twins_hold_whole_characters(name: &str, fixed: &[u8]) {
+    use base64::Engine as _;
+    let text = String::from_utf8_lossy(fixed);
+    for w in text.split("=?UTF-8?B?").skip(1) {
+        let b64 = &w[..w.find("?=").unwrap_or(w.len())];
+        let octets = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(std::str::from_utf8(&octets).is_ok(), "{name}: {b64}");
+        assert!(
+            b64.len() + 12 <= 75,
+            "{name}: a word of {} octets",
+            b64.len() + 12
+        );
+    }
+}
+
 #[test]
 fn encoded_words_in_content_location() {
     let a = engine_run("RFC 2047 Content-Location", &encoded_location(), &opts());
@@ -607,6 +743,14 @@ async fn hostile_mail_gets_a_verdict_from_the_daemon() {
         ("50k URL", long_url(50_000)),
         ("10k continuations", continuations(10_000)),
         ("RFC 2047 Content-Location", encoded_location()),
+        (
+            "10 000 name sections",
+            named_part(&reversed_sections(10_000, "%E2%82%AC")),
+        ),
+        (
+            "300 name sections",
+            named_part(&reversed_sections(300, "%E2%82%AC")),
+        ),
         // A 10 MB body line.
         ("10 MB body", {
             let mut v = no_boundary();
@@ -691,10 +835,11 @@ fn fuzz_engine_several_content_bases_offer_no_removal() {
     }
 }
 
-/// Every input the engine fuzz target found (`tests/fixtures/fuzz-engine-*.eml`) keeps
-/// the invariants of a fix: among them a part that two references could each mean by
-/// a different id, which is given neither (repairing it for one changed whom the other
-/// could mean, one repair after another).
+/// Every input the fuzz targets found (`tests/fixtures/fuzz-*.eml`) keeps the
+/// invariants of a fix: among them a part that two references could each mean by a
+/// different id, which is given neither (repairing it for one changed whom the other
+/// could mean, one repair after another), and a part whose Content-Type gives a raw
+/// 8-bit `name` twice, which the 8-bit repair once left half done.
 #[test]
 fn fuzz_engine_inputs_keep_the_fix_invariants() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
@@ -702,7 +847,8 @@ fn fuzz_engine_inputs_keep_the_fix_invariants() {
     for e in std::fs::read_dir(&dir).unwrap() {
         let p = e.unwrap().path();
         let name = p.file_name().unwrap().to_string_lossy().to_string();
-        if name.starts_with("fuzz-engine-") && name.ends_with(".eml") {
+        // And those of engine_rfc822, decoded from its tokens.
+        if name.starts_with("fuzz-") && name.ends_with(".eml") {
             let raw = std::fs::read(&p).unwrap();
             crate::support::invariants::fix_and_verify(
                 &name,

@@ -471,3 +471,36 @@ fn inline_part_repairs_reach_the_mta_as_fix_as_milter_makes_them() {
         "the field is gone"
     );
 }
+
+/// The file-name repairs (issue 39) go through the protocol as `fix --as-milter` makes
+/// them: twins and RFC 2231 forms inside a part (replace_body), 8-bit octets in a
+/// header field the MTA hands over as they came, and a top-level attachment's own
+/// Content-Type and Content-Disposition (two change_header).
+#[test]
+fn name_repairs_reach_the_mta_as_fix_as_milter_makes_them() {
+    let Some(py) = python() else { return };
+    let cfg = "trusted_networks = []\n[policy.inbound]\n\"part-name-rfc2231-only\" = \"fix\"\n\"part-name-8bit\" = \"fix\"\n\"part-name-one-field\" = \"fix\"\n";
+    let d = Daemon::start(cfg, &[]);
+    // Python's email with a scanner's habit: the attachment is the whole message.
+    let top = b"From: scanner@example.org\r\nTo: bob@example.net\r\nSubject: Scan\r\nMIME-Version: 1.0\r\nContent-Type: application/pdf\r\nContent-Disposition: attachment; filename*=utf-8''Scan%20%E2%80%93%20M%C3%A4rz.pdf\r\nContent-Transfer-Encoding: base64\r\n\r\nJVBERi0xLjQK\r\n".to_vec();
+    let cases = [
+        ("python-email", msg("names/python-email.eml")),
+        (
+            "apple-mail-continuations",
+            msg("names/apple-mail-continuations.eml"),
+        ),
+        ("gmail-8bit", msg("names/gmail-8bit.eml")),
+        ("filename-only", msg("names/filename-only.eml")),
+        ("top-level attachment", top),
+    ];
+    for (name, m) in &cases {
+        let v = run(&py, &d, "message", "postfix", &[m]);
+        let want = mta::as_milter("inbound", cfg, m);
+        assert!(
+            want != *m,
+            "{name}: fix --as-milter fixes it:\n{}",
+            String::from_utf8_lossy(&want)
+        );
+        assert_same(name, delivered(&v, 0), &want, &d);
+    }
+}

@@ -11,7 +11,8 @@ pub const TRUSTED_ID: &str = "mx.test.example";
 
 /// Options from `flags`: 1 a small depth limit, 2 few parts, 4 fix signed mail, 8
 /// normalise URL continuations, 32 whole URL words, 64 repairs under a trusted verdict
-/// of `TRUSTED_ID` (`fix_signed = "verified"`; 16 is the fuzz target's CRLF copy).
+/// of `TRUSTED_ID` (`fix_signed = "verified"`; 16 is the fuzz target's CRLF copy), 128
+/// the insertion of a Content-Disposition for a file name (`name_insert_disposition`).
 pub fn options(flags: u8) -> Options {
     Options {
         limits: Limits {
@@ -30,6 +31,7 @@ pub fn options(flags: u8) -> Options {
         trusted_authserv_ids: vec![TRUSTED_ID.to_string()],
         normalize_url_continuations: flags & 8 != 0,
         whole_url_words: flags & 32 != 0,
+        name_insert_disposition: flags & 128 != 0,
         ..Options::default()
     }
 }

@@ -2,7 +2,7 @@
 //! `syntax`, `model` and `rewriting`; no check uses another (`cid_scope` and
 //! `location_scope` are the `html` check's own parts: which Content-IDs a `cid:`
 //! reference may name, which part a URL names by Content-Location). `inline` reads
-//! what `html` recorded in the context (`Context::refs`), as `ids` does.
+//! what `html` recorded in the context (`Context::refs`), as `ids` and `names` do.
 pub(crate) mod cid_scope;
 pub mod cturi;
 pub mod extbody;
@@ -11,5 +11,6 @@ pub mod html;
 pub mod ids;
 pub mod inline;
 pub(crate) mod location_scope;
+pub mod names;
 pub mod related;
 pub mod signed;

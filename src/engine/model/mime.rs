@@ -80,6 +80,10 @@ pub struct Entity {
     /// Content-ID rules look for it on every part, and comparing each field's name
     /// there cost a 10 000-part message ~50 instructions a part.
     pub cid_field: Option<usize>,
+    /// Index into the entity's fields of its first Content-Disposition field, if any:
+    /// the file-name rules read it on every part that names a file. 32 bits: a heading
+    /// of more fields than that is not read whole anyway, and the entity stays small.
+    pub disposition_field: Option<u32>,
     pub encoding: Encoding,
     pub kind: Kind,
     /// This entity's number among the body parts of its parent multipart (1, 2…; 0
@@ -499,6 +503,7 @@ impl<'a> Message<'a> {
         let mut ctype = None;
         let mut ctype_field = None;
         let mut cid_field = None;
+        let mut disposition_field = None;
         let mut encoding = Encoding::SevenBit;
         let mut parsed_type = None;
         let (mut html, mut uri_type) = (false, false);
@@ -533,6 +538,8 @@ impl<'a> Message<'a> {
                 encoding = parse_encoding(&buf[f.value.clone()]);
             } else if cid_field.is_none() && known == CONTENT_ID {
                 cid_field = Some(i);
+            } else if disposition_field.is_none() && known == CONTENT_DISPOSITION {
+                disposition_field = u32::try_from(i).ok();
             }
         }
         let ctype_read = ctype.is_some();
@@ -570,6 +577,7 @@ impl<'a> Message<'a> {
             ctype,
             ctype_field,
             cid_field,
+            disposition_field,
             encoding,
             kind,
             number: p.number,
@@ -588,6 +596,7 @@ pub const CONTENT_TRANSFER_ENCODING: u8 = 2;
 pub const CONTENT_ID: u8 = 4;
 pub const CONTENT_LOCATION: u8 = 8;
 pub const CONTENT_BASE: u8 = 16;
+pub const CONTENT_DISPOSITION: u8 = 32;
 
 /// Which of the MIME fields the checks look for `name` is (its bit), or 0. The length
 /// settles it for nearly every other name, so each field costs at most one comparison.
@@ -598,6 +607,10 @@ fn mime_field(name: &[u8]) -> u8 {
         12 if name[8] | 0x20 == b'b' => is(CONTENT_BASE, field_name_is(name, b"content-base")),
         12 => is(CONTENT_TYPE, field_name_is(name, b"content-type")),
         16 => is(CONTENT_LOCATION, field_name_is(name, b"content-location")),
+        19 => is(
+            CONTENT_DISPOSITION,
+            field_name_is(name, b"content-disposition"),
+        ),
         25 => is(
             CONTENT_TRANSFER_ENCODING,
             field_name_is(name, b"content-transfer-encoding"),
@@ -1670,7 +1683,8 @@ mod tests {
         let raw = format!(
             "Content-ID: <top@x>\nContent-Type: multipart/mixed; boundary=b\n\n\
              --b\nContent-Type: text/plain\n\n1\n\
-             --b\nContent-Type: text/plain\nContent-IDs: <no@x>\nContent-Id: <b@x>\nContent-ID: <c@x>\n\n2\n\
+             --b\nContent-Type: text/plain\nContent-IDs: <no@x>\nContent-Id: <b@x>\nContent-ID: <c@x>\n\
+             Content-Dispositions: x\nCONTENT-disposition: attachment\nContent-Disposition: inline\n\n2\n\
              --b\nContent-Type: message/external-body; access-type=URL; URL=\"http://x/\"\n\n\
              Content-Type: text/plain\nContent-ID: <ph@x>\n\n\
              --b\nContent-Type: message/rfc822\nContent-Transfer-Encoding: quoted-printable\n\n{qp}\n\
@@ -1683,6 +1697,16 @@ mod tests {
             let got: Vec<usize> = m.content_ids(e).map(|(i, _)| i).collect();
             assert_eq!(got, want, "part {}", m.path(e));
             assert_eq!(e.cid_field, want.first().copied(), "part {}", m.path(e));
+            let cd = m
+                .fields_named(e, "content-disposition")
+                .map(|(i, _)| i)
+                .next();
+            assert_eq!(
+                e.disposition_field.map(|i| i as usize),
+                cd,
+                "part {}",
+                m.path(e)
+            );
             assert_eq!(
                 m.content_id(e).map(|f| m.value(e, f)),
                 m.field(e, "content-id").map(|f| m.value(e, f)),
@@ -1918,11 +1942,10 @@ mod split_index_tests {
                 Just(b'['), Just(b'^'), Just(b'~'), Just(b'0'), Just(b'_'), 0x21u8..0x7f,
             ])),
         ) {
-            // Content-Disposition: a name of the family the scan does not note.
             const NAMES: [(&[u8], u8); 6] = [
                 (b"content-id", CONTENT_ID), (b"content-base", CONTENT_BASE),
                 (b"content-type", CONTENT_TYPE), (b"content-location", CONTENT_LOCATION),
-                (b"content-disposition", 0),
+                (b"content-disposition", CONTENT_DISPOSITION),
                 (b"content-transfer-encoding", CONTENT_TRANSFER_ENCODING),
             ];
             let mut name = NAMES[which].0.to_vec();

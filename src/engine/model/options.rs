@@ -117,6 +117,13 @@ pub struct Options {
     /// Offer to replace a body part whose reference has a denied scheme with a notice
     /// part (the repair of `extbody-url-scheme-denied` and `cturi-uri-denied`).
     pub strip_denied: bool,
+    /// Offer, for `part-name-one-field`, the insertion of a whole
+    /// `Content-Disposition: attachment; filename=…` where a part listed as an
+    /// attachment names its file on Content-Type alone and has no Content-Disposition.
+    /// Off: such a part is reported without a repair, since a disposition where there
+    /// was none moves the part in some readers (from the body to the attachment list,
+    /// or the other way); on, for the reader matrix to rate the insertion.
+    pub name_insert_disposition: bool,
     /// Octets of the message the caller did not hand over (e.g. the milter stopped
     /// buffering at its size limit). Non-zero means the message is incomplete: it is
     /// analysed as far as given, `message-too-large` is reported, and no edit is offered

@@ -301,7 +301,9 @@ impl Disposition {
     }
 }
 
-fn split_charset(v: &[u8]) -> (Option<String>, Option<String>, &[u8]) {
+/// The `charset'language'` an extended value (or its section 0) starts with, and the
+/// rest; no charset when the two quotes are missing.
+pub(crate) fn split_charset(v: &[u8]) -> (Option<String>, Option<String>, &[u8]) {
     let Some(a) = v.iter().position(|&b| b == b'\'') else {
         return (None, None, v);
     };
