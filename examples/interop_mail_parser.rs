@@ -8,7 +8,9 @@
 //! leaf there, inline images too, and text parts that are not a body); shown: the
 //! text/html parts of `Message::html_bodies()`; an image/audio/video part that
 //! `html_bodies()` lists is displayed in sequence with the body (RFC 8621 htmlBody):
-//! `appended`. The crate has no cid: lookup: images by the contract's rule.
+//! `appended`. The crate has no cid: lookup: images by the contract's rule. `name`:
+//! `MimeHeaders::attachment_name()`; `opens`: the message the crate parses of a
+//! message/rfc822 part (it decodes an encoded one first), or the decoded content.
 
 use std::fmt::Write as _;
 
@@ -152,6 +154,36 @@ struct Node {
     start: Option<String>,
     html: Option<String>,
     resolved: Option<String>,
+    name: Option<String>,
+    opens: Option<&'static str>,
+}
+
+/// What the crate offers of a forwarded message or a file (the reader contract's
+/// `opens`): a parsed message (the crate undoes a Content-Transfer-Encoding first) with
+/// header fields, or none; the decoded content of an application/octet-stream part.
+fn opens(part: &mail_parser::MessagePart, ct: Option<&str>) -> Option<&'static str> {
+    match (&part.body, ct) {
+        (PartType::Message(m), _) => Some(if !m.headers().is_empty() {
+            "message"
+        } else if m.raw_message().iter().all(u8::is_ascii_whitespace) {
+            "empty"
+        } else {
+            "undecodable"
+        }),
+        (body, Some("application/octet-stream" | "message/rfc822" | "message/global")) => {
+            let data: &[u8] = match body {
+                PartType::Binary(b) | PartType::InlineBinary(b) => b,
+                PartType::Text(t) | PartType::Html(t) => t.as_bytes(),
+                _ => &[],
+            };
+            Some(if data.iter().all(u8::is_ascii_whitespace) {
+                "empty"
+            } else {
+                "file"
+            })
+        }
+        _ => None,
+    }
 }
 
 fn strip_id(s: &str) -> &str {
@@ -206,7 +238,13 @@ fn main() {
             start: attr("start"),
             html: None,
             resolved: None,
+            name: None,
+            opens: None,
         };
+        if !matches!(part.body, PartType::Multipart(_)) {
+            node.name = part.attachment_name().map(str::to_string);
+            node.opens = opens(part, ct.as_deref());
+        }
         if ct.as_deref() == Some("message/external-body") {
             out["extbody"].as_array_mut().unwrap().push(json!({
                 "part": path, "access_type": attr("access-type"), "url": attr("url"),
@@ -253,6 +291,15 @@ fn main() {
             "content_location": n.cl, "resolved": n.resolved,
             "attachment": listed.contains(&n.id),
         });
+        if !matches!(
+            msg.parts.get(n.id).map(|p| &p.body),
+            Some(PartType::Multipart(_))
+        ) {
+            entry["name"] = json!(n.name);
+        }
+        if let Some(o) = n.opens {
+            entry["opens"] = json!(o);
+        }
         if bodies.contains(&n.id)
             && matches!(
                 msg.parts.get(n.id).map(|p| &p.body),

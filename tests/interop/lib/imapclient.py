@@ -93,6 +93,17 @@ def params(lst):
     return out
 
 
+def param_list(lst):
+    """body-fld-param as (name, value) pairs in the server's order, values UTF-8 decoded
+    (a server passes 8-bit octets on as they are)."""
+    out = []
+    if isinstance(lst, list):
+        for i in range(0, len(lst) - 1, 2):
+            if isinstance(lst[i], bytes) and isinstance(lst[i + 1], bytes):
+                out.append((lst[i].decode("utf-8", "replace"), lst[i + 1].decode("utf-8", "replace")))
+    return out
+
+
 def walk(bs, path="0", parent=None, nodes=None):
     """Flatten a BODYSTRUCTURE into nodes: path, parent, content_type, params, id,
     location (body-fld-loc of the extension data), encoding, disposition (body-fld-dsp:
@@ -118,11 +129,15 @@ def walk(bs, path="0", parent=None, nodes=None):
     typ = (s(bs[0]) or "").lower()
     sub = (s(bs[1]) or "").lower()
     n = {"path": path, "parent": parent, "content_type": typ + "/" + sub, "params": params(bs[2]),
-         "id": s(bs[3]), "encoding": (s(bs[5]) or "").lower(), "location": None}
+         "param_list": param_list(bs[2]), "id": s(bs[3]), "encoding": (s(bs[5]) or "").lower(),
+         "location": None, "size": int(bs[6]) if len(bs) > 6 and isinstance(bs[6], bytes)
+         and bs[6].isdigit() else None}
     nodes.append(n)
     # Like the file readers, the harness does not descend into message/rfc822.
     if typ == "message" and sub == "rfc822":
         ext_at = 10
+        # the server's own parse of the forwarded message: its ENVELOPE and body
+        n["envelope"] = bs[7] if len(bs) > 7 and isinstance(bs[7], list) else None
     elif typ == "text":
         ext_at = 8
     else:
@@ -135,10 +150,11 @@ def walk(bs, path="0", parent=None, nodes=None):
 
 
 def disposition(dsp):
-    """body-fld-dsp: ("type" params) or NIL."""
+    """body-fld-dsp: ("type" params, [(name, value) in order]) or NIL."""
     if not isinstance(dsp, list) or not dsp or not isinstance(dsp[0], bytes):
         return None
-    return (s(dsp[0]).lower(), params(dsp[1]) if len(dsp) > 1 else {})
+    return (s(dsp[0]).lower(), params(dsp[1]) if len(dsp) > 1 else {},
+            param_list(dsp[1]) if len(dsp) > 1 else [])
 
 
 def decode_body(data, encoding, charset):

@@ -21,7 +21,10 @@ images, so every image reference of a shown HTML part is in `images` with `to` n
 (the references are taken from the message source, by the part Alpine shows: its
 screens show only "[IMAGE]" or the alt text); `appended` is false (the part's box
 names it, the picture is not shown). Content-ID, Content-Location, references and the
-multipart/related root are on no Alpine screen: null / empty.
+multipart/related root are on no Alpine screen: null / empty. `name`: what the
+attachment index shows after the type (`(Name: "x")`, `(Filename: "x")`, or a forwarded
+message's Subject); `opens`: a message/rfc822 part whose own parts Alpine lists (c-client
+parsed the forwarded message) offers the message.
 
 Prints one JSON object; exit 0 whatever the message; exit 1 only when alpine or tmux
 cannot run.
@@ -337,6 +340,17 @@ feature-list=quit-without-confirm,
                     "alpine_disposition": " ".join(disp) if disp else None}
             if st is None:
                 out["defects"].append("part %s: in the attachment index, not in Parts/Attachments" % num)
+            if not ctype.startswith("multipart/"):
+                # the name the attachment index shows: `(Name: "x")` or `(Filename: "x")`
+                # after the type, or for a message part its Subject, `, "x"`
+                nm = re.search(r'\((?:Name|Filename): "(.*)"\)\s*$', m.group(3) + m.group(4)) or \
+                    re.search(r'^[^,(]*, "(.*)"\s*$', m.group(3) + m.group(4))
+                part["name"] = nm.group(1) if nm else None
+                if ctype in ("message/rfc822", "message/global"):
+                    # c-client parsed the forwarded message when its parts are listed below it
+                    part["opens"] = "message" if any(k.startswith(num + ".") for k in status) else "empty"
+                elif ctype == "application/octet-stream":
+                    part["opens"] = "file"
             out["parts"].append(part)
             if ctype == "message/external-body":
                 d = dict(params)

@@ -69,6 +69,32 @@ def fetch(addr, user, tmp):
     return msg
 
 
+def decoded(part):
+    out = Gio.MemoryOutputStream.new_resizable()
+    part.get_content().decode_to_output_stream_sync(out, None)
+    out.close(None)
+    return bytes(out.steal_as_bytes().get_data())
+
+
+def opens(part):
+    """What Evolution offers of a message/rfc822 part: e-mail-parser-message-rfc822.c
+    decodes the part's content (undoing its Content-Transfer-Encoding) and constructs a
+    message from it, shown below the body; a message with no header field is not the
+    forwarded one. An application/octet-stream part is a file, its content decoded."""
+    data = decoded(part)
+    if not data.strip():
+        return "empty"
+    if (part.get_content_type().simple() or "").lower().startswith("message/"):
+        from gi.repository import GLib
+        mp = Camel.MimeParser.new()
+        mp.init_with_bytes(GLib.Bytes.new(data))
+        m = Camel.MimeMessage.new()
+        m.construct_from_parser_sync(mp, None)
+        heads = m.dup_headers()
+        return "message" if heads is not None and heads.get_length() else "undecodable"
+    return "file"
+
+
 def text_of(part):
     out = Gio.MemoryOutputStream.new_resizable()
     part.get_content().decode_to_output_stream_sync(out, None)
@@ -288,6 +314,22 @@ def main():
 
     walk(msg, "0", None)
     readerlib.finish(out, nodes)
+    # Names: camel_mime_part_get_filename() (the disposition's filename, else the type's
+    # name, RFC 2231 and RFC 2047 decoded), which the attachment bar shows.
+    names, opened = {}, {}
+
+    def names_of(part, path):
+        content = part.get_content()
+        if isinstance(content, Camel.Multipart):
+            for i in range(content.get_number()):
+                names_of(content.get_part(i), readerlib.child_path(path, i + 1))
+            return
+        names[path] = part.get_filename()
+        if (part.get_content_type().simple() or "").lower() in readerlib.OPENS_TYPES:
+            opened[path] = opens(part)
+
+    names_of(msg, "0")
+    readerlib.set_names(out, names, opened)
     view = evolution_view(msg)
     bar = [p for p in view if p.kind == "attachment" and not p.hidden and not p.possible]
     readerlib.set_attachments(out, [p.path for p in bar],

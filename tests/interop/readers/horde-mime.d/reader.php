@@ -82,6 +82,16 @@ try {
         if ($p->getType() === 'message/external-body') {
             $n['url'] = utf8($p->getContentTypeParameter('url'));
             $n['access_type'] = utf8($p->getContentTypeParameter('access-type'));
+        } elseif ($p->getPrimaryType() === 'message' && $p->getType() !== 'message/external-body') {
+            /* parseMessage parses a message/rfc822 part into one child, the embedded
+             * message, without undoing a Content-Transfer-Encoding: an encoded one gives a
+             * child with nothing in it. */
+            $kids = $p->getParts();
+            $k = $kids ? reset($kids) : null;
+            $n['opens'] = ($k !== null && ($k->getParts() || strlen(trim((string)$k->getContents())) > 0))
+                ? 'message' : 'empty';
+        } elseif ($p->getType() === 'application/octet-stream') {
+            $n['opens'] = strlen(trim((string)$p->getContents())) > 0 ? 'file' : 'empty';
         } elseif ($p->getType() === 'text/html') {
             $c = $p->getContents();
             $cs = $p->getCharset() ?: 'us-ascii';

@@ -21,6 +21,9 @@ for what a person sees. See README-gui.md ("horde-mime").
   and blocked by default (null). Each entry also carries `horde_related`: what
   Horde_Mime_Related::cidReplace gives for it (only img src and body/td background,
   only inside a multipart/related), for comparison.
+- name: Horde's getName() (the disposition's filename, else the type's name); opens:
+  the embedded message parseMessage makes of a message/rfc822 part (it does not undo a
+  Content-Transfer-Encoding there), and the content of an application/octet-stream one.
 
 Usage: horde-mime FILE.eml -> one JSON object. Reader contract: tests/interop/README.md."""
 import json
@@ -158,6 +161,11 @@ def main():
             continue
         part["attachment"] = part["part"] in listed
         part["appended"] = False
+        # the name Nextcloud Mail shows: Horde's getName() (disposition filename, else
+        # type name, as Horde_Mime_Headers decodes them)
+        part["name"] = n.get("name")
+        if n.get("opens"):
+            part["opens"] = n["opens"]
         part["nextcloud_role"] = ("attachment" if part["part"] in nc["attachments"]
                                   else "inline attachment" if part["part"] in nc["inline"]
                                   else "html body" if part["part"] in nc["html"]

@@ -11,6 +11,10 @@ Content-ID (a first-match client), resolved with urllib.parse.urljoin.
 What a person sees (`attachment`, `images`) is what Thunderbird for Android (K-9 Mail)
 makes of that structure, the rule of phone and IMAP clients: see k9_view() below.
 
+`name` is what K-9 lists an attachment as (readerlib.k9_name: MimeParameterDecoder on the
+parameters RealImapFolder writes back from the BODYSTRUCTURE); `opens` is the server's
+own parse of a forwarded message, its ENVELOPE in the BODYSTRUCTURE.
+
 Usage: server.py dovecot|cyrus FILE.eml. Reader contract: tests/interop/README.md."""
 import os
 import sys
@@ -149,6 +153,7 @@ def k9_view(nodes):
                 and n["content_type"].startswith("image/"))
 
     listed = [n["path"] for n in atts if not inline_attachment(n)]
+    k9_view.attachment_parts = atts
     cids = {}
     for n in reversed([n for n in nodes if not is_multi(n)]):
         if n["id"] is not None:
@@ -200,6 +205,23 @@ def main():
         readerlib.finish(out, [n["node"] for n in nodes])
         listed, shown, cids = k9_view(nodes)
         readerlib.set_attachments(out, listed)
+        # Names: AttachmentInfoExtractor's, on the parameters RealImapFolder writes back from
+        # the BODYSTRUCTURE (readerlib.k9_name); only attachment parts have one. `opens`:
+        # the server's own parse of a message/rfc822 part (its ENVELOPE: any field, or none
+        # and an empty body), the size of an application/octet-stream one.
+        names, opens = {}, {}
+        for n in k9_view.attachment_parts:
+            d = n.get("disposition")
+            names[n["path"]] = readerlib.k9_name(d[2] if d else None, n["param_list"], n["content_type"])
+        for n in nodes:
+            if n["content_type"] in ("message/rfc822", "message/global"):
+                env = n.get("envelope") or []
+                # an ENVELOPE of NILs: the server found no header field (it parses the part
+                # without undoing its Content-Transfer-Encoding): no message to offer
+                opens[n["path"]] = "message" if any(x is not None for x in env) else "empty"
+            elif n["content_type"] == "application/octet-stream":
+                opens[n["path"]] = "file" if n.get("size") else "empty"
+        readerlib.set_names(out, names, opens)
         out["images"] = []
         for path in shown:
             for ref in readerlib.image_refs(next(n["node"]["html"] for n in nodes if n["path"] == path) or ""):

@@ -545,6 +545,12 @@ public final class Mime4jReader {
             p.put("content_location", n.location);
             p.put("resolved", n.resolved);
             if (!isMultipart(n)) {
+                // AttachmentInfoExtractor names every attachment part, listed or hidden
+                p.put("name", listed.contains(n) || hidden.contains(n) ? tfaName(n) : null);
+                String o = tfaOpens(n);
+                if (o != null) {
+                    p.put("opens", o);
+                }
                 p.put("attachment", listed.contains(n));
                 p.put("appended", false);
                 p.put("tfa_content_id", tfaContentId(n));
@@ -553,6 +559,293 @@ public final class Mime4jReader {
                         : viewables.contains(n) ? "body" : "ignored");
             }
             parts.add(p);
+        }
+    }
+
+    // ------------------------------------------------------- names, forwarded messages
+
+    /**
+     * AttachmentInfoExtractor.extractAttachmentInfo: MimeUtility.getHeaderParameter of
+     * the disposition's "filename", else the type's "name", else "noname" plus the
+     * extension MimeTypeUtil knows for the type. The header bodies are K-9's
+     * (MimeBodyPart.getDisposition/getContentType: the first field, CR and LF removed).
+     */
+    static String tfaName(Node n) {
+        String disp = unfold(tfaFirstHeader(n.entity, "Content-Disposition"));
+        String ct = unfold(tfaFirstHeader(n.entity, "Content-Type"));
+        String name = disp == null ? null : tfaParameters(disp).get("filename");
+        if (name == null && ct != null) {
+            name = tfaParameters(ct).get("name");
+        }
+        if (name == null) {
+            String ext = EXTENSIONS.get(n.ctype == null ? "" : n.ctype.toLowerCase(Locale.ROOT));
+            name = "noname" + (ext != null ? "." + ext : "");
+        }
+        return name;
+    }
+
+    /** A few of MimeTypeUtil's extensions, for the "noname" fallback. */
+    static final Map<String, String> EXTENSIONS = Map.of(
+            "application/pdf", "pdf", "image/png", "png", "image/gif", "gif", "image/jpeg", "jpg",
+            "text/plain", "txt", "text/html", "html", "message/rfc822", "eml",
+            "text/csv", "csv");
+
+    static String unfold(String s) {
+        return s == null ? null : s.replace("\r", "").replace("\n", "");
+    }
+
+    /**
+     * MimeParameterDecoder.decode, re-stated: parameters (token or quoted string) until
+     * the first parse error; a name given twice is dropped; RFC 2231 sections (name*,
+     * name*0, name*0*, name*1*, ...) are combined and decoded in their charset when the
+     * sections are complete, and win over a plain parameter of the same name; a plain
+     * value is RFC 2047 decoded (DecoderUtil.decodeEncodedWords).
+     */
+    static Map<String, String> tfaParameters(String body) {
+        Map<String, String[]> basic = new LinkedHashMap<>();   // name -> {value, wasToken}
+        Set<String> dup = new java.util.HashSet<>();
+        int i = body.indexOf(';');
+        while (i >= 0 && i < body.length()) {
+            int[] pos = {i + 1};
+            skipWs(body, pos);
+            String name = readToken(body, pos).toLowerCase(Locale.ROOT);
+            skipWs(body, pos);
+            if (name.isEmpty() || pos[0] >= body.length() || body.charAt(pos[0]) != '=') {
+                break;
+            }
+            pos[0]++;
+            skipWs(body, pos);
+            String value;
+            boolean token;
+            if (pos[0] < body.length() && body.charAt(pos[0]) == '"') {
+                value = readQuoted(body, pos);
+                token = false;
+                if (value == null) {
+                    break;
+                }
+            } else {
+                value = readToken(body, pos);
+                token = true;
+            }
+            if (basic.remove(name) != null || dup.contains(name)) {
+                dup.add(name);
+            } else {
+                basic.put(name, new String[] {value, token ? "t" : "q"});
+            }
+            skipWs(body, pos);
+            if (pos[0] >= body.length()) {
+                break;
+            }
+            if (body.charAt(pos[0]) != ';') {
+                break;
+            }
+            i = pos[0];
+        }
+        Map<String, java.util.TreeMap<Integer, String[]>> sections = new LinkedHashMap<>();
+        Map<String, String> single = new LinkedHashMap<>();
+        for (Map.Entry<String, String[]> e : basic.entrySet()) {
+            String pn = e.getKey();
+            boolean ext = pn.endsWith("*");
+            String[] bits = pn.split("\\*", -1);
+            boolean section = !(ext && !"t".equals(e.getValue()[1]))
+                    && (bits.length == 2 || (bits.length == 3 && bits[2].isEmpty()))
+                    && (bits.length == 2 && ext || bits[1].matches("0|[1-9][0-9]*"));
+            if (!section) {
+                single.put(pn, e.getValue()[0]);
+                continue;
+            }
+            int idx = bits.length == 2 && ext ? -1 : Integer.parseInt(bits[1]);
+            sections.computeIfAbsent(bits[0], k -> new java.util.TreeMap<>())
+                    .put(idx, new String[] {e.getValue()[0], ext ? "*" : ""});
+        }
+        Map<String, String> out = new LinkedHashMap<>();
+        for (Map.Entry<String, java.util.TreeMap<Integer, String[]>> e : sections.entrySet()) {
+            String v = combine(e.getValue());
+            if (v != null) {
+                out.put(e.getKey(), v);
+            }
+        }
+        for (Map.Entry<String, String> e : single.entrySet()) {
+            out.putIfAbsent(e.getKey(), decodeEncodedWords(e.getValue()));
+        }
+        return out;
+    }
+
+    /** The sections of one RFC 2231 parameter joined, or null when they are not 0..n. */
+    static String combine(java.util.TreeMap<Integer, String[]> secs) {
+        List<Integer> idx = new ArrayList<>(secs.keySet());
+        if (!(idx.size() == 1 && idx.get(0) <= 0)) {
+            for (int k = 0; k < idx.size(); k++) {
+                if (idx.get(k) != k) {
+                    return null;
+                }
+            }
+        }
+        String[] first = secs.firstEntry().getValue();
+        java.nio.charset.Charset cs = null;
+        String firstData = first[0];
+        if ("*".equals(first[1])) {
+            int q1 = firstData.indexOf('\''), q2 = q1 < 0 ? -1 : firstData.indexOf('\'', q1 + 1);
+            if (q2 < 0) {
+                return null;
+            }
+            try {
+                cs = java.nio.charset.Charset.forName(firstData.substring(0, q1));
+            } catch (Exception ex) {
+                cs = null;
+            }
+            firstData = firstData.substring(q2 + 1);
+            if (cs == null) {
+                first = new String[] {firstData, ""};   // an unknown charset: kept as text
+            }
+        }
+        StringBuilder sb = new StringBuilder();
+        ByteArrayOutputStream buf = new ByteArrayOutputStream();
+        boolean firstOne = true;
+        for (String[] sec : secs.values()) {
+            String data = firstOne ? firstData : sec[0];
+            boolean extended = firstOne ? cs != null : "*".equals(sec[1]);
+            firstOne = false;
+            if (extended && cs != null) {
+                byte[] d = pctBytes(data);
+                buf.write(d, 0, d.length);
+            } else if (extended) {
+                return null;   // extended sections after a plain first one
+            } else {
+                if (cs != null) {
+                    sb.append(new String(buf.toByteArray(), cs));
+                    buf.reset();
+                }
+                sb.append(data);
+            }
+        }
+        if (cs != null) {
+            sb.append(new String(buf.toByteArray(), cs));
+        }
+        return sb.toString();
+    }
+
+    static byte[] pctBytes(String s) {
+        ByteArrayOutputStream b = new ByteArrayOutputStream();
+        byte[] in = s.getBytes(StandardCharsets.ISO_8859_1);
+        for (int i = 0; i < in.length; i++) {
+            if (in[i] == '%' && i + 2 < in.length && hex(in[i + 1]) >= 0 && hex(in[i + 2]) >= 0) {
+                b.write(hex(in[i + 1]) * 16 + hex(in[i + 2]));
+                i += 2;
+            } else {
+                b.write(in[i]);
+            }
+        }
+        return b.toByteArray();
+    }
+
+    static void skipWs(String s, int[] pos) {
+        while (pos[0] < s.length() && Character.isWhitespace(s.charAt(pos[0]))) {
+            pos[0]++;
+        }
+    }
+
+    static String readToken(String s, int[] pos) {
+        int start = pos[0];
+        while (pos[0] < s.length()) {
+            char c = s.charAt(pos[0]);
+            if (c <= ' ' || c == 127 || "()<>@,;:\\\"/[]?=".indexOf(c) >= 0) {
+                break;
+            }
+            pos[0]++;
+        }
+        return s.substring(start, pos[0]);
+    }
+
+    static String readQuoted(String s, int[] pos) {
+        StringBuilder sb = new StringBuilder();
+        pos[0]++;
+        while (pos[0] < s.length()) {
+            char c = s.charAt(pos[0]++);
+            if (c == '"') {
+                return sb.toString();
+            }
+            if (c == '\\' && pos[0] < s.length()) {
+                c = s.charAt(pos[0]++);
+            }
+            sb.append(c);
+        }
+        return null;   // unterminated: a parse error
+    }
+
+    static final Pattern ENCODED_WORD = Pattern.compile("=\\?([^?]+)\\?([bBqQ])\\?([^?]*)\\?=");
+
+    /** DecoderUtil.decodeEncodedWords: encoded-words decoded, the space between two dropped. */
+    static String decodeEncodedWords(String s) {
+        Matcher m = ENCODED_WORD.matcher(s);
+        StringBuilder out = new StringBuilder();
+        int last = 0;
+        boolean prevWord = false;
+        while (m.find()) {
+            String between = s.substring(last, m.start());
+            if (!(prevWord && between.trim().isEmpty())) {
+                out.append(between);
+            }
+            String dec = decodeWord(m.group(1), m.group(2), m.group(3));
+            if (dec == null) {
+                out.append(m.group());
+                prevWord = false;
+            } else {
+                out.append(dec);
+                prevWord = true;
+            }
+            last = m.end();
+        }
+        out.append(s.substring(last));
+        return out.toString();
+    }
+
+    static String decodeWord(String charset, String enc, String text) {
+        try {
+            java.nio.charset.Charset cs = java.nio.charset.Charset.forName(charset.replaceAll("\\*.*$", ""));
+            byte[] data;
+            if (enc.equalsIgnoreCase("b")) {
+                data = java.util.Base64.getMimeDecoder().decode(text);
+            } else {
+                data = pctBytes(text.replace('_', ' ').replace('=', '%'));
+            }
+            return new String(data, cs);
+        } catch (Exception e) {
+            return null;
+        }
+    }
+
+    /**
+     * What Thunderbird for Android offers of a message/rfc822 part: mime4j's DOM (which
+     * K-9's own parser follows) parses it as a nested message, undoing a base64 or
+     * quoted-printable Content-Transfer-Encoding first; an application/octet-stream part
+     * is a file, its content decoded (MimeUtility.decodeBody).
+     */
+    static String tfaOpens(Node n) {
+        Body b = n.entity.getBody();
+        if (b instanceof Message) {
+            Header h = ((Message) b).getHeader();
+            if (h != null && !h.getFields().isEmpty()) {
+                return "message";
+            }
+            return bodyBytes(((Message) b).getBody()).length == 0 ? "empty" : "undecodable";
+        }
+        String ct = n.ctype == null ? "" : n.ctype.toLowerCase(Locale.ROOT);
+        if (ct.equals("application/octet-stream") || ct.startsWith("message/")) {
+            byte[] d = bodyBytes(b);
+            return new String(d, StandardCharsets.ISO_8859_1).trim().isEmpty() ? "empty" : "file";
+        }
+        return null;
+    }
+
+    static byte[] bodyBytes(Body b) {
+        if (!(b instanceof SingleBody)) {
+            return new byte[0];
+        }
+        try (InputStream in = ((SingleBody) b).getInputStream()) {
+            return in.readAllBytes();
+        } catch (Exception e) {
+            return new byte[0];
         }
     }
 

@@ -22,6 +22,9 @@ server (its own socket, always killed). What is read off the screen:
   is one a person has to fetch from the attachment menu: true; a part shown inline, a
   container, or an alternative not chosen: false. NeoMutt shows no HTML without a
   mailcap entry, so `images` is empty.
+- `name`: the attachment menu's description column (%d: Content-Description, else the
+  file name); `opens`: whether the pager shows a message/rfc822 part as the forwarded
+  message (its From/Subject/Date lines), something else, or nothing.
 
 Prints one JSON object; exit 0 whatever the message; exit 1 only when neomutt or tmux
 cannot run.
@@ -152,6 +155,45 @@ def pager_attachments(text, nodes):
             out.add(nodes[j]["path"])
         i = j + 1
     return out
+
+
+def pager_blocks(text, nodes):
+    """{path: the pager's lines for that part} for the parts of a multipart, cut at the
+    "[-- Type: ..." lines as pager_attachments() cuts them."""
+    lines = text.split("\n")
+    if not nodes[0]["ctype"].startswith("multipart/"):
+        return {}
+    blocks = []
+    for l in lines:
+        m = TYPE_LINE.match(l)
+        if m:
+            blocks.append([m.group(1).lower(), []])
+        elif blocks:
+            blocks[-1][1].append(l)
+    out, i = {}, 1
+    for ctype, body in blocks:
+        j = next((k for k in range(i, len(nodes)) if nodes[k]["ctype"] == ctype), None)
+        if j is None:
+            continue
+        out[nodes[j]["path"]] = body
+        i = j + 1
+    return out
+
+
+def opens(node, block):
+    """What the pager offers of a message/rfc822 part: the forwarded message (its header
+    shown: From or Subject), something else (undecodable) or nothing; an
+    application/octet-stream part stands for a file to save."""
+    if node["ctype"] in ("message/rfc822", "message/global"):
+        if block is None:
+            return None
+        body = [l for l in block if l.strip() and not l.startswith("[-- ")]
+        if any(re.match(r"^(From|Subject|Date): ", l) for l in body):
+            return "message"
+        return "undecodable" if body else "empty"
+    if node["ctype"] == "application/octet-stream":
+        return "file"
+    return None
 
 
 ATT_LINE = re.compile(r"^#(\d+) ([ *|`>-]*)([A-Za-z0-9][^\s/]*/\S+) \[(.*)\]\s*$")
@@ -287,8 +329,10 @@ unignore from: to: cc: subject: date: mime-version: content-type: content-id: co
                     tm.keys("j")
                 raw_ct = read_edit_type(tm)
                 ct, params = split_params(raw_ct)
-                nodes.append({"path": p, "parent": parent, "ctype": ct, "params": params, "raw": raw_ct})
+                nodes.append({"path": p, "parent": parent, "ctype": ct, "params": params, "raw": raw_ct,
+                              "name": (m.group(4).strip() if m.group(4).strip() not in ("", "<no description>") else None)})
         listed = pager_attachments(text, nodes)
+        shown_as = pager_blocks(text, nodes)
         for n in nodes:
             if len(n["raw"]) >= WIDE - len(PROMPT) - 2:
                 out["defects"].append("part %s: Content-Type prompt may be cut at %d columns" % (n["path"], WIDE))
@@ -297,6 +341,12 @@ unignore from: to: cc: subject: date: mime-version: content-type: content-id: co
                                  "content_id": cid, "content_location": None, "resolved": None,
                                  "neomutt_content_type": n["raw"],
                                  "attachment": n["path"] in listed})
+            if not n["ctype"].startswith("multipart/") and n["path"] != "0":
+                # the attachment menu's %d: the description, else the file name
+                out["parts"][-1]["name"] = n.get("name")
+                o = opens(n, shown_as.get(n["path"]))
+                if o:
+                    out["parts"][-1]["opens"] = o
             if n["ctype"] == "message/external-body":
                 out["extbody"].append({"part": n["path"],
                                        "access_type": param(n["params"], "access-type"),

@@ -41,10 +41,22 @@ if (empty($message->headers)) {
     fail("rcube_message could not load the message");
 }
 
-$out = ['parts' => [], 'content' => [], 'extbody' => [], 'listed' => [], 'appended' => []];
+$out = ['parts' => [], 'content' => [], 'extbody' => [], 'listed' => [], 'appended' => [],
+        'names' => [], 'opens' => []];
 // Every part Roundcube's parse knows, by its IMAP section number.
 $walk = function ($part, $parent) use (&$walk, &$out) {
     $id = $part->mime_id === '' || $part->mime_id === null ? '0' : (string) $part->mime_id;
+    $mt = strtolower($part->mimetype ?? '');
+    if ($mt === 'message/rfc822') {
+        /* rcube_message::parse_structure reads a forwarded message's header from the part's
+         * body, decoded by its Content-Transfer-Encoding, and shows it (Subject/From) with
+         * its parts below the body: the message is offered when that header was found. */
+        $h = is_array($part->headers) ? $part->headers : [];
+        $out['opens'][$id] = (isset($h['subject']) || !empty($h['from'])) ? 'message'
+            : (((int) ($part->size ?? 0)) > 0 ? 'undecodable' : 'empty');
+    } elseif ($mt === 'application/octet-stream') {
+        $out['opens'][$id] = ((int) ($part->size ?? 0)) > 0 ? 'file' : 'empty';
+    }
     $out['parts'][] = [
         'part' => $id,
         'parent' => $parent,
@@ -110,6 +122,9 @@ foreach ($message->attachments as $attach_prop) {
         continue;
     }
     $out['listed'][] = (string) $attach_prop->mime_id;
+    // the name the attachment list shows (the message view's attachment_name(): the
+    // part's filename as rcube_message decoded it, else "Message part N.ext")
+    $out['names'][(string) $attach_prop->mime_id] = rcmail_action_mail_index::attachment_name($attach_prop, true);
     if ($app->config->get('inline_images', true) && rcmail_action_mail_show::part_image_type($attach_prop) && $normal) {
         $out['appended'][] = (string) $attach_prop->mime_id;
     }

@@ -77,6 +77,7 @@ def main():
     out["refs"] = [{"from": c["part"], "ref": r["ref"], "to": r["to"]}
                    for c in raw["content"] for r in c["refs"]]
     readerlib.set_attachments(out, raw["listed"], raw["appended"])
+    readerlib.set_names(out, raw.get("names") or {}, raw.get("opens") or {})
     out["images"] = [{"from": c["part"], "ref": r["ref"], "to": r["to"]}
                      for c in raw["content"] for r in c["images"]]
     readerlib.emit(out)

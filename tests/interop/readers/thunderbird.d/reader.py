@@ -123,11 +123,14 @@ for (const el of d.body ? d.body.querySelectorAll("*") : []) {
   }
 }
 const atts = (aw.currentAttachments || []).map(a => ({name: a.name, url: a.url, contentType: a.contentType,
-  external: !!a.isExternalAttachment, link: !!a.isLinkAttachment}));
+  external: !!a.isExternalAttachment, link: !!a.isLinkAttachment,
+  size: (typeof a.size === "number") ? a.size : null}));
+// a forwarded message libmime shows inline: its header table (Subject, From, ...)
+const fwd = [...d.querySelectorAll(".moz-header-part1, .moz-header-part2")].map(t => t.textContent.replace(/\s+/g, " ").trim());
 const notif = [...aw.document.querySelectorAll("notification-message")].map(n => n.getAttribute("value"));
 const hdr = [];
 for (const t of d.querySelectorAll("table.moz-main-header td")) hdr.push(t.textContent.replace(/\s+/g, " ").trim());
-return {title: w.document.title, paneURL: pane.currentURI.spec,
+return {title: w.document.title, paneURL: pane.currentURI.spec, fwd,
         text: d.body ? d.body.innerText : "", refs, atts, notif, hdr,
         tags: [...d.querySelectorAll("body *")].map(e => e.localName)};
 """
@@ -445,7 +448,17 @@ def main():
             listed.add(p)
             out["parts"].append({"part": p, "content_type": a["contentType"], "content_id": None,
                                  "content_location": None, "resolved": None,
-                                 "attachment_name": a["name"], "attachment": True})
+                                 "attachment_name": a["name"], "attachment": True,
+                                 "name": a["name"]})
+            ct = (a["contentType"] or "").lower()
+            if ct in ("message/rfc822", "message/global"):
+                # libmime shows a forwarded message inline, with a header table of its
+                # own (the reader cannot tell two forwarded messages apart)
+                fwd = any(re.search(r"\b(Subject|From):", t) for t in info.get("fwd") or [])
+                out["parts"][-1]["opens"] = ("message" if fwd else "empty" if a.get("size") == 0
+                                             else "undecodable")
+            elif ct == "application/octet-stream":
+                out["parts"][-1]["opens"] = "empty" if a.get("size") == 0 else "file"
             if p in appended:
                 out["parts"][-1]["appended"] = True
             if a["external"] or a["link"] or a["contentType"] == "message/external-body":
@@ -457,7 +470,7 @@ def main():
             if p not in listed:
                 out["parts"].append({"part": p, "content_type": ctype, "content_id": None,
                                      "content_location": None, "resolved": None,
-                                     "attachment": False, "appended": p in appended})
+                                     "attachment": False, "appended": p in appended, "name": None})
         for n in info["notif"]:
             if n:
                 out["defects"].append("notification: %s" % n)
