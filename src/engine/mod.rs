@@ -51,6 +51,7 @@
 //!   - `inline/`: what readers show of the parts those references lead to (the
 //!     catalogue's "Inline parts"): `disposition`, `content_id`, `mixed`, `hidden`,
 //!     `base`
+//!   - `rfc822_encoded`: encapsulated messages sent base64- or quoted-printable-encoded
 //!   - `ids`: Content-ID rules; `cturi`: Content-Types that stand for a URI
 //!   - `signed/`: fixes withheld where a signature still protects what they change
 //!     (DKIM, ARC, multipart/signed, S/MIME): `standing` whether a DKIM or ARC
@@ -66,7 +67,7 @@ pub mod model;
 pub(crate) mod rewriting;
 pub mod syntax;
 
-use checks::{cturi, extbody, headers, html, ids, inline, related, signed};
+use checks::{cturi, extbody, headers, html, ids, inline, related, rfc822_encoded, signed};
 use model::analysis::Context;
 use model::mime;
 
@@ -134,6 +135,7 @@ pub(crate) fn apply_fixes(raw: &[u8], analysis: &Analysis) -> Result<Vec<u8>, Ap
 fn run(cx: &mut Context) {
     headers::check_limits(cx);
     extbody::check(cx);
+    rfc822_encoded::check(cx);
     related::check(cx);
     // Before the Content-ID rules: they ask whether references resolve, and which ids
     // some reference names.

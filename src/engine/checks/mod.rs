@@ -12,4 +12,5 @@ pub mod ids;
 pub mod inline;
 pub(crate) mod location_scope;
 pub mod related;
+pub mod rfc822_encoded;
 pub mod signed;
