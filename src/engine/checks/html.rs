@@ -21,7 +21,9 @@ use std::collections::{HashMap, HashSet};
 
 use crate::engine::syntax::content_location::THIS_MESSAGE;
 
-use crate::engine::model::analysis::{Context, Finding, HtmlPart, Reference, Target};
+use crate::engine::model::analysis::{
+    place_loads, Context, Finding, HtmlPart, OutsideRef, Reference, Target,
+};
 use crate::engine::model::mime::{Kind, Message};
 use crate::engine::model::rules::{Rule, Severity};
 use crate::engine::syntax::ascii::clip;
@@ -32,6 +34,7 @@ use super::cid_scope::{resolve_cid, CidScopes, Resolution};
 use super::location_scope::{Located, LocationScopes};
 use crate::engine::syntax::html_refs::{scan_utf8, HtmlRef};
 use crate::engine::syntax::msgid::parse_msg_id;
+use crate::engine::syntax::unreachable::{is_data, unreachable};
 
 /// Largest text/html part analysed, in octets after transfer decoding. Larger parts are
 /// skipped: real HTML mail is far below it, and the scan must stay cheap.
@@ -125,7 +128,12 @@ pub fn check(cx: &mut Context) {
         let locate = with_locations || base != THIS_MESSAGE;
         // URL -> its reference in cx.refs, so that a URL is recorded once per part.
         let mut seen: HashMap<&str, Option<usize>> = HashMap::new();
+        // URL -> its place in part.outside, likewise.
+        let mut outside: HashMap<&str, usize> = HashMap::new();
         for r in &s.refs {
+            if is_data(&r.url) || unreachable(&r.url).is_some() {
+                note_outside(&mut part, &mut outside, r);
+            }
             if let Some(&first) = seen.get(r.url.as_str()) {
                 // An image after a link to the same part: what the reader loads counts.
                 if let Some(i) = first {
@@ -167,6 +175,28 @@ pub fn check(cx: &mut Context) {
         }
         cx.html_parts.push(part);
     }
+}
+
+/// Records reference `r`, which leads neither to a part nor to the network, in
+/// `part.outside`: once per URL, at the first place that loads it if one does (an image
+/// after a link to the same file is what the reader tries to show).
+fn note_outside<'s>(part: &mut HtmlPart, seen: &mut HashMap<&'s str, usize>, r: &'s HtmlRef) {
+    if let Some(&i) = seen.get(r.url.as_str()) {
+        let kept = &mut part.outside[i];
+        if !place_loads(&kept.place) && place_loads(&r.place) {
+            kept.place = r.place.clone();
+        }
+        return;
+    }
+    let mut cut = r.url.len().min(OutsideRef::URL_KEPT);
+    while !r.url.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    seen.insert(r.url.as_str(), part.outside.len());
+    part.outside.push(OutsideRef {
+        place: r.place.clone(),
+        url: r.url[..cut].to_string(),
+    });
 }
 
 /// Records where non-`cid:` reference `r` of the part leads: to a part by its

@@ -53,6 +53,23 @@ pub fn transfer_decode(body: &[u8], enc: Encoding) -> Vec<u8> {
     }
 }
 
+/// The first `limit` octets (or fewer) of `body` decoded from `enc`, decoding only as
+/// much of the body as that can take: what a file signature is read from, whatever the
+/// size of the part.
+pub fn transfer_decode_head(body: &[u8], enc: Encoding, limit: usize) -> Vec<u8> {
+    // Base64 gives 3 octets for 4, quoted-printable at least 1 for 3; the rest is room
+    // for line breaks and soft line breaks.
+    let take = body.len().min(limit.saturating_mul(4).saturating_add(256));
+    let mut out = transfer_decode(&body[..take], enc);
+    if take < body.len() {
+        // A base64 group or a `=HH` escape the cut split decodes to at most two octets
+        // that the whole body would not have there.
+        out.truncate(out.len().saturating_sub(2));
+    }
+    out.truncate(limit);
+    out
+}
+
 fn b64_value(c: u8) -> Option<u32> {
     Some(match c {
         b'A'..=b'Z' => c - b'A',
@@ -257,6 +274,44 @@ mod tests {
         assert_eq!(base64(b"aGVs\r\nbG8=\r\n"), b"hello");
         assert_eq!(base64(b"aGVsbG8"), b"hello");
         assert_eq!(base64(b"!!!"), b"");
+    }
+
+    /// The head of a body is the start of the whole body decoded, however the cut falls.
+    #[test]
+    fn heads_are_prefixes_of_the_whole() {
+        let data: Vec<u8> = (0..3000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let mut b64 = String::new();
+        {
+            use base64::Engine as _;
+            let text = base64::engine::general_purpose::STANDARD.encode(&data);
+            for line in text.as_bytes().chunks(76) {
+                b64.push_str(std::str::from_utf8(line).unwrap());
+                b64.push_str("\r\n");
+            }
+        }
+        let mut qp = String::new();
+        for (i, b) in data.iter().enumerate() {
+            qp.push_str(&format!("={b:02X}"));
+            if i % 25 == 24 {
+                qp.push_str("=\r\n");
+            }
+        }
+        for (body, enc) in [
+            (b64.as_bytes(), Encoding::Base64),
+            (qp.as_bytes(), Encoding::QuotedPrintable),
+            (&data[..], Encoding::Binary),
+        ] {
+            for limit in [0, 1, 3, 16, 512, 5000] {
+                let head = transfer_decode_head(body, enc, limit);
+                assert_eq!(head, &data[..limit.min(data.len())], "{enc:?} {limit}");
+            }
+        }
+        // Garbage decodes to little, never panics.
+        assert!(transfer_decode_head(&[b'!'; 100_000], Encoding::Base64, 512).is_empty());
+        assert_eq!(
+            transfer_decode_head(b"iVB", Encoding::Base64, 512),
+            b"\x89P"
+        );
     }
 
     #[test]

@@ -9,6 +9,8 @@ pub(crate) mod decode;
 pub(crate) mod dkim;
 pub mod fold;
 pub(crate) mod html_refs;
+pub(crate) mod image_signature;
 pub(crate) mod msgid;
 pub(crate) mod params;
+pub(crate) mod unreachable;
 pub(crate) mod uri;

@@ -74,8 +74,12 @@ fn check_part(cx: &mut Context, at: usize, n: usize) {
         .fields_named(e, "content-disposition")
         .map(|(i, _)| i)
         .collect();
+    // An image typed as something else is an image once `ref-image-type`'s repair is
+    // made: judged as that repair leaves it, so that one fix leaves nothing to fix.
+    let retyped = cx.retyped.get(&at).copied();
+    let essence = || retyped.map_or_else(|| e.ctype.essence(), str::to_string);
     let Some(&fi) = fields.first() else {
-        if e.ctype.mtype != "image" {
+        if retyped.is_none() && e.ctype.mtype != "image" {
             return;
         }
         let mut f = Finding::new(
@@ -83,7 +87,7 @@ fn check_part(cx: &mut Context, at: usize, n: usize) {
             msg.path(e),
             format!(
                 "{} is shown by {} but has no Content-Disposition: readers that hide only images marked inline from the attachment list (Thunderbird for Android) list it as an attachment (RFC 2183 §2.1)",
-                e.ctype.essence(),
+                essence(),
                 by()
             ),
         );
@@ -112,7 +116,7 @@ fn check_part(cx: &mut Context, at: usize, n: usize) {
         msg.path(e),
         format!(
             "{} is shown by {} but has Content-Disposition: attachment: readers list it as an attachment, and some show it a second time below the body (RFC 2183 §2.1)",
-            e.ctype.essence(),
+            essence(),
             by()
         ),
     );
