@@ -88,6 +88,9 @@ struct State<'m, 'a> {
     inserted: HashMap<usize, Option<usize>>,
     /// The HTML part being read lies in a multipart/related.
     in_related: bool,
+    /// Candidates of `related-ref-mismatch` that stay candidates only while no
+    /// reference names the Content-ID they have: (reference in `cx.refs`, part, id).
+    conditional: Vec<(usize, usize, String)>,
 }
 
 /// Reports dangling `cid:` references, malformed `cid:`/`mid:` URLs and `mid:` URLs to
@@ -107,6 +110,7 @@ pub fn check(cx: &mut Context) {
         message_ids_checked: HashSet::new(),
         inserted: HashMap::new(),
         in_related: false,
+        conditional: Vec::new(),
     };
     for &idx in htmls {
         let Some(text) = html_text(msg, idx) else {
@@ -174,6 +178,49 @@ pub fn check(cx: &mut Context) {
             }
         }
         cx.html_parts.push(part);
+    }
+    settle_candidates(cx, &st.conditional);
+}
+
+/// Takes out of the references' candidates each part whose own Content-ID some
+/// reference names after all (now that every reference is read): that id is in use, so
+/// the part is not what the reference lost. A reference left with none dangles.
+fn settle_candidates(cx: &mut Context, conditional: &[(usize, usize, String)]) {
+    let msg = cx.msg;
+    let mut emptied = Vec::new();
+    for (n, part, id) in conditional {
+        if !cx.content_id_used(id.as_bytes(), *part) {
+            continue;
+        }
+        if let Target::Candidates(v) = &mut cx.refs[*n].target {
+            v.retain(|p| p != part);
+            if v.is_empty() {
+                cx.refs[*n].target = Target::Nothing;
+                emptied.push((*n, *part));
+            }
+        }
+    }
+    for (n, part) in emptied {
+        let r = &cx.refs[n];
+        let (Some((raw, decoded)), hr) = (
+            r.cid.clone(),
+            HtmlRef {
+                place: r.place.clone(),
+                url: r.url.clone(),
+            },
+        ) else {
+            continue;
+        };
+        let id = IdRef { raw, decoded };
+        let rel = super::cid_scope::related_ancestors(msg, r.html)
+            .first()
+            .copied();
+        let mut f = dangling(msg, &msg.path(&msg.entities[r.html]), &hr, &id, rel, None);
+        f.message.push_str(&format!(
+            "; part {} looks meant for it, but another reference names the Content-ID it has",
+            msg.path(&msg.entities[part])
+        ));
+        cx.report(f);
     }
 }
 
@@ -269,7 +316,14 @@ fn check_cid(
         },
         Resolution::Lenient(parts) => Target::Lenient(parts.clone()),
         Resolution::LocationOnly(at) => Target::CidLocation(*at),
-        Resolution::Candidates(parts) => Target::Candidates(parts.clone()),
+        Resolution::Candidates(parts) => {
+            for (p, own) in parts {
+                if let Some(own) = own {
+                    st.conditional.push((cx.refs.len(), *p, own.clone()));
+                }
+            }
+            Target::Candidates(parts.iter().map(|(p, _)| *p).collect())
+        }
         Resolution::Dangling(..) => Target::Nothing,
     };
     cx.refs.push(Reference {
