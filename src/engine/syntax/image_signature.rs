@@ -43,16 +43,16 @@ impl Image {
         })
     }
 
-    /// The format's name for a finding.
-    pub fn name(self) -> &'static str {
+    /// The format's name with its article, for a finding: "a PNG", "an SVG".
+    pub fn a_name(self) -> &'static str {
         match self {
-            Image::Png => "PNG",
-            Image::Jpeg => "JPEG",
-            Image::Gif => "GIF",
-            Image::Webp => "WebP",
-            Image::Bmp => "BMP",
-            Image::Ico => "ICO",
-            Image::Svg => "SVG",
+            Image::Png => "a PNG",
+            Image::Jpeg => "a JPEG",
+            Image::Gif => "a GIF",
+            Image::Webp => "a WebP",
+            Image::Bmp => "a BMP",
+            Image::Ico => "an ICO",
+            Image::Svg => "an SVG",
         }
     }
 

@@ -57,7 +57,11 @@ fn check_part(cx: &mut Context, at: usize, n: usize) {
     }
     let head = transfer_decode_head(msg.body(e), e.encoding, HEAD);
     let sig = sniff(&head);
+    // A CSS `url()` also imports style sheets and loads fonts: through one, only a part
+    // whose content is an image is an image.
+    let css = cx.refs[n].place == "style" || cx.refs[n].place.ends_with("@style");
     let wrong = match (e.ctype.mtype == "image", sig) {
+        (false, None) if css => return,
         (false, sig) => Wrong::NotImage(sig),
         (true, Some(k)) if !k.has_subtype(&e.ctype.subtype) => Wrong::OtherImage(k),
         (true, _) => return,
@@ -72,7 +76,7 @@ fn check_part(cx: &mut Context, at: usize, n: usize) {
                 e.ctype.essence(),
                 describe(msg, r),
                 match sig {
-                    Some(k) => format!(", and its content is a {} image", k.name()),
+                    Some(k) => format!(", and its content is {} image", k.a_name()),
                     None => ", and its content is no image format that readers show inline".into(),
                 }
             ),
@@ -81,10 +85,10 @@ fn check_part(cx: &mut Context, at: usize, n: usize) {
             Rule::RefImageType,
             msg.path(e),
             format!(
-                "{} is shown by {}, but its content is a {} image: readers that trust the type show a broken image",
+                "{} is shown by {}, but its content is {} image: readers that trust the type show a broken image",
                 e.ctype.essence(),
                 describe(msg, r),
-                k.name()
+                k.a_name()
             ),
         ),
     };

@@ -42,7 +42,7 @@ pub(super) fn check(cx: &mut Context) {
                 what(&why)
             );
             if let Some(c) = composer(&o.url, &why) {
-                message.push_str(&format!("; the URL has the form {c} writes"));
+                message.push_str(&format!("; its form is that of {c}"));
             }
             found.push(Finding::new(
                 Rule::RefUnreachable,
@@ -60,7 +60,7 @@ pub(super) fn check(cx: &mut Context) {
 fn what(why: &Unreachable) -> String {
     match why {
         Unreachable::Host(h) => format!(
-            "the host {}, which is the reader's own machine or local network",
+            "the host {} (the reader's own machine or local network)",
             clip(h)
         ),
         Unreachable::Scheme(s) => match s.as_str() {
