@@ -54,17 +54,55 @@ pub fn transfer_decode(body: &[u8], enc: Encoding) -> Vec<u8> {
 }
 
 /// The first `limit` octets (or fewer) of `body` decoded from `enc`, decoding only as
-/// much of the body as that can take: what a file signature is read from, whatever the
-/// size of the part.
+/// much of the body as that takes: what a file signature is read from, whatever the
+/// size of the part. Run on every image an HTML part shows, so a few dozen octets cost
+/// a few dozen steps.
 pub fn transfer_decode_head(body: &[u8], enc: Encoding, limit: usize) -> Vec<u8> {
-    // Base64 gives 3 octets for 4, quoted-printable at least 1 for 3; the rest is room
-    // for line breaks and soft line breaks.
-    let take = body.len().min(limit.saturating_mul(4).saturating_add(256));
-    let mut out = transfer_decode(&body[..take], enc);
-    if take < body.len() {
-        // A base64 group or a `=HH` escape the cut split decodes to at most two octets
-        // that the whole body would not have there.
-        out.truncate(out.len().saturating_sub(2));
+    match enc {
+        Encoding::Base64 => base64_head(body, limit),
+        Encoding::QuotedPrintable => {
+            // At least one octet for every three, and room for soft line breaks.
+            let take = body.len().min(limit.saturating_mul(3).saturating_add(160));
+            let mut out = quoted_printable(&body[..take]);
+            if take < body.len() {
+                // A `=HH` escape the cut split decodes to up to two octets the whole
+                // body would not have there.
+                out.truncate(out.len().saturating_sub(2));
+            }
+            out.truncate(limit);
+            out
+        }
+        _ => body[..body.len().min(limit)].to_vec(),
+    }
+}
+
+/// [`base64`] of the start of `s`, stopping once `limit` octets are decoded.
+fn base64_head(s: &[u8], limit: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(limit.min(s.len()));
+    let (mut acc, mut n) = (0u32, 0);
+    for &c in s {
+        if out.len() >= limit {
+            break;
+        }
+        if c == b'=' {
+            if n >= 2 {
+                break;
+            }
+            continue;
+        }
+        let Some(v) = b64_value(c) else { continue };
+        acc = acc << 6 | v;
+        n += 1;
+        if n == 4 {
+            out.extend_from_slice(&[(acc >> 16) as u8, (acc >> 8) as u8, acc as u8]);
+            acc = 0;
+            n = 0;
+        }
+    }
+    match n {
+        2 => out.push((acc >> 4) as u8),
+        3 => out.extend_from_slice(&[(acc >> 10) as u8, (acc >> 2) as u8]),
+        _ => {}
     }
     out.truncate(limit);
     out

@@ -7,10 +7,24 @@
 //! because those two are wrong. Every test looks only at octets that are there: a body
 //! shorter than a signature matches nothing.
 
-/// Decoded octets [`sniff`] reads at most: the longest fixed signature needs 22 (ICO's
-/// first directory entry); an SVG document may open with an XML declaration, a comment
-/// or a DOCTYPE before its `<svg`.
+/// Decoded octets that every fixed signature fits in: the longest needs 22 (ICO's first
+/// directory entry).
+pub const SIGNATURE: usize = 24;
+
+/// Decoded octets [`sniff`] reads at most: an SVG document may open with an XML
+/// declaration, a comment or a DOCTYPE before its `<svg`.
 pub const HEAD: usize = 512;
+
+/// Whether `head`, the first [`SIGNATURE`] octets of a body, may start markup (a byte
+/// order mark, blanks, `<`): only then is more of the body read, for an `<svg`.
+pub fn may_be_markup(head: &[u8]) -> bool {
+    let text = head.strip_prefix(b"\xef\xbb\xbf").unwrap_or(head);
+    !text.is_empty()
+        && text
+            .iter()
+            .find(|b| !b.is_ascii_whitespace())
+            .is_none_or(|&b| b == b'<')
+}
 
 /// An image format known by its signature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,6 +209,16 @@ mod tests {
         assert_eq!(sniff(b"\0\0\x02\0\x01\0\x10\x10\0\0\x01\0\x20\0"), None);
         assert_eq!(sniff(b"<html><body>an svg file</body></html>"), None);
         assert_eq!(sniff(b"plain <svg> mention"), None);
+    }
+
+    #[test]
+    fn only_what_may_be_markup_is_read_further() {
+        assert!(may_be_markup(b"\xef\xbb\xbf\n  <?xml version="));
+        assert!(may_be_markup(b"<!-- Generator: Adobe"));
+        assert!(may_be_markup(b"   "));
+        assert!(!may_be_markup(PNG));
+        assert!(!may_be_markup(b""));
+        assert!(!may_be_markup(b"GIF89a<svg"));
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::engine::model::mime::{Kind, Message};
 use crate::engine::model::rules::Rule;
 use crate::engine::syntax::ascii::excerpt;
 use crate::engine::syntax::decode::transfer_decode_head;
-use crate::engine::syntax::image_signature::{sniff, Image, HEAD};
+use crate::engine::syntax::image_signature::{may_be_markup, sniff, Image, HEAD, SIGNATURE};
 use crate::engine::syntax::params::{essence_span, ContentType, Disposition};
 
 use super::{describe, shows_image};
@@ -55,7 +55,12 @@ fn check_part(cx: &mut Context, at: usize, n: usize) {
     if !matches!(e.kind, Kind::Leaf) || at == cx.refs[n].html {
         return;
     }
-    let head = transfer_decode_head(msg.body(e), e.encoding, HEAD);
+    // The fixed signatures first; the rest of a document's start only when it may be
+    // markup (an SVG's `<svg` can come after a declaration and comments).
+    let mut head = transfer_decode_head(msg.body(e), e.encoding, SIGNATURE);
+    if head.len() == SIGNATURE && may_be_markup(&head) {
+        head = transfer_decode_head(msg.body(e), e.encoding, HEAD);
+    }
     let sig = sniff(&head);
     // A CSS `url()` also imports style sheets and loads fonts: through one, only a part
     // whose content is an image is an image.
