@@ -34,7 +34,7 @@ use super::cid_scope::{resolve_cid, CidScopes, Resolution};
 use super::location_scope::{Located, LocationScopes};
 use crate::engine::syntax::html_refs::{scan_utf8, HtmlRef};
 use crate::engine::syntax::msgid::parse_msg_id;
-use crate::engine::syntax::unreachable::{is_data, unreachable};
+use crate::engine::syntax::unreachable::outside;
 
 /// Largest text/html part analysed, in octets after transfer decoding. Larger parts are
 /// skipped: real HTML mail is far below it, and the scan must stay cheap.
@@ -133,10 +133,10 @@ pub fn check(cx: &mut Context) {
         // URL -> its reference in cx.refs, so that a URL is recorded once per part.
         let mut seen: HashMap<&str, Option<usize>> = HashMap::new();
         // URL -> its place in part.outside, likewise.
-        let mut outside: HashMap<&str, usize> = HashMap::new();
+        let mut outside_at: HashMap<&str, usize> = HashMap::new();
         for r in &s.refs {
-            if is_data(&r.url) || unreachable(&r.url).is_some() {
-                note_outside(&mut part, &mut outside, r);
+            if outside(&r.url) {
+                note_outside(&mut part, &mut outside_at, r);
             }
             if let Some(&first) = seen.get(r.url.as_str()) {
                 // An image after a link to the same part: what the reader loads counts.

@@ -53,35 +53,62 @@ pub fn transfer_decode(body: &[u8], enc: Encoding) -> Vec<u8> {
     }
 }
 
-/// The first `limit` octets (or fewer) of `body` decoded from `enc`, decoding only as
-/// much of the body as that takes: what a file signature is read from, whatever the
-/// size of the part. Run on every image an HTML part shows, so a few dozen octets cost
-/// a few dozen steps.
-pub fn transfer_decode_head(body: &[u8], enc: Encoding, limit: usize) -> Vec<u8> {
+/// The start of `body` decoded from `enc` into `out`, as much as fits; returns how many
+/// octets were written. Only as much of the body is decoded as that takes, and nothing
+/// is allocated for base64 or an identity encoding: a file signature is read this way
+/// from every image an HTML part shows, whatever its size.
+pub fn transfer_decode_head(body: &[u8], enc: Encoding, out: &mut [u8]) -> usize {
     match enc {
-        Encoding::Base64 => base64_head(body, limit),
+        Encoding::Base64 => base64_head(body, out),
         Encoding::QuotedPrintable => {
             // At least one octet for every three, and room for soft line breaks.
-            let take = body.len().min(limit.saturating_mul(3).saturating_add(160));
-            let mut out = quoted_printable(&body[..take]);
+            let take = body
+                .len()
+                .min(out.len().saturating_mul(3).saturating_add(160));
+            let mut decoded = quoted_printable(&body[..take]);
             if take < body.len() {
                 // A `=HH` escape the cut split decodes to up to two octets the whole
                 // body would not have there.
-                out.truncate(out.len().saturating_sub(2));
+                decoded.truncate(decoded.len().saturating_sub(2));
             }
-            out.truncate(limit);
-            out
+            let n = decoded.len().min(out.len());
+            out[..n].copy_from_slice(&decoded[..n]);
+            n
         }
-        _ => body[..body.len().min(limit)].to_vec(),
+        _ => {
+            let n = body.len().min(out.len());
+            out[..n].copy_from_slice(&body[..n]);
+            n
+        }
     }
 }
 
-/// [`base64`] of the start of `s`, stopping once `limit` octets are decoded.
-fn base64_head(s: &[u8], limit: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(limit.min(s.len()));
-    let (mut acc, mut n) = (0u32, 0);
+/// The values of the base64 alphabet (also URL-safe), 64 for every other octet: read
+/// once per octet of a signature's few dozen.
+static B64: [u8; 256] = {
+    let mut t = [64u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        if let Some(v) = b64_value(i as u8) {
+            t[i] = v as u8;
+        }
+        i += 1;
+    }
+    t
+};
+
+/// [`base64`] of the start of `s` into `out`, stopping once it is full.
+fn base64_head(s: &[u8], out: &mut [u8]) -> usize {
+    let (mut acc, mut n, mut at) = (0u32, 0, 0);
+    let len = out.len();
+    let mut put = |b: u8, at: &mut usize| {
+        if let Some(o) = out.get_mut(*at) {
+            *o = b;
+            *at += 1;
+        }
+    };
     for &c in s {
-        if out.len() >= limit {
+        if at >= len {
             break;
         }
         if c == b'=' {
@@ -90,25 +117,32 @@ fn base64_head(s: &[u8], limit: usize) -> Vec<u8> {
             }
             continue;
         }
-        let Some(v) = b64_value(c) else { continue };
-        acc = acc << 6 | v;
+        let v = B64[usize::from(c)];
+        if v == 64 {
+            continue;
+        }
+        acc = acc << 6 | u32::from(v);
         n += 1;
         if n == 4 {
-            out.extend_from_slice(&[(acc >> 16) as u8, (acc >> 8) as u8, acc as u8]);
+            put((acc >> 16) as u8, &mut at);
+            put((acc >> 8) as u8, &mut at);
+            put(acc as u8, &mut at);
             acc = 0;
             n = 0;
         }
     }
     match n {
-        2 => out.push((acc >> 4) as u8),
-        3 => out.extend_from_slice(&[(acc >> 10) as u8, (acc >> 2) as u8]),
+        2 => put((acc >> 4) as u8, &mut at),
+        3 => {
+            put((acc >> 10) as u8, &mut at);
+            put((acc >> 2) as u8, &mut at);
+        }
         _ => {}
     }
-    out.truncate(limit);
-    out
+    at
 }
 
-fn b64_value(c: u8) -> Option<u32> {
+const fn b64_value(c: u8) -> Option<u32> {
     Some(match c {
         b'A'..=b'Z' => c - b'A',
         b'a'..=b'z' => c - b'a' + 26,
@@ -340,16 +374,19 @@ mod tests {
             (&data[..], Encoding::Binary),
         ] {
             for limit in [0, 1, 3, 16, 512, 5000] {
-                let head = transfer_decode_head(body, enc, limit);
-                assert_eq!(head, &data[..limit.min(data.len())], "{enc:?} {limit}");
+                let mut out = vec![0; limit];
+                let n = transfer_decode_head(body, enc, &mut out);
+                assert_eq!(&out[..n], &data[..limit.min(data.len())], "{enc:?} {limit}");
             }
         }
         // Garbage decodes to little, never panics.
-        assert!(transfer_decode_head(&[b'!'; 100_000], Encoding::Base64, 512).is_empty());
+        let mut out = [0; 512];
         assert_eq!(
-            transfer_decode_head(b"iVB", Encoding::Base64, 512),
-            b"\x89P"
+            transfer_decode_head(&[b'!'; 100_000], Encoding::Base64, &mut out),
+            0
         );
+        let n = transfer_decode_head(b"iVB", Encoding::Base64, &mut out);
+        assert_eq!(&out[..n], b"\x89P");
     }
 
     #[test]

@@ -64,10 +64,27 @@ pub fn is_data(url: &str) -> bool {
     scheme(url).is_some_and(|s| s.eq_ignore_ascii_case("data"))
 }
 
-/// Why no recipient can load `url`, if none can. Called for every reference of an
-/// HTML part, so nothing is allocated unless the answer is yes.
-pub fn unreachable(url: &str) -> Option<Unreachable> {
+/// Whether `url` is a `data:` URL or one no recipient can load: what the `html` check
+/// keeps of a reference that leads to no part. Called for every reference of an HTML
+/// part, `cid:` ones first among them, so the scheme is read once and nothing is
+/// allocated.
+pub fn outside(url: &str) -> bool {
     let trimmed = url.trim_start_matches(|c: char| c <= ' ');
+    match scheme(trimmed) {
+        Some(s) if s.eq_ignore_ascii_case("cid") || s.eq_ignore_ascii_case("mid") => false,
+        Some(s) if s.eq_ignore_ascii_case("data") => true,
+        _ => judge(trimmed, false).is_some(),
+    }
+}
+
+/// Why no recipient can load `url`, if none can.
+pub fn unreachable(url: &str) -> Option<Unreachable> {
+    judge(url.trim_start_matches(|c: char| c <= ' '), true)
+}
+
+/// [`unreachable`] of `trimmed` (leading blanks and controls removed); the reason is
+/// made (allocated) only when `say` asks for it, and is then a placeholder otherwise.
+fn judge(trimmed: &str, say: bool) -> Option<Unreachable> {
     let one_of = |s: &str, list: &[&str]| list.iter().any(|l| l.eq_ignore_ascii_case(s));
     // A network-path reference (`//host/…`) takes the scheme of its base, a network one
     // in mail.
@@ -83,8 +100,13 @@ pub fn unreachable(url: &str) -> Option<Unreachable> {
     if scheme.eq_ignore_ascii_case("about") && is_blank_page(rest) {
         return None;
     }
-    (private || one_of(scheme, LOCAL_SCHEMES))
-        .then(|| Unreachable::Scheme(scheme.to_ascii_lowercase()))
+    (private || one_of(scheme, LOCAL_SCHEMES)).then(|| {
+        Unreachable::Scheme(if say {
+            scheme.to_ascii_lowercase()
+        } else {
+            String::new()
+        })
+    })
 }
 
 /// `about:blank`, with nothing after it but a query or a fragment.
@@ -193,6 +215,8 @@ mod tests {
             assert_eq!(why(url), None, "{url}");
         }
         assert!(is_data(" DATA:image/gif;base64,R0lG") && !is_data("dat"));
+        assert!(outside("data:,x") && outside("FILE:///x") && outside("//localhost/a"));
+        assert!(!outside("cid:a@b") && !outside("https://example.org/") && !outside("a.png"));
         assert_eq!(scheme(" Mailbox:///x"), Some("Mailbox"));
     }
 }

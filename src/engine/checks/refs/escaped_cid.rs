@@ -24,7 +24,7 @@ pub(super) fn check(cx: &mut Context) {
             continue;
         };
         let blank = |s: &str| s.bytes().any(|b| b.is_ascii_whitespace());
-        let message = if blank(raw) || blank(decoded) {
+        let message = if blank(raw) || (raw != decoded && blank(decoded)) {
             format!(
                 "{} holds white space in its id: no Content-ID does, and readers differ on whether they drop it (Thunderbird compares the URL as written){}",
                 describe(msg, r),

@@ -57,11 +57,12 @@ fn check_part(cx: &mut Context, at: usize, n: usize) {
     }
     // The fixed signatures first; the rest of a document's start only when it may be
     // markup (an SVG's `<svg` can come after a declaration and comments).
-    let mut head = transfer_decode_head(msg.body(e), e.encoding, SIGNATURE);
-    if head.len() == SIGNATURE && may_be_markup(&head) {
-        head = transfer_decode_head(msg.body(e), e.encoding, HEAD);
+    let mut head = [0u8; HEAD];
+    let mut got = transfer_decode_head(msg.body(e), e.encoding, &mut head[..SIGNATURE]);
+    if got == SIGNATURE && may_be_markup(&head[..got]) {
+        got = transfer_decode_head(msg.body(e), e.encoding, &mut head);
     }
-    let sig = sniff(&head);
+    let sig = sniff(&head[..got]);
     // A CSS `url()` also imports style sheets and loads fonts: through one, only a part
     // whose content is an image is an image.
     let css = cx.refs[n].place == "style" || cx.refs[n].place.ends_with("@style");
