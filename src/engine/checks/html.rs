@@ -135,15 +135,16 @@ pub fn check(cx: &mut Context) {
         // URL -> its place in part.outside, likewise.
         let mut outside_at: HashMap<&str, usize> = HashMap::new();
         for r in &s.refs {
-            if outside(&r.url) {
-                note_outside(&mut part, &mut outside_at, r);
-            }
             if let Some(&first) = seen.get(r.url.as_str()) {
-                // An image after a link to the same part: what the reader loads counts.
+                // An image after a link to the same part, or to the same place outside
+                // the message: what the reader loads counts.
                 if let Some(i) = first {
                     if !cx.refs[i].loads() {
                         cx.refs[i].place = r.place.clone();
                     }
+                }
+                if let Some(&o) = outside_at.get(r.url.as_str()) {
+                    loaded_place(&mut part.outside[o].place, &r.place);
                 }
                 continue;
             }
@@ -152,6 +153,11 @@ pub fn check(cx: &mut Context) {
                     .then(|| locate_ref(cx, &mut st, &mut part, &base, r, with_locations))
                     .flatten();
                 seen.insert(r.url.as_str(), at);
+                // One that names a part (an MHTML archive's `file:` locations) is in
+                // reach: the part is in the message.
+                if at.is_none() && outside(&r.url) {
+                    note_outside(&mut part, &mut outside_at, r);
+                }
                 continue;
             };
             seen.insert(
@@ -225,16 +231,8 @@ fn settle_candidates(cx: &mut Context, conditional: &[(usize, usize, String)]) {
 }
 
 /// Records reference `r`, which leads neither to a part nor to the network, in
-/// `part.outside`: once per URL, at the first place that loads it if one does (an image
-/// after a link to the same file is what the reader tries to show).
+/// `part.outside`, its URL cut to what is ever read of it.
 fn note_outside<'s>(part: &mut HtmlPart, seen: &mut HashMap<&'s str, usize>, r: &'s HtmlRef) {
-    if let Some(&i) = seen.get(r.url.as_str()) {
-        let kept = &mut part.outside[i];
-        if !place_loads(&kept.place) && place_loads(&r.place) {
-            kept.place = r.place.clone();
-        }
-        return;
-    }
     let mut cut = r.url.len().min(OutsideRef::URL_KEPT);
     while !r.url.is_char_boundary(cut) {
         cut -= 1;
@@ -244,6 +242,14 @@ fn note_outside<'s>(part: &mut HtmlPart, seen: &mut HashMap<&'s str, usize>, r: 
         place: r.place.clone(),
         url: r.url[..cut].to_string(),
     });
+}
+
+/// `kept` becomes `place` when that loads what the URL names and `kept` does not: an
+/// image after a link to the same file is what the reader tries to show.
+fn loaded_place(kept: &mut String, place: &str) {
+    if !place_loads(kept) && place_loads(place) {
+        *kept = place.to_string();
+    }
 }
 
 /// Records where non-`cid:` reference `r` of the part leads: to a part by its

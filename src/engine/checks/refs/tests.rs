@@ -233,6 +233,11 @@ fn references_only_the_sender_can_load_name_their_composer() {
     ] {
         assert!(unreachable(html).is_empty(), "{html}");
     }
+    // A file: URL that names a part (a page saved as MHTML) is in the message.
+    let mhtml = "Content-Type: multipart/related; boundary=r; type=\"text/html\"\n\n--r\nContent-Type: text/html\nContent-Location: file:///C:/site/index.html\n\n<img src=\"file:///C:/site/a.png\"><img src=\"file:///C:/site/b.png\">\n--r\nContent-Type: image/png\nContent-Location: file:///C:/site/a.png\n\nPNG\n--r--\n";
+    let got = messages(mhtml, Rule::RefUnreachable);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].contains("b.png"), "{}", got[0]);
     // The same URL as a link first, then as an image: the image counts, once.
     let twice = "<a href=\"file:///tmp/a.png\">a</a><img src=\"file:///tmp/a.png\"><img src=\"file:///tmp/a.png\">";
     let got = unreachable(twice);
