@@ -253,9 +253,9 @@ pub(crate) struct Context<'m, 'a> {
     /// does not report the same value again.
     pub malformed_ids: HashSet<usize>,
     /// Parts whose Content-Type `ref-image-type` repairs, with the media type it
-    /// writes: the rules of what readers show of an image (`checks::inline`) judge the
-    /// part as that repair leaves it.
-    pub retyped: HashMap<usize, &'static str>,
+    /// writes and its edit: the rules of what readers show of an image
+    /// (`checks::inline`) judge the part as that repair leaves it.
+    pub retyped: HashMap<usize, (&'static str, usize)>,
     used_ids: std::cell::OnceCell<UsedIds>,
 }
 

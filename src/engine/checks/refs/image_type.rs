@@ -107,7 +107,7 @@ fn check_part(cx: &mut Context, at: usize, n: usize) {
             f.message
                 .push_str(&format!("; fix: Content-Type {to}, keeping its parameters"));
             f = f.with_edit(edit);
-            cx.retyped.insert(at, to);
+            cx.retyped.insert(at, (to, edit));
         }
         Err(why) => {
             f.message.push_str("; not retyped: ");

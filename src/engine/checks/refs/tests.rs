@@ -84,9 +84,18 @@ fn an_octet_stream_png_becomes_an_inline_png_in_one_pass() {
     );
     assert_eq!(
         fixed(&raw),
-        raw.replace("application/octet-stream", "image/png")
-            .replace("base64\n", "base64\nContent-Disposition: inline\n")
+        raw.replace(
+            "application/octet-stream; name=\"logo.png\"\n",
+            "image/png; name=\"logo.png\"\nContent-Disposition: inline\n"
+        )
     );
+    // The disposition is made with the type or not at all: an octet stream marked
+    // inline is no repair any reader was rated on.
+    let a = check(raw.as_bytes(), &Options::default());
+    assert!(a
+        .edits_for(|f| f.rule == Rule::RelatedPartDispositionMissing)
+        .is_empty());
+    assert_eq!(a.edits_for(|f| f.rule == Rule::RefImageType).len(), 1);
     let m = &messages(&raw, Rule::RefImageType)[0];
     assert!(
         m.contains("a PNG image") && m.contains("fix: Content-Type image/png"),
