@@ -12,6 +12,12 @@
 //! - `mid:` URLs naming another message than the one holding the part: `mid-url-external`.
 //! - Relative references are not findings: one that matches no Content-Location may
 //!   point to the web.
+//! - References that lead neither to a part nor to the network (`data:`, `blob:`,
+//!   `file:`, loopback hosts…, `syntax::unreachable`) are kept in `HtmlPart::outside`
+//!   for the rules of `checks::refs`.
+//! - A part that a `related-ref-mismatch` reference could mean only while nothing names
+//!   its own Content-ID stops being a candidate once every reference is read and one
+//!   does (`settle_candidates`); a reference left with none dangles.
 //!
 //! Work is capped: parts larger than [`MAX_HTML_BYTES`] once decoded are skipped, at most
 //! [`MAX_REFS_PER_PART`] references are read per part, and Content-ID sets are built
