@@ -115,6 +115,32 @@ const TOKENS: &[&[u8]] = &[
     b"; filename*2=x",
     b"; name=\"\xc3\x9c.pdf\"",
     b"; filename=\"=?UTF-8?B?w6k=?=\"",
+    // Parts shown as the sender meant (issue 39), after the file-name tokens (the
+    // refs_ and rfc822_ seeds are spelled in this order): image signatures in base64 (PNG, GIF, an SVG's `<svg`),
+    // types and names, references no recipient can load, escaped and cut ids, encoded
+    // forwards and the reports they may sit in.
+    b"iVBORw0KGgo",
+    b"R0lGODlhAQABAIAAAP",
+    b"PHN2ZyB4bWxucz0i",
+    b"image/png",
+    b"message/global",
+    b"message/partial",
+    b"multipart/report",
+    b"Content-Disposition: inline",
+    b"Content-Disposition: attachment; filename=\"a.msg\"",
+    b"; name=\"a\"",
+    b"; name=\"a.pdf\"",
+    b"; name=\"f.eml\"",
+    b"Subject: =?utf-8?B?w6k=?=\n",
+    b"blob:applewebdata://",
+    b"file:///C:/Temp/msohtmlclip1/",
+    b"imap://u@h/fetch>UID>INBOX>1?part=1.2",
+    b"webkit-fake-url://",
+    b"http://localhost/",
+    b"data:image/png;base64,",
+    b"cid:a%20b",
+    b"<a@b.test.cut>",
+    b"<style>p{background:url(",
 ];
 
 fuzz_target!(|data: &[u8]| {

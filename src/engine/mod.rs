@@ -25,6 +25,9 @@
 //!   - `content_location`: Content-Location values and RFC 3986 §5.2 resolution
 //!   - `cturi_map`: the draft-eastlake-cturi mapping between Content-Types and URIs
 //!   - `html_refs`: the URL references of an HTML document (attributes and CSS)
+//!   - `unreachable`: URLs no recipient can load (`blob:`, `file:`, loopback hosts…)
+//!     and `data:` URLs
+//!   - `image_signature`: the image format a body's first octets announce
 //!   - `dkim`: DKIM-Signature and ARC-Message-Signature tags, and body hashes computed
 //!     without DNS (RFC 6376 §3.4, §3.5)
 //!   - `auth_results`: Authentication-Results fields, which verifier recorded which
@@ -52,12 +55,16 @@
 //!   - `html`: references inside text/html (RFC 2557 §8, RFC 2392); `cid_scope`: which
 //!     Content-IDs a `cid:` reference may name (RFC 2557 §8.3), also as lenient readers
 //!     read them; `location_scope`: which part a URL names by Content-Location
+//!   - `refs/`: references that reach people wrong or not at all (the catalogue's
+//!     "Parts shown as the sender meant"): `image_type`, `unreachable`, `data_uri`,
+//!     `escaped_cid`
 //!   - `inline/`: what readers show of the parts those references lead to (the
 //!     catalogue's "Inline parts"): `disposition`, `content_id`, `mixed`, `hidden`,
 //!     `base`
 //!   - `names/`: file names as readers show them (the catalogue's "Parts shown as the
 //!     sender meant"): `fields` the two naming fields as repairs leave them,
 //!     `eight_bit`, `rfc2231_only`, `one_field`
+//!   - `rfc822_encoded`: encapsulated messages sent base64- or quoted-printable-encoded
 //!   - `ids`: Content-ID rules; `cturi`: Content-Types that stand for a URI
 //!   - `signed/`: fixes withheld where a signature still protects what they change
 //!     (DKIM, ARC, multipart/signed, S/MIME): `standing` whether a DKIM or ARC
@@ -73,7 +80,9 @@ pub mod model;
 pub(crate) mod rewriting;
 pub mod syntax;
 
-use checks::{cturi, extbody, headers, html, ids, inline, names, related, signed};
+use checks::{
+    cturi, extbody, headers, html, ids, inline, names, refs, related, rfc822_encoded, signed,
+};
 use model::analysis::Context;
 use model::mime;
 
@@ -141,10 +150,14 @@ pub(crate) fn apply_fixes(raw: &[u8], analysis: &Analysis) -> Result<Vec<u8>, Ap
 fn run(cx: &mut Context) {
     headers::check_limits(cx);
     extbody::check(cx);
+    rfc822_encoded::check(cx);
     related::check(cx);
     // Before the Content-ID rules: they ask whether references resolve, and which ids
     // some reference names.
     html::check(cx);
+    // References that lead to a part typed wrong, or nowhere a recipient can reach;
+    // before the inline rules, which judge an image as the type repair leaves it.
+    refs::check(cx);
     // What readers show of the parts those references lead to.
     inline::check(cx);
     // File names: after the inline rules, whose disposition repairs they compose with,

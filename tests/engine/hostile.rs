@@ -480,6 +480,63 @@ fn nul_bytes_bare_cr_and_bad_charsets() {
     }
 }
 
+/// multipart/related whose HTML shows part 2 by `cid:`; part 2 is typed
+/// application/octet-stream and has base64 body `body`.
+fn octet_image(body: &[u8]) -> Vec<u8> {
+    let mut m = format!(
+        "{TOP}Content-Type: multipart/related; boundary=r; type=\"text/html\"\n\n--r\nContent-Type: text/html\n\n<img src=\"cid:i@x.test\">\n--r\nContent-Type: application/octet-stream\nContent-Disposition: inline\nContent-ID: <i@x.test>\nContent-Transfer-Encoding: base64\n\n"
+    )
+    .into_bytes();
+    m.extend_from_slice(body);
+    m.extend_from_slice(b"\n--r--\n");
+    m
+}
+
+/// An image the HTML shows whose body is a PNG signature cut to three octets, garbage,
+/// or 50 MB of garbage: one finding that says no image format is known, no retype, no
+/// change to the body, and only the body's first octets decoded.
+#[test]
+fn image_bodies_cut_short_broken_or_huge() {
+    for (name, body) in [
+        ("PNG signature in 3 octets", b"iVBO".to_vec()),
+        ("garbage base64", b"!!\0\xff====****".repeat(1000)),
+        ("50 MB of garbage", vec![b'#'; 50 << 20]),
+    ] {
+        let a = engine_run(name, &octet_image(&body), &opts());
+        let f: Vec<_> = a
+            .findings
+            .iter()
+            .filter(|f| f.rule == Rule::RefImageType)
+            .collect();
+        assert_eq!(f.len(), 1, "{name}: {:?}", rules(&a));
+        assert!(!f[0].fixable, "{name}: {}", f[0].message);
+        assert!(f[0].message.contains("no image format"), "{}", f[0].message);
+    }
+}
+
+/// 50 MB of body and no HTML, and 50 MB of a base64-encoded forward: the reference
+/// rules have nothing to read, the forward's repair changes its Content-Type alone.
+#[test]
+fn fifty_mb_without_html() {
+    let plain = format!(
+        "{TOP}Content-Type: text/plain\n\n{}\n",
+        "fifty megabytes of plain text\n".repeat((50 << 20) / 30)
+    );
+    let a = engine_run("50 MB text", plain.as_bytes(), &opts());
+    assert!(a.findings.is_empty(), "{:?}", rules(&a));
+    let line = "RnJvbTogYUBleGFtcGxlLm9yZwpTdWJqZWN0OiBmaWZ0eSBtZWdhYnl0ZXMKCmhpCg==\n";
+    let forward = format!(
+        "{TOP}Content-Type: multipart/mixed; boundary=m\n\n--m\nContent-Type: text/plain\n\nsee below\n--m\nContent-Type: message/rfc822\nContent-Transfer-Encoding: base64\n\n{}--m--\n",
+        line.repeat((50 << 20) / line.len())
+    );
+    let a = engine_run("50 MB forward", forward.as_bytes(), &opts());
+    assert_fires("50 MB forward", &a, Rule::Rfc822Encoded);
+    assert!(a
+        .findings
+        .iter()
+        .any(|f| f.rule == Rule::Rfc822Encoded && f.fixable));
+}
+
 #[test]
 fn a_50_000_octet_url() {
     let a = engine_run("50k URL", &long_url(50_000), &opts());
@@ -859,4 +916,30 @@ fn fuzz_engine_inputs_keep_the_fix_invariants() {
         }
     }
     assert!(n >= 4, "{n} inputs");
+}
+
+#[path = "../support/fuzz_options.rs"]
+mod fuzz_options;
+
+/// The committed seeds of the engine fuzz target (`fuzz/seeds/engine/`: the first octet
+/// picks the options, as the target reads it) keep the fix invariants, LF and CRLF.
+#[test]
+fn engine_fuzz_seeds_keep_the_fix_invariants() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/engine");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        let data = std::fs::read(&p).unwrap();
+        let Some((&flags, raw)) = data.split_first() else {
+            continue;
+        };
+        let opts = fuzz_options::options(flags);
+        engine_run(&name, raw, &opts);
+        if flags & 16 != 0 {
+            engine_run(&name, &to_crlf(raw), &opts);
+        }
+        n += 1;
+    }
+    assert!(n >= 8, "{n} seeds");
 }

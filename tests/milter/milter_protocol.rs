@@ -504,3 +504,39 @@ fn name_repairs_reach_the_mta_as_fix_as_milter_makes_them() {
         assert_same(name, delivered(&v, 0), &want, &d);
     }
 }
+
+/// The repairs of parts shown as the sender meant go through the protocol as `fix
+/// --as-milter` makes them, inside the body (replace_body): an image's media type with
+/// the disposition it then needs, a base64 forward offered as an .eml file, a
+/// Content-ID a converter cut made whole.
+#[test]
+fn part_type_repairs_reach_the_mta_as_fix_as_milter_makes_them() {
+    let Some(py) = python() else { return };
+    // Inbound, with the repairs asked for that the defaults only log.
+    let cfg = "trusted_networks = []\n[policy.inbound]\n\"ref-image-type\" = \"fix\"\n\"related-part-disposition-missing\" = \"fix\"\n\"rfc822-encoded\" = \"fix\"\n\"related-ref-mismatch\" = \"fix\"\n";
+    let d = Daemon::start(cfg, &[]);
+    for (name, fixed) in [
+        (
+            "refs/octet-stream-png-no-disposition.eml",
+            "Content-Type: image/png; name=logo.png",
+        ),
+        (
+            "rfc822/exchange-forward-base64.eml",
+            "Content-Type: application/octet-stream;",
+        ),
+        (
+            "refs/cut-id.eml",
+            "Content-ID: <image001.png@01D719B4.37AF4500>",
+        ),
+    ] {
+        let m = msg(name);
+        let v = run(&py, &d, "message", "postfix", &[&m]);
+        let want = mta::as_milter("inbound", cfg, &m);
+        assert!(
+            String::from_utf8_lossy(&want).contains(fixed),
+            "{name}: fix --as-milter fixes it:\n{}",
+            String::from_utf8_lossy(&want)
+        );
+        assert_same(name, delivered(&v, 0), &want, &d);
+    }
+}

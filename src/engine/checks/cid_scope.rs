@@ -9,15 +9,16 @@
 //! A Content-ID is matched first as every reader reads it (one pair of angle brackets,
 //! `msgid::id_forms`'s `exact`), then as a lenient reader recovers it (`lenient`: bare,
 //! doubled, `cid:` inside, encoded), then by the candidates of `related-ref-mismatch`
-//! (the id in another letter case, or a part with no Content-ID whose file name is the
-//! id). The sets are built once per multipart/related and per message, so many
+//! (the id in another letter case; a part whose file name is the id, with no
+//! Content-ID or one no reference names; a Content-ID no reference names that the id
+//! cuts short or that cuts it short). The sets are built once per multipart/related and per message, so many
 //! references cost one walk. Used by the `html` check.
 
 use std::collections::HashMap;
 
 use crate::engine::model::mime::{Kind, Message};
 use crate::engine::syntax::cid_url::{self, IdRef, IdUrl};
-use crate::engine::syntax::msgid::{addr_spec, id_forms, Malformed};
+use crate::engine::syntax::msgid::{addr_spec, cut_short, id_forms, Malformed};
 use crate::engine::syntax::params::Disposition;
 
 /// The addr-spec of a Message-ID value as text to compare with a `mid:` reference
@@ -189,9 +190,15 @@ impl<'m, 'a> CidScopes<'m, 'a> {
     }
 
     /// The parts of `idx`'s narrowest scope that `related-ref-mismatch` may mean for
-    /// `r`: a Content-ID equal to it but for ASCII case, or no Content-ID and a file
-    /// name equal to it or to its part before `@`.
-    fn candidates(&self, idx: usize, r: &IdRef) -> Vec<usize> {
+    /// `r`: a Content-ID equal to it but for ASCII case; no Content-ID and a file name
+    /// equal to it or to its part before `@`; or a Content-ID beside such a file name
+    /// (Symfony Mailer writes a generated id beside a reference by file name), or one
+    /// that is a prefix of the id or has it as a prefix, the shorter at least
+    /// `msgid::MIN_CUT` octets (converters that cut ids at a dot, simple-java-mail #307).
+    /// The last two count only while no reference names the Content-ID the part has,
+    /// which is known once every reference is read: each comes with that id, for the
+    /// caller to check then.
+    fn candidates(&self, idx: usize, r: &IdRef) -> Vec<(usize, Option<String>)> {
         let (root, stop) = self.narrowest(idx);
         let forms = [r.decoded.as_str(), r.raw.as_str()];
         let local = |s: &str| s.split('@').next().unwrap_or(s).to_string();
@@ -201,27 +208,37 @@ impl<'m, 'a> CidScopes<'m, 'a> {
             local(forms[0]),
             local(forms[1]),
         ];
+        let named = |i: usize| {
+            file_names(self.msg, i)
+                .iter()
+                .any(|n| names.iter().any(|x| !x.is_empty() && x == n))
+        };
         let mut out = Vec::new();
         for i in self.scope(root, stop) {
             let e = &self.msg.entities[i];
             if i == idx || !matches!(e.kind, Kind::Leaf) {
                 continue;
             }
-            let hit = if self.ids.present[i] {
-                [
-                    self.ids.exact[i].as_deref(),
-                    self.ids.lenient[i].as_ref().map(|(id, _)| id.as_str()),
-                ]
-                .into_iter()
-                .flatten()
+            if !self.ids.present[i] {
+                if named(i) {
+                    out.push((i, None));
+                }
+                continue;
+            }
+            let own = [
+                self.ids.exact[i].as_deref(),
+                self.ids.lenient[i].as_ref().map(|(id, _)| id.as_str()),
+            ];
+            let own = own.into_iter().flatten();
+            if own
+                .clone()
                 .any(|id| forms.iter().any(|f| f.eq_ignore_ascii_case(id)))
-            } else {
-                file_names(self.msg, i)
-                    .iter()
-                    .any(|n| names.iter().any(|x| !x.is_empty() && x == n))
-            };
-            if hit {
-                out.push(i);
+            {
+                out.push((i, None));
+            } else if let Some(id) = own.clone().next() {
+                if named(i) || forms.iter().any(|f| cut_short(f, id)) {
+                    out.push((i, Some(id.to_string())));
+                }
             }
         }
         out
@@ -326,8 +343,9 @@ pub(super) enum Resolution {
     /// MHTML" writes its stylesheets so): Chromium finds it, RFC 2392 readers do not.
     LocationOnly(usize),
     /// No Content-ID matches in any reading, but these parts of the narrowest scope are
-    /// candidates (`related-ref-mismatch`).
-    Candidates(Vec<usize>),
+    /// candidates (`related-ref-mismatch`), each with the Content-ID that no reference
+    /// may name for it to stay one (see `CidScopes::candidates`).
+    Candidates(Vec<(usize, Option<String>)>),
     /// Nothing matches: the innermost enclosing multipart/related (None: there is none)
     /// and a part outside it that has the Content-ID, if any.
     Dangling(Option<usize>, Option<usize>),

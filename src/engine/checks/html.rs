@@ -12,6 +12,12 @@
 //! - `mid:` URLs naming another message than the one holding the part: `mid-url-external`.
 //! - Relative references are not findings: one that matches no Content-Location may
 //!   point to the web.
+//! - References that lead neither to a part nor to the network (`data:`, `blob:`,
+//!   `file:`, loopback hosts…, `syntax::unreachable`) are kept in `HtmlPart::outside`
+//!   for the rules of `checks::refs`.
+//! - A part that a `related-ref-mismatch` reference could mean only while nothing names
+//!   its own Content-ID stops being a candidate once every reference is read and one
+//!   does (`settle_candidates`); a reference left with none dangles.
 //!
 //! Work is capped: parts larger than [`MAX_HTML_BYTES`] once decoded are skipped, at most
 //! [`MAX_REFS_PER_PART`] references are read per part, and Content-ID sets are built
@@ -21,7 +27,9 @@ use std::collections::{HashMap, HashSet};
 
 use crate::engine::syntax::content_location::THIS_MESSAGE;
 
-use crate::engine::model::analysis::{Context, Finding, HtmlPart, Reference, Target};
+use crate::engine::model::analysis::{
+    place_loads, Context, Finding, HtmlPart, OutsideRef, Reference, Target,
+};
 use crate::engine::model::mime::{Kind, Message};
 use crate::engine::model::rules::{Rule, Severity};
 use crate::engine::syntax::ascii::clip;
@@ -32,6 +40,7 @@ use super::cid_scope::{resolve_cid, CidScopes, Resolution};
 use super::location_scope::{Located, LocationScopes};
 use crate::engine::syntax::html_refs::{scan_utf8, HtmlRef};
 use crate::engine::syntax::msgid::parse_msg_id;
+use crate::engine::syntax::unreachable::outside;
 
 /// Largest text/html part analysed, in octets after transfer decoding. Larger parts are
 /// skipped: real HTML mail is far below it, and the scan must stay cheap.
@@ -85,6 +94,9 @@ struct State<'m, 'a> {
     inserted: HashMap<usize, Option<usize>>,
     /// The HTML part being read lies in a multipart/related.
     in_related: bool,
+    /// Candidates of `related-ref-mismatch` that stay candidates only while no
+    /// reference names the Content-ID they have: (reference in `cx.refs`, part, id).
+    conditional: Vec<(usize, usize, String)>,
 }
 
 /// Reports dangling `cid:` references, malformed `cid:`/`mid:` URLs and `mid:` URLs to
@@ -104,6 +116,7 @@ pub fn check(cx: &mut Context) {
         message_ids_checked: HashSet::new(),
         inserted: HashMap::new(),
         in_related: false,
+        conditional: Vec::new(),
     };
     for &idx in htmls {
         let Some(text) = html_text(msg, idx) else {
@@ -125,13 +138,19 @@ pub fn check(cx: &mut Context) {
         let locate = with_locations || base != THIS_MESSAGE;
         // URL -> its reference in cx.refs, so that a URL is recorded once per part.
         let mut seen: HashMap<&str, Option<usize>> = HashMap::new();
+        // URL -> its place in part.outside, likewise.
+        let mut outside_at: HashMap<&str, usize> = HashMap::new();
         for r in &s.refs {
             if let Some(&first) = seen.get(r.url.as_str()) {
-                // An image after a link to the same part: what the reader loads counts.
+                // An image after a link to the same part, or to the same place outside
+                // the message: what the reader loads counts.
                 if let Some(i) = first {
                     if !cx.refs[i].loads() {
                         cx.refs[i].place = r.place.clone();
                     }
+                }
+                if let Some(&o) = outside_at.get(r.url.as_str()) {
+                    loaded_place(&mut part.outside[o].place, &r.place);
                 }
                 continue;
             }
@@ -140,6 +159,11 @@ pub fn check(cx: &mut Context) {
                     .then(|| locate_ref(cx, &mut st, &mut part, &base, r, with_locations))
                     .flatten();
                 seen.insert(r.url.as_str(), at);
+                // One that names a part (an MHTML archive's `file:` locations) is in
+                // reach: the part is in the message.
+                if at.is_none() && outside(&r.url) {
+                    note_outside(&mut part, &mut outside_at, r);
+                }
                 continue;
             };
             seen.insert(
@@ -166,6 +190,71 @@ pub fn check(cx: &mut Context) {
             }
         }
         cx.html_parts.push(part);
+    }
+    settle_candidates(cx, &st.conditional);
+}
+
+/// Takes out of the references' candidates each part whose own Content-ID some
+/// reference names after all (now that every reference is read): that id is in use, so
+/// the part is not what the reference lost. A reference left with none dangles.
+fn settle_candidates(cx: &mut Context, conditional: &[(usize, usize, String)]) {
+    let msg = cx.msg;
+    let mut emptied = Vec::new();
+    for (n, part, id) in conditional {
+        if !cx.content_id_used(id.as_bytes(), *part) {
+            continue;
+        }
+        if let Target::Candidates(v) = &mut cx.refs[*n].target {
+            v.retain(|p| p != part);
+            if v.is_empty() {
+                cx.refs[*n].target = Target::Nothing;
+                emptied.push((*n, *part));
+            }
+        }
+    }
+    for (n, part) in emptied {
+        let r = &cx.refs[n];
+        let (Some((raw, decoded)), hr) = (
+            r.cid.clone(),
+            HtmlRef {
+                place: r.place.clone(),
+                url: r.url.clone(),
+            },
+        ) else {
+            continue;
+        };
+        let id = IdRef { raw, decoded };
+        let rel = super::cid_scope::related_ancestors(msg, r.html)
+            .first()
+            .copied();
+        let mut f = dangling(msg, &msg.path(&msg.entities[r.html]), &hr, &id, rel, None);
+        f.message.push_str(&format!(
+            "; part {} looks meant for it, but another reference names the Content-ID it has",
+            msg.path(&msg.entities[part])
+        ));
+        cx.report(f);
+    }
+}
+
+/// Records reference `r`, which leads neither to a part nor to the network, in
+/// `part.outside`, its URL cut to what is ever read of it.
+fn note_outside<'s>(part: &mut HtmlPart, seen: &mut HashMap<&'s str, usize>, r: &'s HtmlRef) {
+    let mut cut = r.url.len().min(OutsideRef::URL_KEPT);
+    while !r.url.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    seen.insert(r.url.as_str(), part.outside.len());
+    part.outside.push(OutsideRef {
+        place: r.place.clone(),
+        url: r.url[..cut].to_string(),
+    });
+}
+
+/// `kept` becomes `place` when that loads what the URL names and `kept` does not: an
+/// image after a link to the same file is what the reader tries to show.
+fn loaded_place(kept: &mut String, place: &str) {
+    if !place_loads(kept) && place_loads(place) {
+        *kept = place.to_string();
     }
 }
 
@@ -239,7 +328,14 @@ fn check_cid(
         },
         Resolution::Lenient(parts) => Target::Lenient(parts.clone()),
         Resolution::LocationOnly(at) => Target::CidLocation(*at),
-        Resolution::Candidates(parts) => Target::Candidates(parts.clone()),
+        Resolution::Candidates(parts) => {
+            for (p, own) in parts {
+                if let Some(own) = own {
+                    st.conditional.push((cx.refs.len(), *p, own.clone()));
+                }
+            }
+            Target::Candidates(parts.iter().map(|(p, _)| *p).collect())
+        }
         Resolution::Dangling(..) => Target::Nothing,
     };
     cx.refs.push(Reference {

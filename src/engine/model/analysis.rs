@@ -134,6 +134,17 @@ pub enum Target {
     Nothing,
 }
 
+/// Whether a reference found at `place` (`tag@attribute`, as the scanner names it)
+/// loads what it names into the view (an image, a background, a style sheet, a frame)
+/// rather than offering it as a link to follow.
+pub fn place_loads(place: &str) -> bool {
+    let (tag, attr) = place.split_once('@').unwrap_or((place, ""));
+    !matches!(
+        (tag, attr),
+        ("a" | "area", "href") | (_, "action" | "cite" | "longdesc" | "codebase")
+    )
+}
+
 /// One reference of a text/html part to a part of its message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reference {
@@ -153,11 +164,7 @@ impl Reference {
     /// Whether a reader loads what the reference names into the view (an image, a
     /// background, a style sheet, a frame) rather than offering it as a link to follow.
     pub fn loads(&self) -> bool {
-        let (tag, attr) = self.place.split_once('@').unwrap_or((&self.place, ""));
-        !matches!(
-            (tag, attr),
-            ("a" | "area", "href") | (_, "action" | "cite" | "longdesc" | "codebase")
-        )
+        place_loads(&self.place)
     }
 
     /// The part it leads to when exactly one does.
@@ -182,6 +189,26 @@ pub struct HtmlPart {
     /// and how many there were.
     pub relative: Vec<String>,
     pub relative_count: usize,
+    /// References that lead to no part and to no host a recipient can reach, or that
+    /// carry what they show (`data:`), each URL once (see `syntax::unreachable`); the
+    /// rules of references that lead nowhere (`checks::refs`) read these.
+    pub outside: Vec<OutsideRef>,
+}
+
+/// A reference of a text/html part to something that is neither a part of its message
+/// nor on the network.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutsideRef {
+    /// `tag@attribute`, as [`Reference::place`]: where an image or a style sheet is
+    /// loaded from, the place it was first found there.
+    pub place: String,
+    /// The URL as written, cut after [`OutsideRef::URL_KEPT`] octets: a `data:` URL
+    /// may be megabytes, and only its start is ever read.
+    pub url: String,
+}
+
+impl OutsideRef {
+    pub const URL_KEPT: usize = 256;
 }
 
 /// The Content-IDs something names, per message (by its heading's entity).
@@ -225,6 +252,10 @@ pub(crate) struct Context<'m, 'a> {
     /// Entities whose Content-ID `content-id-malformed` reported: `content-id-syntax`
     /// does not report the same value again.
     pub malformed_ids: HashSet<usize>,
+    /// Parts whose Content-Type `ref-image-type` repairs, with the media type it
+    /// writes and its edit: the rules of what readers show of an image
+    /// (`checks::inline`) judge the part as that repair leaves it.
+    pub retyped: HashMap<usize, (&'static str, usize)>,
     used_ids: std::cell::OnceCell<UsedIds>,
 }
 
@@ -283,6 +314,7 @@ impl<'m, 'a> Context<'m, 'a> {
             refs: Vec::new(),
             html_parts: Vec::new(),
             malformed_ids: HashSet::new(),
+            retyped: HashMap::new(),
             used_ids: std::cell::OnceCell::new(),
         }
     }

@@ -292,6 +292,15 @@ impl EditSet {
         }
     }
 
+    /// Makes the edit one that is applied only when a finding of `rule` asks for it: a
+    /// repair that rides on another (a disposition that a part needs only once it is
+    /// retyped) must not be made without it.
+    pub fn require(&mut self, index: usize, rule: Rule) {
+        if let Some(e) = self.edits.get_mut(index) {
+            e.requires = Some(rule);
+        }
+    }
+
     /// Adds `rule` to an edit that already repairs it as a side effect (e.g. a fold that
     /// also cures an over-long line).
     pub fn also_fixes(&mut self, index: usize, rule: Rule) {

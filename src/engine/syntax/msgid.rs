@@ -435,6 +435,20 @@ fn strip_comments(value: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The shortest id taken for a cut form of a longer one (`related-ref-mismatch`):
+/// shorter ones (`image001`, `part1`) begin unrelated ids by chance.
+pub const MIN_CUT: usize = 8;
+
+/// Whether one of ids `a` and `b` is the other cut short, the shorter at least
+/// [`MIN_CUT`] octets: converters that cut a Content-ID at a dot (simple-java-mail
+/// #307: `<image001.png@01D719B4>` for `cid:image001.png@01D719B4.37AF4500`).
+pub fn cut_short(a: &str, b: &str) -> bool {
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    short.len() >= MIN_CUT
+        && short.len() < long.len()
+        && long.as_bytes().starts_with(short.as_bytes())
+}
+
 /// Whether `id` can be written between angle brackets as a Content-ID that every reader
 /// reads back as `id`: printable ASCII with no bracket, quote, backslash or parenthesis.
 pub fn writable_id(id: &str) -> bool {

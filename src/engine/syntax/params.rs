@@ -265,6 +265,14 @@ pub fn subtype_span(value: &[u8]) -> Option<Range<usize>> {
     (!p.token().is_empty()).then_some(start..p.i)
 }
 
+/// Where the media type of a Content-Type value is written, type and subtype
+/// (`image/png` in ` image/png; name="a.png"`), for a repair that changes the media type
+/// and keeps every parameter.
+pub fn essence_span(value: &[u8]) -> Option<Range<usize>> {
+    let start = skip_cfws(value, 0);
+    subtype_span(value).map(|sub| start..sub.end)
+}
+
 /// A Content-Disposition value (RFC 2183 §2): a disposition type, then parameters in
 /// the syntax of a Content-Type's (RFC 2231 included).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

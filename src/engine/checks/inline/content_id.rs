@@ -10,10 +10,16 @@
 //!
 //! `related-ref-mismatch`: a `cid:` reference matches no Content-ID in any reading, but
 //! one part of its scope is plainly meant: its Content-ID differs only in letter case (a
-//! gateway upper-cased it), or it has none and its file name is the id or the id's part
-//! before `@` (the sender never set one). Repair: that part gets `Content-ID: <id>`,
-//! inserted, or replacing an id no other reference uses. With several candidates no part
-//! is guessed.
+//! gateway upper-cased it); or its file name is the id or the id's part before `@` and
+//! it has no Content-ID (the sender never set one) or one no reference names (Symfony
+//! Mailer's generated id beside a reference by file name); or its Content-ID, which no
+//! reference names, is the id cut short or cuts it short (converters, simple-java-mail
+//! #307). Repair: that part gets `Content-ID: <id>`, inserted, or replacing an id no
+//! other reference uses, and only as a msg-id where it replaces a generated or cut one
+//! (`cid:@images/logo.png`, a Twig asset path, is reported, never written). With several
+//! candidates no part is guessed. A reference that lost characters inside
+//! (`cid:image003png@…` for `<image003.png@…>`, the mark of a phishing kit's copy) is
+//! none of these and stays `related-ref-dangling`: a repair would show the phish better.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -21,7 +27,7 @@ use crate::engine::model::analysis::{Context, Finding, Reference, Target};
 use crate::engine::model::mime::Message;
 use crate::engine::model::rules::Rule;
 use crate::engine::syntax::ascii::{clip, excerpt};
-use crate::engine::syntax::msgid::{id_forms, parse_msg_id, writable_id};
+use crate::engine::syntax::msgid::{cut_short, id_forms, parse_msg_id, writable_id};
 
 use super::insert_field;
 
@@ -145,18 +151,77 @@ fn malformed(cx: &mut Context) -> BTreeSet<usize> {
     repaired
 }
 
-/// Why part `c` is the candidate for id `x`: what the finding says of it.
-fn why_candidate(msg: &Message, c: usize) -> String {
+/// Why a part is a candidate for a reference's id X (see `cid_scope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Why {
+    /// Its Content-ID is X in another letter case.
+    Case,
+    /// It has no Content-ID, and its file name is X or X's part before `@`.
+    Name,
+    /// Its Content-ID, which no reference names, stands beside a file name that is X or
+    /// X's part before `@`.
+    NameBesideId,
+    /// Its Content-ID, which no reference names, is X cut short, or X is it cut short.
+    Cut,
+}
+
+/// Why part `c` is a candidate for reference `r`.
+fn why(msg: &Message, c: usize, r: &Reference) -> Why {
     let e = &msg.entities[c];
-    match msg.content_id(e) {
-        Some(f) => format!(
+    let Some(field) = msg.content_id(e) else {
+        return Why::Name;
+    };
+    let forms = id_forms(msg.value(e, field));
+    let own = forms
+        .exact
+        .into_iter()
+        .chain(forms.lenient.map(|(id, _)| id))
+        .map(|id| String::from_utf8_lossy(&id).into_owned());
+    let ids: Vec<&str> = r
+        .cid
+        .iter()
+        .flat_map(|(raw, dec)| [raw.as_str(), dec.as_str()])
+        .collect();
+    let own: Vec<String> = own.collect();
+    if own
+        .iter()
+        .any(|o| ids.iter().any(|x| x.eq_ignore_ascii_case(o)))
+    {
+        Why::Case
+    } else if own.iter().any(|o| ids.iter().any(|x| cut_short(x, o))) {
+        Why::Cut
+    } else {
+        Why::NameBesideId
+    }
+}
+
+/// What the finding says of candidate part `c`.
+fn why_candidate(msg: &Message, c: usize, why: Why) -> String {
+    let e = &msg.entities[c];
+    let id = || {
+        msg.content_id(e)
+            .map(|f| excerpt(msg.value(e, f)))
+            .unwrap_or_default()
+    };
+    match why {
+        Why::Case => format!(
             "part {} has Content-ID \"{}\", which differs only in letter case",
             msg.path(e),
-            excerpt(msg.value(e, f))
+            id()
         ),
-        None => format!(
+        Why::Name => format!(
             "part {} has no Content-ID, and its file name is the id",
             msg.path(e)
+        ),
+        Why::NameBesideId => format!(
+            "part {}, whose file name is the id, has Content-ID \"{}\", which no reference names (a generated id beside a reference by file name)",
+            msg.path(e),
+            id()
+        ),
+        Why::Cut => format!(
+            "part {} has Content-ID \"{}\", which no reference names and which is the id cut short, or the id is it cut short",
+            msg.path(e),
+            id()
         ),
     }
 }
@@ -235,12 +300,18 @@ fn repair_candidate(cx: &mut Context, c: usize, refs: &[usize], claimed_once: bo
             || matches!(&r.target, Target::Lenient(v) if v.contains(&c))
     });
     let has_id = msg.content_id(&msg.entities[c]).is_some();
+    let why = why(msg, c, &cx.refs[refs[0]]);
     // A field added where there was none must itself be well-formed: an id with no
     // `@` (a bare file name) is not a msg-id, and libraries that parse Content-IDs
-    // (Ruby's mail) report the new field as a defect (docs/INTEROP.md).
+    // (Ruby's mail) report the new field as a defect (docs/INTEROP.md). So must an id
+    // that replaces one a sender generated: `cid:@images/logo.png` (Symfony's Twig
+    // paths) names a file, and is never written into a Content-ID.
     let msg_id = one && parse_msg_id(format!("<{}>", names[0]).as_bytes()).is_ok();
+    let needs_msg_id = !has_id || why != Why::Case;
     let edit = match (one, in_use, has_id) {
-        (true, false, true) => rewrite_id(cx, c, &names[0], Rule::RelatedRefMismatch),
+        (true, false, true) if msg_id || !needs_msg_id => {
+            rewrite_id(cx, c, &names[0], Rule::RelatedRefMismatch)
+        }
         (true, _, false) if writable_id(&names[0]) && msg_id => insert_field(
             cx,
             c,
@@ -258,7 +329,7 @@ fn repair_candidate(cx: &mut Context, c: usize, refs: &[usize], claimed_once: bo
             format!(
                 "{} matches no Content-ID, but {} (RFC 2392 §2, RFC 2557 §8.3)",
                 describe(msg, r),
-                why_candidate(msg, c)
+                why_candidate(msg, c, why)
             ),
         );
         match edit {
@@ -280,6 +351,9 @@ fn repair_candidate(cx: &mut Context, c: usize, refs: &[usize], claimed_once: bo
             ),
             None if !has_id && !msg_id => f.message.push_str(
                 "; not inserted: the id has no @, so the new Content-ID would not be a msg-id",
+            ),
+            None if needs_msg_id && !msg_id => f.message.push_str(
+                "; not changed: the id is not a msg-id <left@right>, so the new Content-ID would not be one",
             ),
             None => {}
         }

@@ -302,6 +302,70 @@ fn a_reference_whose_part_has_another_id_or_none_gets_it() {
     assert_eq!(found(&none), one("1", "related-ref-dangling", false));
 }
 
+/// The candidates that have a Content-ID of their own: a generated id beside a
+/// reference by file name (Symfony Mailer), an id cut short (simple-java-mail #307).
+/// Each is taken only while no reference names the id it has, and only for a msg-id.
+#[test]
+fn a_generated_or_cut_id_no_reference_names_is_replaced_by_a_msg_id() {
+    // Symfony's Twig asset path as the reference: reported, never written.
+    let symfony = related(
+        "@images/email/logo.png",
+        "Content-Type: image/png; name=\"@images/email/logo.png\"\r\nContent-Disposition: inline; filename=\"@images/email/logo.png\"\r\nContent-ID: <aa626acc7d7fff2efc324d6e4c732d02@symfony>",
+    );
+    assert_eq!(found(&symfony), one("1", "related-ref-mismatch", false));
+    let a = check(symfony.as_bytes(), &Options::default());
+    let m = &a.findings[0].message;
+    assert!(
+        m.contains("generated id") && m.contains("not a msg-id"),
+        "{m}"
+    );
+    // The file name is the id's part before @, and the id is a msg-id: rewritten.
+    let named = related(
+        "logo@example.org",
+        "Content-Type: image/png; name=\"logo\"\r\nContent-Disposition: inline; filename=\"logo\"\r\nContent-ID: <5f1c0e9a@symfony>",
+    );
+    assert_eq!(found(&named), one("1", "related-ref-mismatch", true));
+    assert_eq!(
+        fixed(&named),
+        named.replace("<5f1c0e9a@symfony>", "<logo@example.org>")
+    );
+    // Another reference names the generated id: the part is no candidate, and the
+    // reference dangles.
+    let used = named.replace("<p><img", "<p><img src=\"cid:5f1c0e9a@symfony\"><img");
+    assert_eq!(found(&used), one("1", "related-ref-dangling", false));
+    // A converter cut the id at a dot; or the reference is the cut one.
+    let cut = related(
+        "image001.png@01D719B4.37AF4500",
+        "Content-Type: image/png\r\nContent-Disposition: inline\r\nContent-ID: <image001.png@01D719B4>",
+    );
+    assert_eq!(found(&cut), one("1", "related-ref-mismatch", true));
+    assert_eq!(
+        fixed(&cut),
+        cut.replace(
+            "<image001.png@01D719B4>",
+            "<image001.png@01D719B4.37AF4500>"
+        )
+    );
+    let cut_ref = related(
+        "image001.png@01D719B4",
+        "Content-Type: image/png\r\nContent-Disposition: inline\r\nContent-ID: <image001.png@01D719B4.37AF4500>",
+    );
+    assert_eq!(found(&cut_ref), one("1", "related-ref-mismatch", true));
+    // Shorter than 8 octets: a prefix by chance, not a cut.
+    let short = related(
+        "img@x.t",
+        "Content-Type: image/png\r\nContent-Disposition: inline\r\nContent-ID: <img@x.test>",
+    );
+    assert_eq!(found(&short), one("1", "related-ref-dangling", false));
+    // A reference that lost its dots (a phishing kit's copy of an Outlook id) is no
+    // cut and no file name: it dangles, and is never repaired.
+    let dots = related(
+        "image003png@01D9C1A2.5B3E7F80",
+        "Content-Type: image/png; name=\"image003.png\"\r\nContent-Disposition: inline; filename=\"image003.png\"\r\nContent-ID: <image003.png@01D9C1A2.5B3E7F80>",
+    );
+    assert_eq!(found(&dots), one("1", "related-ref-dangling", false));
+}
+
 #[test]
 fn an_attachment_nothing_references_inside_related_is_reported() {
     let raw = related(

@@ -108,7 +108,8 @@ pub fn check(cx: &mut Context) {
             continue;
         }
         let cd = fields::read(cx, i, Which::Disposition);
-        let ct_named = e.ctype_field.is_some() && e.ctype.params.iter().any(|p| p.name == "name");
+        let ct_named = rewritten_before(cx, e)
+            || (e.ctype_field.is_some() && e.ctype.params.iter().any(|p| p.name == "name"));
         if !ct_named && !cd.as_ref().is_some_and(NameField::named) {
             continue;
         }
@@ -133,6 +134,9 @@ pub fn check(cx: &mut Context) {
 #[inline]
 fn may_have_finding(cx: &Context, e: &Entity) -> bool {
     let msg = cx.msg;
+    if rewritten_before(cx, e) {
+        return true;
+    }
     if e.disposition_field.is_none() && e.ctype.params.is_empty() {
         return false; // no parameter, no disposition: most body parts
     }
@@ -151,20 +155,24 @@ fn may_have_finding(cx: &Context, e: &Entity) -> bool {
         // A `filename` (or `name`) parameter, in any form, holds the letters.
         return v.windows(4).any(|w| eq_lower(w, b"name"));
     };
-    let sound = match name {
-        Some(name) => same_name(v, name) || plain_filename_first(v),
-        None => false,
-    };
-    if !sound {
-        return true;
+    match name {
+        Some(name) => !(same_name(v, name) || plain_filename_first(v)),
+        None => true,
     }
-    // As read, unless an earlier repair rewrites one of the two fields.
-    let pending = |f: &Field| cx.edits.pending(&f.value).is_some();
-    !cx.edits.is_empty()
-        && (pending(cd)
-            || e.ctype_field
-                .and_then(|fi| msg.fields(e).get(fi))
-                .is_some_and(pending))
+}
+
+/// An earlier repair (an encoded forward offered as a file, an image retyped) rewrites
+/// one of the two fields: they are read as it leaves them, whatever the bytes say.
+fn rewritten_before(cx: &Context, e: &Entity) -> bool {
+    if cx.edits.is_empty() {
+        return false;
+    }
+    let fields = cx.msg.fields(e);
+    let pending = |fi: Option<usize>| {
+        fi.and_then(|fi| fields.get(fi))
+            .is_some_and(|f: &Field| cx.edits.pending(&f.value).is_some())
+    };
+    pending(e.ctype_field) || pending(e.disposition_field.map(|d| d as usize))
 }
 
 /// Whether a Content-Type names a file (`name`, any form): then, when it does so with
