@@ -355,7 +355,7 @@ fn quoted_name(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{check as analyse, fix, Options};
+    use crate::engine::{check as analyse, Options};
 
     fn found(raw: &str) -> Vec<(String, bool)> {
         analyse(raw.as_bytes(), &Options::default())
