@@ -225,6 +225,7 @@ mod tests {
             kind: EditKind::Field,
             rules: vec![Rule::RelatedTypeMissing],
             requires: None,
+            rides_on: None,
             change: None,
         };
         Analysis {

@@ -71,7 +71,7 @@ impl Analysis {
 
     /// The edits that repair at least one of the findings `wanted` says yes to. An edit
     /// that changes a reference (`Edit::requires`) also needs a wanted finding of that
-    /// rule; an edit inside a chosen part replacement is dropped (the part is gone).
+    /// rule, and one that rides on another (`Edit::rides_on`) that other edit; an edit inside a chosen part replacement is dropped (the part is gone).
     /// Returned in message order, never overlapping.
     pub fn edits_for(&self, mut wanted: impl FnMut(&Finding) -> bool) -> Vec<&Edit> {
         self.edits_where(|i| wanted(&self.findings[i]))
@@ -92,11 +92,17 @@ impl Analysis {
                 }
             }
         }
+        let made: Vec<bool> = self
+            .edits
+            .iter()
+            .enumerate()
+            .map(|(i, e)| chosen[i] && (e.requires.is_none() || gate[i]))
+            .collect();
         let mut out: Vec<&Edit> = self
             .edits
             .iter()
             .enumerate()
-            .filter(|&(i, e)| chosen[i] && (e.requires.is_none() || gate[i]))
+            .filter(|&(i, e)| made[i] && e.rides_on.is_none_or(|j| made.get(j) == Some(&true)))
             .map(|(_, e)| e)
             .collect();
         // Outer ranges first, so that one pass drops everything inside a part.

@@ -84,6 +84,11 @@ pub struct Edit {
     /// rewrite or a strip must not ride along with an unrelated fold of the same field.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requires: Option<Rule>,
+    /// When set, the edit is applied only together with the edit of this index: a
+    /// repair that a part needs only once another is made (the disposition of a part
+    /// `ref-image-type` retypes) is neither made without it nor forced on by it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rides_on: Option<usize>,
     /// The reference this edit changes, if it changes one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change: Option<UrlChange>,
@@ -171,6 +176,12 @@ impl EditSet {
         self.edits.is_empty()
     }
 
+    /// Some edit replaces a range (a field's value, a part, a field): insertions alone
+    /// leave every [`pending`](Self::pending) lookup empty.
+    pub fn rewrites_any(&self) -> bool {
+        !self.by_range.is_empty()
+    }
+
     /// The value of the field as previous fixers left it, if any fixer touched it.
     pub fn pending(&self, range: &Range<usize>) -> Option<&[u8]> {
         self.find(range)
@@ -204,6 +215,7 @@ impl EditSet {
             kind: EditKind::Field,
             rules: vec![rule],
             requires: None,
+            rides_on: None,
             change: None,
         });
         self.edits.len() - 1
@@ -231,6 +243,7 @@ impl EditSet {
             kind: EditKind::Part,
             rules: vec![rule],
             requires: Some(rule),
+            rides_on: None,
             change: Some(change),
         });
         self.edits.len() - 1
@@ -255,6 +268,7 @@ impl EditSet {
             kind: EditKind::Insert,
             rules: vec![rule],
             requires: None,
+            rides_on: None,
             change: None,
         });
         self.edits.len() - 1
@@ -275,6 +289,7 @@ impl EditSet {
             kind: EditKind::Remove,
             rules: vec![rule],
             requires: None,
+            rides_on: None,
             change: None,
         });
         self.edits.len() - 1
@@ -292,12 +307,10 @@ impl EditSet {
         }
     }
 
-    /// Makes the edit one that is applied only when a finding of `rule` asks for it: a
-    /// repair that rides on another (a disposition that a part needs only once it is
-    /// retyped) must not be made without it.
-    pub fn require(&mut self, index: usize, rule: Rule) {
+    /// Makes the edit one that is applied only when the edit `on` is applied.
+    pub fn ride_on(&mut self, index: usize, on: usize) {
         if let Some(e) = self.edits.get_mut(index) {
-            e.requires = Some(rule);
+            e.rides_on = Some(on);
         }
     }
 
@@ -341,6 +354,7 @@ mod tests {
             kind: EditKind::Field,
             rules: vec![Rule::HeaderLineTooLong],
             requires: None,
+            rides_on: None,
             change: None,
         }
     }

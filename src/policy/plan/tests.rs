@@ -109,6 +109,7 @@ fn analysis() -> Analysis {
         kind: engine::EditKind::Field,
         rules: vec![Rule::HeaderLineTooLong],
         requires: None,
+        rides_on: None,
         change: None,
     };
     let e2 = Edit {
@@ -123,6 +124,7 @@ fn analysis() -> Analysis {
         kind: engine::EditKind::Field,
         rules: vec![Rule::ExtbodyUrlUnquoted],
         requires: None,
+        rides_on: None,
         change: None,
     };
     Analysis {

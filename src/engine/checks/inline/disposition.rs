@@ -153,27 +153,31 @@ fn check_part(cx: &mut Context, at: usize, n: usize) {
     cx.report(f);
 }
 
-/// The disposition a retyped part needs, added to the edit of its type (`retype`, which
-/// rewrites the part's only Content-Type field) as a field on the line after it: made
-/// only where that repair is, since an `application/octet-stream` marked inline is
-/// what no reader was rated on (docs/INTEROP.md), and where it is made, one pass leaves
-/// nothing to fix.
+/// The disposition a retyped part needs, inserted on the line after its only
+/// Content-Type field and made only together with `retype`, the edit of that field:
+/// an `application/octet-stream` marked inline is what no reader was rated on
+/// (docs/INTEROP.md), and the type's repair must not bring a disposition the policy of
+/// `related-part-disposition-missing` does not ask for. Where both are made, one pass
+/// leaves nothing to fix.
 fn with_retype(cx: &mut Context, at: usize, retype: usize) -> Option<usize> {
     let msg = cx.msg;
     let e = &msg.entities[at];
-    let (fi, field) = msg.fields_named(e, "content-type").next()?;
-    let mut value = cx.edits.pending(&field.value)?.to_vec();
-    value.extend_from_slice(e.eol());
-    value.extend_from_slice(b"Content-Disposition: inline");
-    let loc = msg.field_loc(e, fi);
-    let edit = cx.edits.rewrite(
-        field.value.clone(),
-        loc,
-        value,
-        Rule::RelatedPartDispositionMissing,
-    );
-    (edit == retype).then(|| {
-        cx.edits.require(edit, Rule::RefImageType);
-        edit
-    })
+    if !e.editable() || e.depth == 0 {
+        return None;
+    }
+    let mut types = msg.fields_named(e, "content-type");
+    let (fi, field) = types.next()?;
+    if types.next().is_some() || field.end == field.value.end {
+        return None; // two types, or the heading ends the input
+    }
+    let mut line = b"Content-Disposition: inline".to_vec();
+    line.extend_from_slice(e.eol());
+    let mut loc = msg.field_loc(e, fi);
+    loc.name = "Content-Disposition".to_string();
+    loc.occurrence = 1;
+    let edit = cx
+        .edits
+        .insert_field(field.end, loc, line, Rule::RelatedPartDispositionMissing);
+    cx.edits.ride_on(edit, retype);
+    Some(edit)
 }
