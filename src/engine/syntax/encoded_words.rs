@@ -57,8 +57,12 @@ pub fn words(text: &str, first: usize, rest: usize) -> Vec<String> {
 }
 
 fn word(piece: &str) -> String {
-    let b64 = base64::engine::general_purpose::STANDARD.encode(piece.as_bytes());
-    format!("{OPEN}{b64}{CLOSE}")
+    // Written in place: through `format!` a word cost a fifth of a 1,000-name repair.
+    let mut w = String::with_capacity(OPEN.len() + piece.len().div_ceil(3) * 4 + CLOSE.len());
+    w.push_str(OPEN);
+    base64::engine::general_purpose::STANDARD.encode_string(piece.as_bytes(), &mut w);
+    w.push_str(CLOSE);
+    w
 }
 
 /// Whether `text` can be written as a quoted-string as it stands: printable ASCII that

@@ -8,7 +8,7 @@
 
 use std::ops::Range;
 
-use crate::engine::syntax::ascii::hex_value;
+use crate::engine::syntax::ascii::{field_name_is, hex_value};
 
 use std::borrow::Cow;
 
@@ -522,13 +522,16 @@ static COMMON_SLOTS: [u8; 128] = {
 
 /// The static copy of `t` in lower case when it is one of [`COMMON_NAMES`]. One table
 /// probe and one comparison rather than a comparison with each name in turn: it runs
-/// twice for every part of a message.
+/// twice for every part of a message. `t` is a token (no controls, no space), and the
+/// common names are small letters, digits, `-` and `.`: setting bit 0x20 of a token's
+/// octets lowers its capitals and turns no other octet into one of those, so the
+/// comparison is `field_name_is`'s, a word at a time.
 fn common_name(t: &[u8]) -> Option<&'static str> {
     let (&first, &second, &last) = (t.first()?, t.get(1)?, t.last()?);
-    let lc = |b: u8| b.to_ascii_lowercase();
-    let slot = common_slot(t.len(), lc(first), lc(second), lc(last));
+    let slot = common_slot(t.len(), first | 0x20, second | 0x20, last | 0x20);
     let name = COMMON_NAMES.get(usize::from(COMMON_SLOTS[slot]).checked_sub(1)?)?;
-    crate::engine::syntax::ascii::eq_lower(t, name.as_bytes()).then_some(*name)
+    debug_assert!(t.iter().all(|&b| is_token_byte(b)), "{t:?}");
+    field_name_is(t, name.as_bytes()).then_some(*name)
 }
 
 /// `t` in ASCII lower case (8-bit octets, which a lenient token may hold, as lossy UTF-8).
@@ -536,9 +539,15 @@ fn lower(t: &[u8]) -> Name {
     if let Some(known) = common_name(t) {
         return Cow::Borrowed(known);
     }
-    let mut s = String::from_utf8_lossy(t).into_owned();
-    s.make_ascii_lowercase();
-    Cow::Owned(s)
+    // One copy, lowered as it is made; the UTF-8 check is a word at a time for ASCII,
+    // where the lossy conversion walks chunks.
+    Cow::Owned(
+        String::from_utf8(t.to_ascii_lowercase()).unwrap_or_else(|e| {
+            let mut s = String::from_utf8_lossy(e.as_bytes()).into_owned();
+            s.make_ascii_lowercase();
+            s
+        }),
+    )
 }
 
 fn split_attribute(attr: &[u8]) -> (Name, Option<u32>, bool) {

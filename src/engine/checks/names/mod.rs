@@ -101,14 +101,18 @@ pub fn check(cx: &mut Context) {
     let msg = cx.msg;
     let mut shown: Option<HashSet<usize>> = None;
     for (i, e) in msg.entities.iter().enumerate() {
-        if !matches!(e.kind, Kind::Leaf | Kind::Message) || !may_have_finding(cx, e) {
+        if !matches!(e.kind, Kind::Leaf | Kind::Message) {
+            continue;
+        }
+        let rewritten = rewritten_before(cx, e);
+        if !rewritten && !may_have_finding(cx, e) {
             continue;
         }
         if e.ctype.is_multipart() {
             continue;
         }
         let cd = fields::read(cx, i, Which::Disposition);
-        let ct_named = rewritten_before(cx, e)
+        let ct_named = rewritten
             || (e.ctype_field.is_some() && e.ctype.params.iter().any(|p| p.name == "name"));
         if !ct_named && !cd.as_ref().is_some_and(NameField::named) {
             continue;
@@ -134,9 +138,6 @@ pub fn check(cx: &mut Context) {
 #[inline]
 fn may_have_finding(cx: &Context, e: &Entity) -> bool {
     let msg = cx.msg;
-    if rewritten_before(cx, e) {
-        return true;
-    }
     if e.disposition_field.is_none() && e.ctype.params.is_empty() {
         return false; // no parameter, no disposition: most body parts
     }
@@ -164,7 +165,7 @@ fn may_have_finding(cx: &Context, e: &Entity) -> bool {
 /// An earlier repair (an encoded forward offered as a file, an image retyped) rewrites
 /// one of the two fields: they are read as it leaves them, whatever the bytes say.
 fn rewritten_before(cx: &Context, e: &Entity) -> bool {
-    if cx.edits.is_empty() {
+    if !cx.edits.rewrites_any() {
         return false;
     }
     let fields = cx.msg.fields(e);
