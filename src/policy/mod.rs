@@ -303,9 +303,11 @@ pub(crate) fn ids(rules: &[Rule], sep: &str) -> String {
 /// outbound, before the signer, is where they are repaired. Where repairs do reach
 /// signed content (`fix_signed = "verified"` or `true`, or a message whose signatures'
 /// body hashes are already broken), they are fixed inbound too
-/// ([`Policy::action_for_message`]). Where a reader shows no image at all
-/// (`content-id-malformed`, `related-ref-mismatch`) they are fixed, or reported, both
-/// ways, as `related-ref-dangling` is.
+/// ([`Policy::action_for_message`]). `part-name-one-field`'s copy of a name is among
+/// them: no reader of the matrix reads it worse, none better (the readers it helps,
+/// Gmail and Outlook by their public reports, do not run here). Where a reader shows no
+/// image at all (`content-id-malformed`, `related-ref-mismatch`, `ref-image-type`) they
+/// are fixed, or reported, both ways, as `related-ref-dangling` is.
 pub fn builtin(rule: Rule, direction: Direction) -> Action {
     match rule {
         Rule::ExtbodyUrlWordTooLong
@@ -314,9 +316,11 @@ pub fn builtin(rule: Rule, direction: Direction) -> Action {
         | Rule::RelatedTypeMismatch
         | Rule::ExtbodyInnerContentIdMissing
         | Rule::HtmlBaseRemote => Action::Log,
-        // Logged until the reader matrix has rated each repair (docs/INTEROP.md, "What
-        // readers show: names and types").
-        r if r.misnames_part() => Action::Log,
+        // Repairs that some reader reads worse (docs/INTEROP.md, "What readers show:
+        // names and types"): the twin of an RFC 2231 name (Horde, Alpine, Python), the
+        // 8-bit name rewritten (Horde, Python), the forward retyped (eight readers lose
+        // the forwarded message). Reported, repaired only when the admin asks.
+        Rule::PartNameRfc2231Only | Rule::PartName8bit | Rule::Rfc822Encoded => Action::Report,
         r if direction == Direction::Inbound && INBOUND_LOGGED_WHILE_SIGNED.contains(&r) => {
             Action::Log
         }
@@ -326,10 +330,11 @@ pub fn builtin(rule: Rule, direction: Direction) -> Action {
 
 /// The rules [`builtin`] only logs on inbound mail while repairs cannot reach signed
 /// content there.
-pub const INBOUND_LOGGED_WHILE_SIGNED: [Rule; 3] = [
+pub const INBOUND_LOGGED_WHILE_SIGNED: [Rule; 4] = [
     Rule::RelatedPartDisposition,
     Rule::RelatedPartDispositionMissing,
     Rule::CidOutsideRelated,
+    Rule::PartNameOneField,
 ];
 
 /// Most specific matching key; on a tie the stronger action, so that an ambiguity never
@@ -403,9 +408,19 @@ mod tests {
             p.action_for(Rule::RelatedCidDuplicate, false),
             Action::Report
         );
+        // Nothing is refused or held by default; the name repairs some reader reads
+        // worse are reported.
         assert!(p
             .actions_used()
-            .all(|a| a == Action::Fix || a == Action::Log));
+            .all(|a| matches!(a, Action::Fix | Action::Log | Action::Report)));
+        for r in [
+            Rule::PartNameRfc2231Only,
+            Rule::PartName8bit,
+            Rule::Rfc822Encoded,
+        ] {
+            assert_eq!(p.action_for(r, true), Action::Report, "{}", r.id());
+        }
+        assert_eq!(p.action_for(Rule::RefImageType, true), Action::Fix);
     }
 
     #[test]
@@ -434,13 +449,18 @@ mod tests {
             Rule::RelatedPartDisposition,
             Rule::RelatedPartDispositionMissing,
             Rule::CidOutsideRelated,
+            Rule::PartNameOneField,
         ] {
             assert_eq!(inb.action_for(r, true), Action::Log, "{}", r.id());
             assert_eq!(outb.action_for(r, true), Action::Fix, "{}", r.id());
             assert_eq!(outb.action_for(r, false), Action::Report, "{}", r.id());
         }
         // No reader shows these images at all: fixed, else reported, both ways.
-        for r in [Rule::ContentIdMalformed, Rule::RelatedRefMismatch] {
+        for r in [
+            Rule::ContentIdMalformed,
+            Rule::RelatedRefMismatch,
+            Rule::RefImageType,
+        ] {
             assert_eq!(inb.action_for(r, false), Action::Report, "{}", r.id());
             assert_eq!(outb.action_for(r, true), Action::Fix, "{}", r.id());
         }
