@@ -413,6 +413,106 @@ fn the_survey_sums_up_inline_images_and_their_senders() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The fixtures of the name and type rules (`tests/fixtures/{names,refs,rfc822}`, one
+/// message per shape) as one folder: the "names and types:" block counts each kind,
+/// names the forms of the references no recipient loads, with an example each, and the
+/// senders; outbound the defaults repair the wrong types and the names in one field,
+/// inbound only the types (a copied name waits for repairs to reach signed content).
+#[test]
+fn the_survey_sums_up_names_and_types_and_their_senders() {
+    let dir = tree("names");
+    let mut n = 0;
+    for shape in ["names", "refs", "rfc822"] {
+        let fixtures = fixture_path(shape);
+        for e in std::fs::read_dir(&fixtures).unwrap() {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            if name.ends_with(".eml") && !name.ends_with(".fixed.eml") {
+                write(
+                    &dir.join(format!("{shape}-{name}")),
+                    &std::fs::read(&p).unwrap(),
+                );
+                n += 1;
+            }
+        }
+    }
+    assert_eq!(n, 30);
+    let names = |direction: &str| {
+        let o = bin()
+            .args(["survey", "--jobs", "2", "--direction", direction])
+            .args(["--format", "json"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["names"].clone()
+    };
+    let out = names("outbound");
+    assert_eq!(out["messages"], 23, "{out:#}");
+    assert_eq!(out["misnamed"], 12, "{out:#}");
+    assert_eq!(out["empty_forwards"], 3, "{out:#}");
+    assert_eq!(out["wrong_types"], 5, "{out:#}");
+    assert_eq!(out["unreachable"], 3, "{out:#}");
+    assert_eq!(out["repaired"], 6, "{out:#}");
+    assert_eq!(names("inbound")["repaired"], 3);
+    let forms: Vec<&str> = out["forms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["form"].as_str().unwrap())
+        .collect();
+    for form in [
+        "blob:applewebdata",
+        "file:…/msohtmlclip1",
+        "imap:",
+        "data:",
+        "webkit-fake-url:",
+        "http://localhost",
+    ] {
+        assert!(forms.contains(&form), "{form} not in {forms:?}");
+    }
+    let blob = out["forms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["form"] == "blob:applewebdata")
+        .unwrap();
+    assert!(
+        blob["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("refs-unreachable.eml"),
+        "{blob:#}"
+    );
+    let senders: Vec<&str> = out["senders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sender"].as_str().unwrap())
+        .collect();
+    for who in [
+        "X-Mailer: Apple Mail (2.3774.500.171.1.1)",
+        "X-Mailer: Python email 3.12 (add_attachment)",
+        "Message-ID @mail.gmail.com",
+    ] {
+        assert!(senders.contains(&who), "{who} not in {senders:?}");
+    }
+    // The text block says the same.
+    let o = bin()
+        .args(["survey", "--jobs", "1", "--direction", "outbound"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(t.contains("\nnames and types:\n"), "{t}");
+    assert!(
+        t.contains("\n  images typed wrong                                  5   16.67%\n"),
+        "{t}"
+    );
+    assert!(t.contains("\n           1  blob:applewebdata\n"), "{t}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// The `e.g.` lines of a text summary: (the rule above them, path, Message-ID).
 fn examples(text: &str) -> Vec<(String, String, String)> {
     let mut rule = String::new();
