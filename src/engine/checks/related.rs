@@ -415,10 +415,7 @@ fn fold_location(cx: &mut Context, idx: usize, fi: usize) -> Option<usize> {
     let msg = cx.msg;
     let e = &msg.entities[idx];
     let f = &msg.fields(e)[fi];
-    let current = cx
-        .edits
-        .pending(&f.value)
-        .unwrap_or_else(|| msg.value(e, f));
+    let current = cx.current_value(e, f);
     let uri = parse_location(current).value;
     if uri.is_empty() {
         return None;

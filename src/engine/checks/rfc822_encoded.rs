@@ -138,11 +138,7 @@ fn repair(cx: &mut Context, i: usize) -> Result<(usize, String), &'static str> {
     if !e.editable() {
         return Err("the part lies inside an encoded message");
     }
-    let value = cx
-        .edits
-        .pending(&field.value)
-        .unwrap_or_else(|| msg.value(e, field))
-        .to_vec();
+    let value = cx.current_value(e, field).to_vec();
     let ct = ContentType::parse(&value);
     let span = essence_span(&value).filter(|_| ct.is_clean());
     let Some(span) = span else {
@@ -207,11 +203,7 @@ fn disposition_name(cx: &mut Context, i: usize, name: &str) -> Option<usize> {
     if e.ctype.get_str("name").as_deref() == Some(name) {
         return None; // the name was the part's own: the name rules judge its fields
     }
-    let value = cx
-        .edits
-        .pending(&field.value)
-        .unwrap_or_else(|| msg.value(e, field))
-        .to_vec();
+    let value = cx.current_value(e, field).to_vec();
     let d = Disposition::parse(&value);
     if d.kind.is_empty()
         || !d.params.is_clean()

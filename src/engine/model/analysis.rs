@@ -167,6 +167,16 @@ pub struct Reference {
 }
 
 impl Reference {
+    /// `place "url" in part P`, as findings about the part it leads to name it.
+    pub fn describe(&self, msg: &mime::Message) -> String {
+        format!(
+            "{} \"{}\" in part {}",
+            self.place,
+            crate::engine::syntax::ascii::clip(&self.url),
+            msg.path(&msg.entities[self.html])
+        )
+    }
+
     /// Whether a reader loads what the reference names into the view (an image, a
     /// background, a style sheet, a frame) rather than offering it as a link to follow.
     pub fn loads(&self) -> bool {
@@ -323,6 +333,14 @@ impl<'m, 'a> Context<'m, 'a> {
             retyped: HashMap::new(),
             used_ids: std::cell::OnceCell::new(),
         }
+    }
+
+    /// The value of field `f` of entity `e` as the repairs made so far leave it (the
+    /// original bytes where none touched it): later checks judge what earlier ones made.
+    pub fn current_value(&self, e: &mime::Entity, f: &mime::Field) -> &[u8] {
+        self.edits
+            .pending(&f.value)
+            .unwrap_or_else(|| self.msg.value(e, f))
     }
 
     /// Whether a reader's choice can depend on which part carries Content-ID `id`

@@ -38,16 +38,6 @@ pub(super) fn check(cx: &mut Context) -> BTreeSet<usize> {
     repaired
 }
 
-/// `place "url" in part P` for a finding's message.
-fn describe(msg: &Message, r: &Reference) -> String {
-    format!(
-        "{} \"{}\" in part {}",
-        r.place,
-        clip(&r.url),
-        msg.path(&msg.entities[r.html])
-    )
-}
-
 /// The id reference `r` names, in the form that matches `id` (its %-decoded form
 /// unless only the form as written does): what a repaired Content-ID must say.
 fn named_as(r: &Reference, id: &str) -> Option<String> {
@@ -106,7 +96,7 @@ fn malformed(cx: &mut Context) -> BTreeSet<usize> {
             format!(
                 "Content-ID \"{}\" is found by {} only when read leniently: {} (RFC 2045 §7, RFC 2392 §2); readers that compare it as written (Gmail is reported among them) do not show the part there",
                 excerpt(value),
-                describe(msg, first),
+                first.describe(msg),
                 why.describe()
             ),
         );
@@ -142,7 +132,7 @@ fn malformed(cx: &mut Context) -> BTreeSet<usize> {
             msg.path(&msg.entities[r.html]),
             format!(
                 "{} matches, when read leniently, the Content-IDs of parts {}: none is a msg-id every reader matches, and which one is meant cannot be told (RFC 2045 §7, RFC 2392 §2)",
-                describe(msg, r),
+                r.describe(msg),
                 paths.join(", ")
             ),
         );
@@ -265,7 +255,7 @@ fn candidates(cx: &mut Context) -> (BTreeMap<usize, Vec<usize>>, BTreeSet<usize>
                     msg.path(&msg.entities[r.html]),
                     format!(
                         "{} matches no Content-ID; parts {} could each be meant (a Content-ID in another letter case, or a file name), so none is changed (RFC 2392 §2, RFC 2557 §8.3)",
-                        describe(msg, r),
+                        r.describe(msg),
                         paths.join(", ")
                     ),
                 );
@@ -328,7 +318,7 @@ fn repair_candidate(cx: &mut Context, c: usize, refs: &[usize], claimed_once: bo
             msg.path(&msg.entities[r.html]),
             format!(
                 "{} matches no Content-ID, but {} (RFC 2392 §2, RFC 2557 §8.3)",
-                describe(msg, r),
+                r.describe(msg),
                 why_candidate(msg, c, why)
             ),
         );

@@ -19,7 +19,6 @@ use std::collections::BTreeMap;
 use crate::engine::model::analysis::{Context, Finding, Reference, Target};
 use crate::engine::model::mime::Message;
 use crate::engine::model::rules::Rule;
-use crate::engine::syntax::ascii::clip;
 use crate::engine::syntax::params::Disposition;
 
 use super::{insert_field, Repaired};
@@ -62,14 +61,7 @@ fn check_part(cx: &mut Context, at: usize, n: usize) {
     let e = &msg.entities[at];
     let r = &cx.refs[n];
     // Made only for a finding: most parts shown by a reference have none.
-    let by = || {
-        format!(
-            "{} \"{}\" in part {}",
-            r.place,
-            clip(&r.url),
-            msg.path(&msg.entities[r.html])
-        )
-    };
+    let by = || r.describe(msg);
     let fields: Vec<usize> = msg
         .fields_named(e, "content-disposition")
         .map(|(i, _)| i)

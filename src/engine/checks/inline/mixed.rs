@@ -130,11 +130,7 @@ fn repair(
     }
     let fi = e.ctype_field?;
     let field = &msg.fields(e)[fi];
-    let value = cx
-        .edits
-        .pending(&field.value)
-        .unwrap_or_else(|| msg.value(e, field))
-        .to_vec();
+    let value = cx.current_value(e, field).to_vec();
     let ct = ContentType::parse(&value);
     if !ct.is_clean() || !ct.is("multipart", "mixed") || ct.get("type").is_some() {
         return None;

@@ -113,11 +113,7 @@ pub(super) fn read(cx: &Context, i: usize, which: Which) -> Option<NameField> {
         }
     };
     let field = &msg.fields(e)[index];
-    let value = cx
-        .edits
-        .pending(&field.value)
-        .unwrap_or_else(|| msg.value(e, field))
-        .to_vec();
+    let value = cx.current_value(e, field).to_vec();
     let (params, params_start, kind) = match which {
         Which::Type => {
             let start = subtype_span(&value).map_or(value.len(), |s| s.end);

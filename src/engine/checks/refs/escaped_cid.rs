@@ -14,8 +14,6 @@ use crate::engine::model::rules::Rule;
 use crate::engine::syntax::ascii::clip;
 use crate::engine::syntax::msgid::id_forms;
 
-use super::describe;
-
 pub(super) fn check(cx: &mut Context) {
     let msg = cx.msg;
     let mut found = Vec::new();
@@ -27,7 +25,7 @@ pub(super) fn check(cx: &mut Context) {
         let message = if blank(raw) || (raw != decoded && blank(decoded)) {
             format!(
                 "{} holds white space in its id: no Content-ID does, and readers differ on whether they drop it (Thunderbird compares the URL as written){}",
-                describe(msg, r),
+                r.describe(msg),
                 resolved_note(msg, r)
             )
         } else if raw != decoded && !names_as_written(msg, r, raw) {
@@ -36,7 +34,7 @@ pub(super) fn check(cx: &mut Context) {
             };
             format!(
                 "{} names part {} only once %-decoded, as <{}> (RFC 2392 §2): Thunderbird compares the URL as written and shows no image there",
-                describe(msg, r),
+                r.describe(msg),
                 msg.path(&msg.entities[at]),
                 clip(decoded)
             )

@@ -24,7 +24,7 @@ use crate::engine::syntax::decode::transfer_decode_head;
 use crate::engine::syntax::image_signature::{may_be_markup, sniff, Image, HEAD, SIGNATURE};
 use crate::engine::syntax::params::{essence_span, ContentType, Disposition};
 
-use super::{describe, shows_image};
+use super::shows_image;
 
 pub(super) fn check(cx: &mut Context) {
     // Part -> the first reference that shows it as an image, in document order of the
@@ -80,7 +80,7 @@ fn check_part(cx: &mut Context, at: usize, n: usize) {
             format!(
                 "{} is shown as an image by {}{}: Thunderbird lists it and shows a broken image, Apple Mail lists it",
                 e.ctype.essence(),
-                describe(msg, r),
+                r.describe(msg),
                 match sig {
                     Some(k) => format!(", and its content is {} image", k.a_name()),
                     None => ", and its content is no image format that readers show inline".into(),
@@ -93,7 +93,7 @@ fn check_part(cx: &mut Context, at: usize, n: usize) {
             format!(
                 "{} is shown by {}, but its content is {} image: readers that trust the type show a broken image",
                 e.ctype.essence(),
-                describe(msg, r),
+                r.describe(msg),
                 k.a_name()
             ),
         ),
@@ -138,11 +138,7 @@ fn repair(cx: &mut Context, at: usize, k: Image) -> Result<(usize, &'static str)
     if !e.editable() {
         return Err("the part lies inside an encoded message".into());
     }
-    let value = cx
-        .edits
-        .pending(&field.value)
-        .unwrap_or_else(|| msg.value(e, field))
-        .to_vec();
+    let value = cx.current_value(e, field).to_vec();
     let span = essence_span(&value)
         .filter(|_| !ContentType::parse(&value).mtype.is_empty())
         .ok_or("its Content-Type cannot be read")?;

@@ -20,9 +20,7 @@ mod escaped_cid;
 mod image_type;
 mod unreachable;
 
-use crate::engine::model::analysis::{Context, Reference};
-use crate::engine::model::mime::Message;
-use crate::engine::syntax::ascii::clip;
+use crate::engine::model::analysis::Context;
 
 /// Runs the four rules, after the `html` check has recorded the references.
 pub fn check(cx: &mut Context) {
@@ -50,16 +48,6 @@ fn shows_image(place: &str) -> bool {
 /// href>` and a video's poster image.
 fn loads_image_or_style(place: &str) -> bool {
     shows_image(place) || matches!(place, "style@import" | "link@href" | "video@poster")
-}
-
-/// `place "url" in part P` for a finding's message.
-fn describe(msg: &Message, r: &Reference) -> String {
-    format!(
-        "{} \"{}\" in part {}",
-        r.place,
-        clip(&r.url),
-        msg.path(&msg.entities[r.html])
-    )
 }
 
 #[cfg(test)]
