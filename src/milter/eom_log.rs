@@ -5,8 +5,9 @@
 use tracing::{debug, info, warn};
 
 use super::outcome::{Ended, Outcome};
-use crate::config::Config;
+use crate::config::{Config, LogFormat};
 use crate::engine;
+use crate::policy::direction::Reason;
 use crate::policy::{plan, report};
 
 /// How much of a changed field's value a log line shows, before and after: enough for
@@ -92,45 +93,78 @@ fn answered(cfg: &Config, o: &Outcome) {
             shown(&f.message)
         );
     }
-    log_outcome(o);
+    log_outcome(cfg, o);
 }
 
 /// The one info line per message, starting with the queue id so that it greps beside the
-/// MTA's own log.
-fn log_outcome(o: &Outcome) {
+/// MTA's own log. With `log_format = "json"` each of its values is a key of its own as
+/// well (the line stays in `message`), so that Loki and Elasticsearch can query them.
+fn log_outcome(cfg: &Config, o: &Outcome) {
     if !tracing::enabled!(tracing::Level::INFO) {
         return;
     }
     let p = &o.plan;
-    let rules = if p.rules.is_empty() {
-        "-".to_string()
-    } else {
-        p.rules.iter().map(|r| r.id()).collect::<Vec<_>>().join(",")
-    };
+    let rules = p.rules.iter().map(|r| r.id()).collect::<Vec<_>>().join(",");
     let body = if p.body.is_some() { "yes" } else { "no" };
     let dry = if p.dry_run { " dry-run" } else { "" };
     let over = if p.oversize { " oversize" } else { "" };
     // The scope that decided, and every scope of a message whose recipients fall into
     // several.
-    let scope = match (&p.scope, p.scopes.len()) {
+    let scopes = (p.scopes.len() > 1).then(|| p.scopes.join(","));
+    let scope = match (&p.scope, &scopes) {
         (None, _) => String::new(),
-        (Some(s), 0 | 1) => format!(" scope={s}"),
-        (Some(s), _) => format!(" scope={s} scopes={}", p.scopes.join(",")),
+        (Some(s), None) => format!(" scope={s}"),
+        (Some(s), Some(all)) => format!(" scope={s} scopes={all}"),
     };
     let signed = signed_words(p);
     // The verdict in the words of `check`, `survey`, the metrics' `verdict` label and
     // the report header; `findings=0` tells clean mail from findings all ignored, and
     // `verdict=fix edits=0` a fix that could not be sent (a WARN line before says why).
-    info!(
-        "{}: direction={} verdict={}{dry}{over}{scope} findings={} rules={rules} edits={} removed={} body_replaced={body}{signed} size={} ms={}",
+    let line = format!(
+        "{}: direction={}({}) verdict={}{dry}{over}{scope} findings={} rules={} edits={} removed={} body_replaced={body}{signed} size={} ms={}",
         o.queue_id,
         p.direction,
+        o.direction_reason,
         p.verdict.as_str(),
         o.findings.len(),
+        if rules.is_empty() { "-" } else { &rules },
         p.edits(),
         p.removed(),
         o.octets,
         o.millis
+    );
+    if cfg.process().log_format != LogFormat::Json {
+        info!("{line}");
+        return;
+    }
+    let reason = &o.direction_reason;
+    info!(
+        queue_id = o.queue_id.as_str(),
+        client = o.client.map(tracing::field::display),
+        direction = p.direction.as_str(),
+        direction_reason = reason.word(),
+        trusted_network = match reason {
+            Reason::TrustedNetworks(n) => Some(tracing::field::display(n)),
+            _ => None,
+        },
+        daemon_name = match reason {
+            Reason::Daemon(d) => Some(d.as_str()),
+            _ => None,
+        },
+        scope = p.scope.as_deref(),
+        scopes = scopes.as_deref(),
+        verdict = p.verdict.as_str(),
+        dry_run = p.dry_run,
+        oversize = p.oversize,
+        findings = o.findings.len() as u64,
+        rules = rules.as_str(),
+        edits = p.edits() as u64,
+        removed = p.removed() as u64,
+        body_replaced = p.body.is_some(),
+        signed = (!signed.is_empty()).then(|| signed.trim_start()),
+        size = o.octets,
+        ms = u64::try_from(o.millis).unwrap_or(u64::MAX),
+        "{line}"
     );
 }
 

@@ -126,6 +126,10 @@ impl Ended {
 #[derive(Debug)]
 pub struct Outcome {
     pub queue_id: String,
+    /// The SMTP client's address, from connect or `{client_addr}`, when the MTA gave it.
+    pub client: Option<std::net::IpAddr>,
+    /// What made the plan's direction.
+    pub direction_reason: crate::policy::direction::Reason,
     pub plan: Plan,
     /// Every finding, whatever its action (logged at debug).
     pub findings: Vec<engine::Finding>,

@@ -76,24 +76,70 @@ impl Directions {
         macro_value: impl Fn(&'static CStr) -> Option<Cow<'m, str>>,
         client_addr: Option<IpAddr>,
     ) -> Direction {
+        self.decide_with(macro_value, client_addr).0
+    }
+
+    /// [`Directions::direction_with`], and what decided it: the per-message log line
+    /// says so, because "why was this mail outbound?" is the question admins ask.
+    pub fn decide_with<'m>(
+        &self,
+        macro_value: impl Fn(&'static CStr) -> Option<Cow<'m, str>>,
+        client_addr: Option<IpAddr>,
+    ) -> (Direction, Reason) {
         let get = |name| macro_value(name).filter(|v| !v.is_empty());
         if get(c"{auth_authen}").is_some() || get(c"{auth_type}").is_some() {
-            return Direction::Outbound;
+            return (Direction::Outbound, Reason::Auth);
         }
         let addr = client_addr.or_else(|| get(c"{client_addr}").and_then(|a| parse_ip(&a)));
-        if let Some(a) = addr {
-            if in_networks(&self.trusted_networks, a) {
-                return Direction::Outbound;
-            }
+        if let Some(net) = addr.and_then(|a| matching_network(&self.trusted_networks, a)) {
+            return (Direction::Outbound, Reason::TrustedNetworks(net));
         }
         if !self.outbound_daemons.is_empty() {
             if let Some(d) = get(c"{daemon_name}") {
                 if self.outbound_daemons.iter().any(|o| *o == *d) {
-                    return Direction::Outbound;
+                    return (Direction::Outbound, Reason::Daemon(d.into_owned()));
                 }
             }
         }
-        Direction::Inbound
+        (Direction::Inbound, Reason::Default)
+    }
+}
+
+/// What made a message's direction, in the words of the settings an admin would
+/// change: the log line shows it as `direction=outbound(trusted_networks:192.0.2.0/24)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reason {
+    /// `{auth_authen}` or `{auth_type}`: the client authenticated (SMTP AUTH).
+    Auth,
+    /// The client address lies in this network of `trusted_networks`.
+    TrustedNetworks(IpNet),
+    /// `{daemon_name}` (Postfix's `milter_macro_daemon_name`) is in `outbound_daemons`.
+    Daemon(String),
+    /// Nothing above: inbound, the cautious side.
+    Default,
+}
+
+impl Reason {
+    /// The reason without its detail, one of a fixed few (a JSON key's value to group by).
+    pub fn word(&self) -> &'static str {
+        match self {
+            Reason::Auth => "auth",
+            Reason::TrustedNetworks(_) => "trusted_networks",
+            Reason::Daemon(_) => "daemon",
+            Reason::Default => "default",
+        }
+    }
+}
+
+/// `auth`, `trusted_networks:192.0.2.0/24`, `daemon:submission`, `default`: no white
+/// space, so the log line stays one token per `key=value` for grep, awk and logfmt.
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::TrustedNetworks(n) => write!(f, "trusted_networks:{n}"),
+            Reason::Daemon(d) => write!(f, "daemon:{d}"),
+            r => f.write_str(r.word()),
+        }
     }
 }
 
@@ -110,11 +156,16 @@ pub fn parse_ip(s: &str) -> Option<IpAddr> {
 
 /// Whether `addr` lies in one of `nets` (IPv4-mapped IPv6 addresses count as IPv4).
 pub fn in_networks(nets: &[IpNet], addr: IpAddr) -> bool {
+    matching_network(nets, addr).is_some()
+}
+
+/// The first of `nets` that holds `addr` (IPv4-mapped IPv6 addresses count as IPv4).
+fn matching_network(nets: &[IpNet], addr: IpAddr) -> Option<IpNet> {
     let addr = match addr {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
         a => a,
     };
-    nets.iter().any(|n| n.contains(&addr))
+    nets.iter().find(|n| n.contains(&addr)).copied()
 }
 
 #[cfg(test)]
@@ -128,5 +179,58 @@ mod tests {
         assert!(in_networks(&nets, "::ffff:127.0.0.1".parse().unwrap()));
         assert!(in_networks(&nets, "::1".parse().unwrap()));
         assert!(!in_networks(&nets, "192.0.2.1".parse().unwrap()));
+    }
+
+    /// Each way to a direction names itself, the network or daemon that matched
+    /// included, and authentication wins over the rest as it decides first.
+    #[test]
+    fn reasons() {
+        let d = Directions {
+            trusted_networks: vec![
+                "10.0.0.0/8".parse().unwrap(),
+                "192.0.2.0/24".parse().unwrap(),
+            ],
+            outbound_daemons: vec!["submission".into()],
+        };
+        let decide = |m: &[(&str, &str)], addr: Option<&str>| {
+            let macros: BTreeMap<String, String> = m
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let (dir, why) = d.decide_with(
+                |name| {
+                    macros
+                        .get(name.to_str().unwrap())
+                        .map(|v| Cow::Owned(v.clone()))
+                },
+                addr.map(|a| a.parse().unwrap()),
+            );
+            format!("{dir}({why})")
+        };
+        assert_eq!(
+            decide(&[("{auth_type}", "PLAIN")], Some("192.0.2.7")),
+            "outbound(auth)"
+        );
+        assert_eq!(
+            decide(&[], Some("::ffff:192.0.2.7")),
+            "outbound(trusted_networks:192.0.2.0/24)"
+        );
+        assert_eq!(
+            decide(&[("{client_addr}", "10.1.2.3")], None),
+            "outbound(trusted_networks:10.0.0.0/8)"
+        );
+        assert_eq!(
+            decide(&[("{daemon_name}", "submission")], Some("198.51.100.1")),
+            "outbound(daemon:submission)"
+        );
+        assert_eq!(
+            decide(&[("{daemon_name}", "smtpd")], Some("198.51.100.1")),
+            "inbound(default)"
+        );
+        assert_eq!(decide(&[], None), "inbound(default)");
+        assert_eq!(
+            Reason::TrustedNetworks("::1/128".parse().unwrap()).word(),
+            "trusted_networks"
+        );
     }
 }

@@ -101,7 +101,7 @@ async fn syslog_lines_carry_the_mail_facility_and_the_queue_id() {
         .unwrap_or_else(|| panic!("{got:#?}"));
     assert!(
         line.starts_with(&format!(
-            "{}4FvB1Q2x7Zz: direction=inbound verdict=ignore findings=0 ",
+            "{}4FvB1Q2x7Zz: direction=inbound(default) verdict=ignore findings=0 ",
             head(22)
         )),
         "{line}"
@@ -145,7 +145,7 @@ async fn syslog_lines_carry_the_mail_facility_and_the_queue_id() {
     let log = d.log();
     assert!(
         log.lines().any(|l| l
-            .starts_with("4FvB1Q2x8Aa: direction=inbound verdict=ignore findings=0 ")
+            .starts_with("4FvB1Q2x8Aa: direction=inbound(default) verdict=ignore findings=0 ")
             && l.contains(&format!("(not sent to syslog {}: ", sock.display()))),
         "{log}"
     );
@@ -250,7 +250,7 @@ async fn text_lines_are_time_stamped_unless_the_journal_does_it() {
         }
         assert!(
             info.iter()
-                .any(|l| l.contains("5AbC9: direction=inbound verdict=ignore findings=0")),
+                .any(|l| l.contains("5AbC9: direction=inbound(default) verdict=ignore findings=0")),
             "{case}: {text}"
         );
     }
@@ -503,4 +503,185 @@ async fn repairs_under_signatures_say_what_they_relied_on() {
     assert_eq!(signed_total("withheld", "no-verdict").await, 2);
     assert_eq!(signed_total("withheld", "not-enabled").await, 0);
     d.stop();
+}
+
+/// One message from `client` on a new connection, with `{daemon_name}` and an
+/// authenticated login when given.
+async fn message_from(
+    port: u16,
+    queue_id: &'static str,
+    client: &str,
+    daemon: Option<&str>,
+    auth: Option<&'static str>,
+    m: &Eml,
+) -> Status {
+    let mut c = open_local(port).await;
+    connect(&mut c, client, daemon).await;
+    let env = Envelope {
+        queue_id: Some(queue_id),
+        auth,
+    };
+    let (_, st) = send(&mut c, &env, m).await;
+    c.close().await.unwrap();
+    st
+}
+
+/// The line says why the direction was chosen, in the words of the setting that chose
+/// it, and with `log_format = "json"` each value is a key of its own (numbers as
+/// numbers), the text line kept in `message`; the README's jq example runs on those
+/// lines as they are.
+#[tokio::test]
+async fn lines_say_why_the_direction_and_json_lines_carry_every_value() {
+    let cfg = r#"log_format = "json"
+trusted_networks = ["198.51.100.0/24"]
+outbound_daemons = ["submission"]
+[[scope]]
+name = "partner-relay"
+client_networks = ["203.0.113.0/24"]
+exempt = "ignore"
+"#;
+    let mut d = Daemon::start(cfg, &[]);
+    let clean = eml(&fixture("milter/clean.eml"));
+    let fix = eml(&fixture("milter/top-extbody.eml"));
+    for (qid, client, daemon, auth, m) in [
+        ("8J5A01", REMOTE, None, None, &fix),
+        ("8J5A02", "198.51.100.7", None, None, &clean),
+        ("8J5A03", REMOTE, Some("submission"), None, &clean),
+        ("8J5A04", REMOTE, None, Some("alice"), &fix),
+        ("8J5A05", "203.0.113.9", None, None, &fix),
+    ] {
+        assert_eq!(
+            message_from(d.port, qid, client, daemon, auth, m).await,
+            Status::Accept
+        );
+    }
+    let log = support::wait_until(
+        "five message lines",
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || async {
+            let log = d.log();
+            if log.contains("8J5A05: direction=") {
+                Ok(log)
+            } else {
+                Err(log)
+            }
+        },
+    )
+    .await;
+    d.stop();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let fields = |qid: &str| {
+        lines
+            .iter()
+            .map(|l| &l["fields"])
+            .find(|f| f["queue_id"] == qid && f.get("verdict").is_some())
+            .unwrap_or_else(|| panic!("no line for {qid}:\n{log}"))
+    };
+
+    let f = fields("8J5A01");
+    assert_eq!(f["client"], REMOTE);
+    assert_eq!(f["direction"], "inbound");
+    assert_eq!(f["direction_reason"], "default");
+    assert_eq!(f["verdict"], "fix");
+    assert_eq!(f["rules"], "extbody-url-unquoted");
+    assert_eq!(f["findings"], 1);
+    assert_eq!(f["edits"], 1);
+    assert_eq!(f["removed"], 0);
+    assert_eq!(f["body_replaced"], false);
+    assert!(f["size"].as_u64().is_some_and(|n| n > 100), "{f}");
+    assert!(f["ms"].is_u64(), "{f}");
+    assert!(f.get("scope").is_none() && f.get("trusted_network").is_none(), "{f}");
+    // The text line, as `log_format = "text"` writes it.
+    let m = f["message"].as_str().unwrap();
+    assert!(
+        m.starts_with(
+            "8J5A01: direction=inbound(default) verdict=fix findings=1 rules=extbody-url-unquoted edits=1 removed=0 body_replaced=no size="
+        ),
+        "{m}"
+    );
+
+    let f = fields("8J5A02");
+    assert_eq!(
+        (&f["direction"], &f["direction_reason"], &f["trusted_network"]),
+        (&"outbound".into(), &"trusted_networks".into(), &"198.51.100.0/24".into()),
+        "{f}"
+    );
+    assert_eq!(f["rules"], "");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("8J5A02: direction=outbound(trusted_networks:198.51.100.0/24) verdict=ignore findings=0 rules=- "),
+        "{f}"
+    );
+
+    let f = fields("8J5A03");
+    assert_eq!(
+        (&f["direction_reason"], &f["daemon_name"]),
+        (&"daemon".into(), &"submission".into()),
+        "{f}"
+    );
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("8J5A03: direction=outbound(daemon:submission) verdict="),
+        "{f}"
+    );
+
+    let f = fields("8J5A04");
+    assert_eq!((&f["direction"], &f["direction_reason"]), (&"outbound".into(), &"auth".into()));
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("8J5A04: direction=outbound(auth) verdict="),
+        "{f}"
+    );
+
+    // The scope that decided: its exemption, not the direction's policy.
+    let f = fields("8J5A05");
+    assert_eq!(
+        (&f["direction_reason"], &f["scope"], &f["verdict"]),
+        (&"default".into(), &"partner-relay".into(), &"ignore".into()),
+        "{f}"
+    );
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("8J5A05: direction=inbound(default) verdict=ignore scope=partner-relay findings=1 "),
+        "{f}"
+    );
+
+    // The README's jq example, run on these lines.
+    if !Path::new("/usr/bin/jq").exists() {
+        panic!("jq is not installed: sudo scripts/install-test-deps");
+    }
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let (_, rest) = readme
+        .split_once("| jq -R -r '")
+        .expect("a jq example in README.md");
+    let (program, _) = rest.split_once('\'').unwrap();
+    let dir = TempDir::new("jq");
+    let file = dir.path().join("log.json");
+    std::fs::write(&file, &log).unwrap();
+    let out = Command::new("/usr/bin/jq")
+        .args(["-R", "-r", program])
+        .stdin(std::fs::File::open(&file).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{program}: {out:?}");
+    let got = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        got,
+        "8J5A01\tinbound\tdefault\tfix\textbody-url-unquoted\n\
+         8J5A04\toutbound\tauth\tfix\textbody-url-unquoted\n",
+        "{program}"
+    );
 }

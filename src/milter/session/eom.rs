@@ -41,14 +41,14 @@ impl Session {
             return Ok(over);
         }
         let lookup = |name| macros.get(name).map(CStr::to_string_lossy);
-        let dir = cfg.directions().direction_with(lookup, self.client_addr);
+        let client = self.client(macros);
+        let (dir, direction_reason) = cfg.directions().decide_with(lookup, client);
         debug!(
             "{queue_id}: direction {dir} (auth={}, client={}, daemon={})",
             lookup(c"{auth_authen}")
                 .or_else(|| lookup(c"{auth_type}"))
                 .unwrap_or(Cow::Borrowed("-")),
-            self.client_addr
-                .map_or(Cow::Borrowed("-"), |a| Cow::Owned(a.to_string())),
+            client.map_or(Cow::Borrowed("-"), |a| Cow::Owned(a.to_string())),
             lookup(c"{daemon_name}").unwrap_or(Cow::Borrowed("-")),
         );
         let octets = m.octets;
@@ -83,6 +83,8 @@ impl Session {
         drop(share);
         Ok(Ended::Answered(Outcome {
             queue_id,
+            client,
+            direction_reason,
             plan,
             findings,
             heading_copy,
@@ -104,6 +106,16 @@ impl Session {
             .ok_or_else(|| EomError::new(Cause::NoMessage, "end of message without a message"))
     }
 
+    /// The client's address: from connect, else from `{client_addr}` (an MTA that
+    /// connects with an unknown family may still send the macro).
+    fn client(&self, macros: &Macros) -> Option<std::net::IpAddr> {
+        self.client_addr.or_else(|| {
+            macros
+                .get(c"{client_addr}")
+                .and_then(|a| crate::policy::direction::parse_ip(&a.to_string_lossy()))
+        })
+    }
+
     /// What the scopes match on; nothing to look up when there are none.
     fn envelope(&self, m: &mut Message, macros: &Macros) -> Envelope {
         if self.config.policy().scopes.is_empty() {
@@ -113,9 +125,7 @@ impl Session {
         Envelope {
             sender: m.sender.take(),
             recipients: std::mem::take(&mut m.recipients),
-            client_addr: self.client_addr.or_else(|| {
-                lookup(c"{client_addr}").and_then(|a| crate::policy::direction::parse_ip(&a))
-            }),
+            client_addr: self.client(macros),
             sasl_login: lookup(c"{auth_authen}")
                 .filter(|a| !a.is_empty())
                 .map(Cow::into_owned),
