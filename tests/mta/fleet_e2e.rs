@@ -109,9 +109,9 @@ impl Instance {
         self.daemon
             .log()
             .lines()
-            .filter(|l| l.contains(": direction=inbound verdict="))
+            .filter(|l| l.contains(": direction=inbound(default) verdict="))
             .filter_map(|l| {
-                let head = l.split(": direction=inbound verdict=").next()?;
+                let head = l.split(": direction=inbound(default) verdict=").next()?;
                 head.split_whitespace().last().map(str::to_string)
             })
             .collect()

@@ -76,7 +76,16 @@ outbound_daemons = ["{}"]
         })
         .collect();
     let directions: Vec<&str> = verdicts.iter().map(|v| v.1).collect();
-    assert_eq!(directions, ["inbound", "outbound", "outbound"], "{log}");
+    // Each with the macro that decided it.
+    assert_eq!(
+        directions,
+        [
+            "inbound(default)",
+            "outbound(daemon:submission)",
+            "outbound(auth)"
+        ],
+        "{log}"
+    );
     let postfix_log = pf.log();
     for (qid, _) in &verdicts {
         assert!(

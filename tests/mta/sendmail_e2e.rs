@@ -278,7 +278,7 @@ quarantine = "Held by the e2e test: {rules}"
     assert_eq!(m.quarantine_reason().as_deref(), Some(&*reason), "{}", m.qf);
     assert!(
         d.log()
-            .contains(&format!("{}: direction=inbound verdict=quarantine ", m.id)),
+            .contains(&format!("{}: direction=inbound(default) verdict=quarantine ", m.id)),
         "{}",
         d.log()
     );

@@ -173,7 +173,7 @@ fn one_queue_id_follows_the_message_through_postfix_and_the_milter_in_mail_log()
         has(
             "mimeref-milter",
             &format!(
-                ": {queue_id}: direction=inbound verdict=fix findings=1 rules=extbody-url-unquoted edits=1 "
+                ": {queue_id}: direction=inbound(default) verdict=fix findings=1 rules=extbody-url-unquoted edits=1 "
             )
         ),
         "{excerpt:#?}"

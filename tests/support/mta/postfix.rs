@@ -484,7 +484,7 @@ impl Delivered {
 /// on) starts the daemon's verdict line, rather than `NOQUEUE`.
 pub fn assert_queue_id_in_verdict(log: &str, verdict: &str) {
     assert!(
-        log.contains(&format!(": direction=inbound verdict={verdict} "))
+        log.contains(&format!(": direction=inbound(default) verdict={verdict} "))
             && !log.contains("NOQUEUE"),
         "{log}"
     );
