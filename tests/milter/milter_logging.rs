@@ -595,7 +595,10 @@ exempt = "ignore"
     assert_eq!(f["body_replaced"], false);
     assert!(f["size"].as_u64().is_some_and(|n| n > 100), "{f}");
     assert!(f["ms"].is_u64(), "{f}");
-    assert!(f.get("scope").is_none() && f.get("trusted_network").is_none(), "{f}");
+    assert!(
+        f.get("scope").is_none() && f.get("trusted_network").is_none(),
+        "{f}"
+    );
     // The text line, as `log_format = "text"` writes it.
     let m = f["message"].as_str().unwrap();
     assert!(
@@ -607,8 +610,16 @@ exempt = "ignore"
 
     let f = fields("8J5A02");
     assert_eq!(
-        (&f["direction"], &f["direction_reason"], &f["trusted_network"]),
-        (&"outbound".into(), &"trusted_networks".into(), &"198.51.100.0/24".into()),
+        (
+            &f["direction"],
+            &f["direction_reason"],
+            &f["trusted_network"]
+        ),
+        (
+            &"outbound".into(),
+            &"trusted_networks".into(),
+            &"198.51.100.0/24".into()
+        ),
         "{f}"
     );
     assert_eq!(f["rules"], "");
@@ -635,7 +646,10 @@ exempt = "ignore"
     );
 
     let f = fields("8J5A04");
-    assert_eq!((&f["direction"], &f["direction_reason"]), (&"outbound".into(), &"auth".into()));
+    assert_eq!(
+        (&f["direction"], &f["direction_reason"]),
+        (&"outbound".into(), &"auth".into())
+    );
     assert!(
         f["message"]
             .as_str()
@@ -652,10 +666,9 @@ exempt = "ignore"
         "{f}"
     );
     assert!(
-        f["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("8J5A05: direction=inbound(default) verdict=ignore scope=partner-relay findings=1 "),
+        f["message"].as_str().unwrap().starts_with(
+            "8J5A05: direction=inbound(default) verdict=ignore scope=partner-relay findings=1 "
+        ),
         "{f}"
     );
 
@@ -663,7 +676,8 @@ exempt = "ignore"
     if !Path::new("/usr/bin/jq").exists() {
         panic!("jq is not installed: sudo scripts/install-test-deps");
     }
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let (_, rest) = readme
         .split_once("| jq -R -r '")
         .expect("a jq example in README.md");

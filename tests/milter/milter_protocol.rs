@@ -120,7 +120,8 @@ fn quit_nc_starts_a_clean_smtp_session() {
     assert_eq!(replies(&v, 1), ["y"], "{v}");
     assert!(delivered(&v, 1).is_none());
     assert!(
-        d.log().contains("direction=inbound(default) verdict=reject "),
+        d.log()
+            .contains("direction=inbound(default) verdict=reject "),
         "{}",
         d.log()
     );

@@ -272,7 +272,10 @@ fn sendmail_opendkim_after_mimeref_signs_the_fixed_message() {
     assert_eq!(report.len(), 1, "{text}");
     assert!(report[0].starts_with("fix;"), "{text}\n{log}");
     // `sendmail -bs` has no client address: the daemon takes the message as inbound.
-    assert!(log.contains("direction=inbound(default) verdict=fix "), "{log}");
+    assert!(
+        log.contains("direction=inbound(default) verdict=fix "),
+        "{log}"
+    );
     let want = mta::as_milter("inbound", "", &input);
     assert_ne!(want, input, "the fixture needs a fix");
     let body = drop_fields(

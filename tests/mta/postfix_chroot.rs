@@ -305,7 +305,9 @@ fn chrooted_smtpd_reaches_the_socket_in_its_queue_directory() {
     let got = drop_fields(&drop_fields(&got, "Received"), "Date");
     assert_eq!(got, want, "{}\n{}", mta::show_diff(&want, &got), d.log());
     assert_eq!(
-        d.log().matches(": direction=inbound(default) verdict=fix").count(),
+        d.log()
+            .matches(": direction=inbound(default) verdict=fix")
+            .count(),
         2,
         "{}",
         d.log()

@@ -10,6 +10,12 @@
 //! (b) while mimeref-milter is down, mail gets a 4xx, whatever the stack's
 //!     `milter_default_action`;
 //! (c) the other milters keep the stack's default action.
+//!
+//! Then the three Postfix settings people get wrong, each file as the README shows it:
+//! the re-injection listener of a content filter without milters
+//! (`reinjection-master.cf`), `smtpd_milter_maps` for a relay's network
+//! (`smtpd_milter_maps.cf`, `smtpd_milter_map.cidr`), and `non_smtpd_milters` for mail
+//! submitted with sendmail(1) (`packaging/postfix/main.cf.snippet`).
 //! Needs root, postfix, opendkim and python3-dkim: `sudo scripts/install-test-deps`.
 #[path = "../support/mod.rs"]
 mod support;
@@ -424,11 +430,22 @@ fn mailu_recipe() {
     }
 }
 
+/// Every recipe file, each tested above.
+const RECIPES: [&str; 7] = [
+    "docker-mailserver-opendkim.cf",
+    "docker-mailserver-rspamd.cf",
+    "mailcow.cf",
+    "mailu.cf",
+    "reinjection-master.cf",
+    "smtpd_milter_maps.cf",
+    "smtpd_milter_map.cidr",
+];
+
 /// The README shows each recipe file as it is, so the two cannot drift apart.
 #[test]
 fn readme_shows_every_recipe_file_verbatim() {
     let readme = fs::read_to_string(repo("README.md")).unwrap();
-    let mut n = 0;
+    let mut names = Vec::new();
     for e in fs::read_dir(repo("packaging/postfix/recipes")).unwrap() {
         let path = e.unwrap().path();
         let text = fs::read_to_string(&path).unwrap();
@@ -437,7 +454,270 @@ fn readme_shows_every_recipe_file_verbatim() {
             "README.md does not show {} as it is",
             path.display()
         );
-        n += 1;
+        names.push(path.file_name().unwrap().to_string_lossy().into_owned());
     }
-    assert_eq!(n, 4, "a recipe without a test in this file");
+    names.sort();
+    let mut want = RECIPES.map(str::to_string).to_vec();
+    want.sort();
+    assert_eq!(names, want, "a recipe without a test in this file");
+}
+
+/// A recipe file as it is.
+fn recipe(name: &str) -> String {
+    fs::read_to_string(repo("packaging/postfix/recipes").join(name)).expect("read the recipe")
+}
+
+/// The daemon's message lines (one per message it saw), in order.
+fn verdicts(d: &Daemon) -> Vec<String> {
+    d.log()
+        .lines()
+        .filter(|l| l.contains(": direction="))
+        .map(str::to_string)
+        .collect()
+}
+
+/// One message from `addr`, which Postfix takes from XCLIENT as the client's address
+/// (main.cf: `smtpd_authorized_xclient_hosts`), as though it had connected from there.
+fn send_as(pf: &Postfix, addr: &str, message: &[u8]) -> mta::Reply {
+    let mut c = pf.smtp();
+    let r = c.cmd(&format!("XCLIENT ADDR={addr}"));
+    assert_eq!(r.code, 220, "XCLIENT: {r}\n{}", pf.log());
+    c.ehlo("client.example");
+    let r = c.send("alice@sender.example", &["bob@receiver.example"], message);
+    c.quit();
+    r
+}
+
+/// main.cf lines that let the test client speak for `networks` (XCLIENT) and relay.
+fn xclient_from(networks: &str) -> Vec<String> {
+    vec![
+        "smtpd_authorized_xclient_hosts = 127.0.0.0/8".into(),
+        format!("mynetworks = 127.0.0.0/8 {networks}"),
+    ]
+}
+
+/// A message from 192.0.2.25 (inbound) through a content filter's path, with `master`
+/// as the re-injection listener: main.cf's content_filter hands it to a stand-in for
+/// amavis, Postfix's own smtp client under another host name (Postfix refuses to
+/// deliver to a server that greets with its own), which passes it unscanned to the
+/// listener, as amavis passes on what it scanned. The daemon's message lines and the
+/// message delivered.
+fn through_reinjection(master: &str, tag: &str) -> (Vec<String>, mta::Delivered) {
+    let d = Daemon::start("", &[]);
+    let port = mta::free_port();
+    let mut pfc = PostfixConfig::with_milter(&d.postfix_spec());
+    pfc.extra_master = master
+        .replace("127.0.0.1:10025", &format!("127.0.0.1:{port}"))
+        .lines()
+        .map(str::to_string)
+        .chain([
+            "amavis-stand-in unix - - n - - smtp".into(),
+            "  -o myhostname=amavis.localdomain".into(),
+        ])
+        .collect();
+    pfc.extra_main = xclient_from("192.0.2.0/24");
+    pfc.extra_main.push(format!(
+        "content_filter = amavis-stand-in:[127.0.0.1]:{port}"
+    ));
+    let pf = Postfix::start(&pfc);
+    let (input, _) = mta::nested_fixture(&format!("{tag}@sender.example"));
+    let r = send_as(&pf, "192.0.2.25", &input);
+    assert_eq!(r.code, 250, "{r}\n{}", d.log());
+    let got = pf.wait_delivered(&format!("{tag}@"));
+    // Postfix's log: two queue ids, the second one the re-injected copy's.
+    eprintln!("{tag}: postfix log:\n{}", pf.log());
+    (verdicts(&d), got)
+}
+
+/// Without `-o smtpd_milters=` the milter sees the mail twice: as it came in (inbound),
+/// then the copy the content filter re-injects from 127.0.0.1, which the default
+/// `trusted_networks` makes outbound, and the line says so.
+#[test]
+fn reinjection_listener_without_smtpd_milters_sees_the_mail_twice() {
+    if !mta::require_postfix() {
+        return;
+    }
+    let master = recipe("reinjection-master.cf");
+    let without: String = master
+        .lines()
+        .filter(|l| l.trim() != "-o smtpd_milters=")
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(without, master);
+    let (lines, got) = through_reinjection(&without, "reinject-twice");
+    eprintln!("without -o smtpd_milters=:\n{}", lines.join("\n"));
+    eprintln!("delivered:\n{}", String::from_utf8_lossy(&got.message));
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    assert!(
+        lines[0].contains(": direction=inbound(default) verdict=fix "),
+        "{lines:#?}"
+    );
+    assert!(
+        lines[1].contains(": direction=outbound(trusted_networks:127.0.0.0/8) verdict="),
+        "{lines:#?}"
+    );
+    // The second pass runs the outbound policy on what the first one fixed; the
+    // first pass's report field stays (only inbound mail loses forged ones).
+    assert!(lines[1].contains(" removed=0 "), "{lines:#?}");
+    assert_eq!(got.header("X-MIMERef").len(), 1);
+    assert!(got.header("X-MIMERef")[0].trim_start().starts_with("fix;"));
+}
+
+/// With the recipe as it is, and with `receive_override_options=no_milters` in its
+/// place, the milter sees the mail once, as it came in.
+#[test]
+fn reinjection_listener_recipe_lets_the_milter_see_the_mail_once() {
+    if !mta::require_postfix() {
+        return;
+    }
+    let master = recipe("reinjection-master.cf");
+    let no_milters = master.replace(
+        "  -o smtpd_milters=\n",
+        "  -o receive_override_options=no_milters\n",
+    );
+    assert_ne!(no_milters, master);
+    for (tag, master) in [
+        ("reinject-once", master),
+        ("reinject-no-milters", no_milters),
+    ] {
+        let (lines, got) = through_reinjection(&master, tag);
+        eprintln!("{tag}:\n{}", lines.join("\n"));
+        assert_eq!(lines.len(), 1, "{tag}: {lines:#?}");
+        assert!(
+            lines[0].contains(": direction=inbound(default) verdict=fix "),
+            "{lines:#?}"
+        );
+        let (_, fixed) = mta::nested_fixture(&format!("{tag}@sender.example"));
+        // Two Received: fields, one for each smtpd.
+        let got = message::drop_fields(&got.message, "Received");
+        assert_eq!(message::drop_fields(&got, "X-MIMERef"), fixed, "{tag}");
+    }
+}
+
+/// `smtpd_milter_maps` with the relay's network mapped to DISABLE: its mail passes
+/// without the milter seeing it, while mail from other clients is checked.
+#[test]
+fn smtpd_milter_maps_skips_the_milter_for_a_relay_network() {
+    if !mta::require_postfix() {
+        return;
+    }
+    let d = Daemon::start("", &[]);
+    let maps = TempDir::new("milter-maps");
+    fs::write(
+        maps.path().join("smtpd_milter_map.cidr"),
+        recipe("smtpd_milter_map.cidr"),
+    )
+    .unwrap();
+    let mut pfc = PostfixConfig::with_milter(&d.postfix_spec());
+    pfc.extra_main = recipe("smtpd_milter_maps.cf")
+        .replace("/etc/postfix/", &format!("{}/", maps.path().display()))
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(str::to_string)
+        .chain(xclient_from("192.0.2.0/24 198.51.100.0/24"))
+        .collect();
+    let pf = Postfix::start(&pfc);
+    let version = postconf(&pf.etc(), &["-h", "mail_version"]);
+    let v: Vec<u32> = version
+        .trim()
+        .split('.')
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert!(
+        v >= vec![3, 2],
+        "smtpd_milter_maps needs Postfix 3.2: {version}"
+    );
+
+    let (relayed, _) = mta::nested_fixture("relay-1@sender.example");
+    let r = send_as(&pf, "192.0.2.25", &relayed);
+    assert_eq!(r.code, 250, "{r}\n{}", pf.log());
+    let (other, fixed) = mta::nested_fixture("other-1@sender.example");
+    let r = send_as(&pf, "198.51.100.7", &other);
+    assert_eq!(r.code, 250, "{r}\n{}", d.log());
+    let (local, _) = mta::nested_fixture("local-1@sender.example");
+    let r = pf.send(&local);
+    assert_eq!(r.code, 250, "{r}\n{}", d.log());
+
+    // The relay's mail as it came; the other client's fixed.
+    assert_eq!(pf.wait_delivered("relay-1@").without_trace(), relayed);
+    assert_eq!(
+        message::drop_fields(&pf.wait_delivered("other-1@").without_trace(), "X-MIMERef"),
+        fixed
+    );
+    pf.wait_delivered("local-1@");
+    let lines = verdicts(&d);
+    eprintln!("{version}: {}", lines.join("\n"));
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    assert!(
+        lines[0].contains(": direction=inbound(default) verdict=fix "),
+        "{lines:#?}"
+    );
+    assert!(
+        lines[1].contains(": direction=outbound(trusted_networks:127.0.0.0/8) verdict="),
+        "{lines:#?}"
+    );
+}
+
+/// main.cf.snippet's `non_smtpd_milters = $smtpd_milters`: mail submitted with
+/// Postfix's sendmail(1), as cron and scripts send it, goes through the milter too.
+#[test]
+fn non_smtpd_milters_checks_mail_submitted_with_sendmail() {
+    if !mta::require_postfix() {
+        return;
+    }
+    let d = Daemon::start("", &[]);
+    let snippet = fs::read_to_string(repo("packaging/postfix/main.cf.snippet")).unwrap();
+    let mut pfc = PostfixConfig::with_milter("");
+    pfc.extra_main = snippet
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.replace("inet:127.0.0.1:8897", &d.postfix_spec()))
+        // smtp-sink offers no SMTPUTF8, which Postfix asks of locally submitted mail
+        // with 8-bit headers (smtputf8_autodetect_classes).
+        .chain(["smtputf8_enable = no".to_string()])
+        .collect();
+    let pf = Postfix::start(&pfc);
+    let (input, _) = mta::nested_fixture("local-submit-1@sender.example");
+    let dir = TempDir::new("sendmail");
+    let file = dir.path().join("m.eml");
+    fs::write(&file, &input).unwrap();
+    let (ok, out, err) = mta::run_bounded(
+        Command::new("sh").arg("-c").arg(format!(
+            "{}/sendmail -C {} -f alice@sender.example bob@receiver.example < {}",
+            mta::SBIN,
+            pf.etc().display(),
+            file.display()
+        )),
+        mta::WAIT,
+    );
+    assert!(ok, "sendmail: {out}{err}\n{}", pf.log());
+    let got = pf.wait_delivered("local-submit-1@");
+    let lines = verdicts(&d);
+    eprintln!("{}", lines.join("\n"));
+    eprintln!("delivered:\n{}", String::from_utf8_lossy(&got.message));
+    assert_eq!(lines.len(), 1, "{lines:#?}\n{}", pf.log());
+    // Postfix hands the milter 127.0.0.1 as the client of mail that came through
+    // pickup, so the default trusted_networks make it outbound.
+    let (head, _) = lines[0]
+        .split_once(": direction=outbound(trusted_networks:127.0.0.0/8) verdict=fix ")
+        .unwrap_or_else(|| panic!("{lines:#?}"));
+    let queue_id = head.rsplit(' ').next().unwrap();
+    assert!(
+        pf.log().contains(&format!("postfix/pickup["))
+            && pf
+                .log()
+                .contains(&format!(" {queue_id}: uid=0 from=<alice@sender.example>")),
+        "{queue_id} is not the queue id pickup gave:\n{}",
+        pf.log()
+    );
+    // Postfix adds Date: and its Received: (from userid 0) to local mail.
+    let bare = |m: &[u8]| {
+        ["Received", "Date", "X-MIMERef"]
+            .iter()
+            .fold(m.to_vec(), |m, f| message::drop_fields(&m, f))
+    };
+    let want = mta::as_milter("outbound", "", &input);
+    assert_ne!(bare(&want), bare(&input), "the fixture needs a fix");
+    assert_eq!(bare(&got.message), bare(&want));
+    assert_eq!(got.header("X-MIMERef").len(), 1);
 }

@@ -277,8 +277,10 @@ quarantine = "Held by the e2e test: {rules}"
     let reason = format!("Held by the e2e test: {}", rules.replace(',', ", "));
     assert_eq!(m.quarantine_reason().as_deref(), Some(&*reason), "{}", m.qf);
     assert!(
-        d.log()
-            .contains(&format!("{}: direction=inbound(default) verdict=quarantine ", m.id)),
+        d.log().contains(&format!(
+            "{}: direction=inbound(default) verdict=quarantine ",
+            m.id
+        )),
         "{}",
         d.log()
     );
