@@ -702,11 +702,16 @@ fn non_smtpd_milters_checks_mail_submitted_with_sendmail() {
         .split_once(": direction=outbound(trusted_networks:127.0.0.0/8) verdict=fix ")
         .unwrap_or_else(|| panic!("{lines:#?}"));
     let queue_id = head.rsplit(' ').next().unwrap();
+    let picked_up = format!(" {queue_id}: uid=0 from=<alice@sender.example>");
+    // Written by postlogd, which may not have caught up with the delivery.
+    let logged = mta::wait_for(mta::WAIT, || {
+        pf.log()
+            .lines()
+            .any(|l| l.contains("postfix/pickup[") && l.contains(&picked_up))
+            .then_some(())
+    });
     assert!(
-        pf.log().contains(&format!("postfix/pickup["))
-            && pf
-                .log()
-                .contains(&format!(" {queue_id}: uid=0 from=<alice@sender.example>")),
+        logged.is_some(),
         "{queue_id} is not the queue id pickup gave:\n{}",
         pf.log()
     );
