@@ -892,6 +892,30 @@ fn fuzz_engine_several_content_bases_offer_no_removal() {
     }
 }
 
+/// Found by the engine fuzz target: a forwarded message's `name` whose last four octets
+/// begin inside a character (`alert-20261121.\x95eml`, lossy `…\u{fffd}eml`). The `.eml`
+/// test sliced the text there and panicked; read as octets it is no `.eml` name, so
+/// `.eml` is added to it.
+#[test]
+fn fuzz_engine_rfc822_name_with_8bit_before_eml() {
+    let raw = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/fuzz-engine-rfc822-name-8bit-before-eml.eml"
+    ))
+    .unwrap();
+    let (_, a) = crate::support::invariants::fix_and_verify(
+        "fuzz engine",
+        &raw,
+        &mimeref_milter::engine::Options::default(),
+    );
+    let f = a
+        .findings
+        .iter()
+        .find(|f| f.rule.id() == "rfc822-encoded")
+        .expect("rfc822-encoded reported");
+    assert!(f.message.contains("\u{fffd}eml.eml"), "{}", f.message);
+}
+
 /// Every input the fuzz targets found (`tests/fixtures/fuzz-*.eml`) keeps the
 /// invariants of a fix: among them a part that two references could each mean by a
 /// different id, which is given neither (repairing it for one changed whom the other

@@ -252,7 +252,8 @@ fn with_param(value: &[u8], param: &str, name_len: usize, eol: &[u8]) -> Vec<u8>
 /// of file stops the repair: readers show that name and would open the file by it.
 fn file_name(msg: &Message, i: usize) -> Result<String, &'static str> {
     let e = &msg.entities[i];
-    let is_eml = |n: &str| n.len() > 4 && n[n.len() - 4..].eq_ignore_ascii_case(".eml");
+    // Compared as octets: a name's last four octets need not start a character.
+    let is_eml = |n: &str| n.len() > 4 && n.as_bytes()[n.len() - 4..].eq_ignore_ascii_case(b".eml");
     let disposition = msg
         .field(e, "content-disposition")
         .and_then(|f| Disposition::parse(msg.value(e, f)).filename())
