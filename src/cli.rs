@@ -64,10 +64,16 @@ pub(crate) enum Command {
     Serve(ServeArgs),
     /// Validate the configuration; print every error with file:line.
     ConfigCheck {
-        /// Configuration file [default: /etc/mimeref-milter/mimeref-milter.toml]
+        /// Configuration file; - reads standard input [default: /etc/mimeref-milter/mimeref-milter.toml, else built-in defaults]
         #[arg(long, short = 'c', value_name = "FILE")]
         config: Option<PathBuf>,
+        /// The same as --config FILE, so that `config-dump | config-check -` reads the dump
+        #[arg(value_name = "FILE", conflicts_with = "config")]
+        file: Option<PathBuf>,
     },
+    /// Print the configuration in force as TOML, each value with the file and line it
+    /// came from (or "built-in"); secrets masked.
+    ConfigDump(ConfigDumpArgs),
     /// Check message files offline and print the findings.
     Check(CheckArgs),
     /// Write a message with every fixable finding fixed.
@@ -82,6 +88,19 @@ pub(crate) enum Command {
     /// option negotiation on the milter socket; exit 0 (ready) or 1, with one line
     /// saying why. For a container's HEALTHCHECK: needs no curl.
     Probe(ProbeArgs),
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ConfigDumpArgs {
+    /// Configuration file; - reads standard input [default: /etc/mimeref-milter/mimeref-milter.toml, else built-in defaults]
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Only the values that differ from the built-in defaults (as postconf -n)
+    #[arg(short = 'n', long = "non-default")]
+    pub non_default: bool,
+    /// Write URL credentials and literal query values instead of masking them as ***
+    #[arg(long)]
+    pub show_secrets: bool,
 }
 
 #[derive(Args, Debug)]
@@ -295,7 +314,8 @@ pub fn main() -> ExitCode {
     exit::status(match cli.command {
         None => serve(cli.serve.into()),
         Some(Command::Serve(args)) => serve(args.into()),
-        Some(Command::ConfigCheck { config }) => config_check(config.as_deref()),
+        Some(Command::ConfigCheck { config, file }) => config_check(config.or(file).as_deref()),
+        Some(Command::ConfigDump(args)) => config_dump(args),
         Some(Command::Check(args)) => check(args),
         Some(Command::Fix(args)) => fix(args),
         Some(Command::Survey(args)) => survey::run(args),
@@ -325,12 +345,30 @@ fn probe(args: ProbeArgs) -> Result<Done, CliError> {
     Ok(Done::Success)
 }
 
+/// A configuration named as `config-check` and `config-dump` take it: `-` is standard
+/// input (named so in messages), else as [`Config::load`]. With the text read, for
+/// `config-dump`'s lines.
+fn load_named(path: Option<&Path>) -> Result<(Config, Option<String>), CliError> {
+    if path != Some(Path::new("-")) {
+        return Config::load_with_text(path).map_err(CliError::Config);
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut text)
+        .map_err(|e| failed(format!("standard input: {e}")))?;
+    let cfg = Config::parse(&text, STDIN_NAME).map_err(CliError::Config)?;
+    Ok((cfg, Some(text)))
+}
+
+/// What configuration errors read from standard input name as their file.
+const STDIN_NAME: &str = "standard input";
+
 /// `mimeref-milter config-check`.
 fn config_check(path: Option<&Path>) -> Result<Done, CliError> {
-    let cfg = Config::load(path).map_err(CliError::Config)?;
-    match cfg.file() {
-        Some(f) => println!("{}: OK", f.display()),
-        None => println!("no configuration file; built-in defaults: OK"),
+    let (cfg, text) = load_named(path)?;
+    match (cfg.file(), text) {
+        (Some(f), _) => println!("{}: OK", f.display()),
+        (None, Some(_)) => println!("{STDIN_NAME}: OK"),
+        (None, None) => println!("no configuration file; built-in defaults: OK"),
     }
     // Valid, so not errors; but each exposes the daemon more than it needs.
     for w in daemon::warnings(&cfg, None) {
@@ -345,6 +383,28 @@ fn config_check(path: Option<&Path>) -> Result<Done, CliError> {
              has its unit's LimitNOFILE=)"
         );
     }
+    Ok(Done::Success)
+}
+
+/// `mimeref-milter config-dump`: the configuration as the daemon would run it. The
+/// exposure warnings go to standard error as config-check prints them, so that the
+/// dump on standard output stays TOML.
+fn config_dump(args: ConfigDumpArgs) -> Result<Done, CliError> {
+    let (cfg, text) = load_named(args.config.as_deref())?;
+    for w in daemon::warnings(&cfg, None) {
+        eprintln!("warning: {w}");
+    }
+    let dump = cfg.dump(
+        text.as_deref(),
+        crate::config::DumpOptions {
+            changed_only: args.non_default,
+            show_secrets: args.show_secrets,
+        },
+    );
+    std::io::stdout()
+        .lock()
+        .write_all(dump.as_bytes())
+        .map_err(|e| failed(format!("standard output: {e}")))?;
     Ok(Done::Success)
 }
 

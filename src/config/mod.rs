@@ -21,6 +21,7 @@
 //!
 //! The configuration uses only the engine and the policy (the layers: `lib.rs`).
 
+mod dump;
 mod raw;
 mod recover;
 mod socket;
@@ -42,6 +43,7 @@ use crate::policy::scope::Envelope;
 pub use crate::policy::plan::{Replies, ReplyTemplate};
 pub use crate::policy::report::Report;
 use crate::policy::{Direction, Directions, Policies};
+pub use dump::DumpOptions;
 use raw::RawConfig;
 pub use socket::{SocketSpec, SocketSpecError};
 pub use socket_access::{group_id, socket_has_group};
@@ -119,7 +121,7 @@ pub const SYSLOG_FACILITIES: [(&str, u8); 11] = [
 
 /// The validated configuration. Cheap to share: the daemon holds it in an `Arc` and swaps
 /// it on reload.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// The file read, named or found at the default path (None: built-in defaults):
     /// what a reload reads again, and what messages name.
@@ -272,6 +274,17 @@ pub struct Fixes {
 pub struct Urls {
     pub inbound: UrlPolicy,
     pub outbound: UrlPolicy,
+    /// Every `[[rewrite]]` in file order with the directions it applies to: the two
+    /// lists above lose which rule was one table, and `config-dump` writes the tables.
+    pub rules: Vec<RewriteRule>,
+}
+
+/// One `[[rewrite]]` table as validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RewriteRule {
+    pub rule: UrlRewrite,
+    pub inbound: bool,
+    pub outbound: bool,
 }
 
 impl Urls {
@@ -334,6 +347,12 @@ impl Config {
     /// Loads `path`, or with None the default file if it exists, else the built-in
     /// configuration. A named file that is missing is an error.
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigErrors> {
+        Config::load_with_text(path).map(|(cfg, _)| cfg)
+    }
+
+    /// [`Config::load`], and the text read (None: the built-in configuration), for
+    /// `config-dump` to say on which line each value was written.
+    pub fn load_with_text(path: Option<&Path>) -> Result<(Config, Option<String>), ConfigErrors> {
         let (file, text) = match path {
             Some(p) => match std::fs::read_to_string(p) {
                 Ok(t) => (p.to_path_buf(), t),
@@ -344,7 +363,7 @@ impl Config {
                 match std::fs::read_to_string(p) {
                     Ok(t) => (p.to_path_buf(), t),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        return Ok(Config::builtin())
+                        return Ok((Config::builtin(), None))
                     }
                     Err(e) => return Err(cannot_read(p, e)),
                 }
@@ -352,7 +371,7 @@ impl Config {
         };
         let mut cfg = Config::parse(&text, &file.display().to_string())?;
         cfg.file = Some(file);
-        Ok(cfg)
+        Ok((cfg, Some(text)))
     }
 
     /// The configuration used when there is no file at all.
