@@ -570,7 +570,10 @@ fn config_dump_reads_back_through_config_check_stdin() {
             dump.contains(&format!("\"related-*\" = \"reject\"  # {path}:4\n")),
             "{dump}"
         );
-        assert!(dump.contains("[[scope]]") && dump.contains("name = \"lists\""), "{dump}");
+        assert!(
+            dump.contains("[[scope]]") && dump.contains("name = \"lists\""),
+            "{dump}"
+        );
         assert!(!dump.contains("hunter2"), "{dump}");
         let back = run_stdin(&["config-check", "-"], dump.as_bytes());
         assert_eq!(back.status.code(), Some(0), "{back:?}\n{dump}");
@@ -580,7 +583,10 @@ fn config_dump_reads_back_through_config_check_stdin() {
     let bad = run_stdin(&["config-check", "-"], b"\nmax_connections = 0\n");
     assert_eq!(bad.status.code(), Some(1), "{bad:?}");
     let err = String::from_utf8_lossy(&bad.stderr);
-    assert!(err.contains("standard input:2: max_connections = 0"), "{err}");
+    assert!(
+        err.contains("standard input:2: max_connections = 0"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
