@@ -90,36 +90,7 @@ impl Config {
             if opts.changed_only && keys.is_empty() && !s.header.starts_with("[[") {
                 continue;
             }
-            if !s.header.is_empty() {
-                out.push('\n');
-                match &s.origin {
-                    Some(o) => {
-                        let _ = writeln!(out, "{}  # {o}", s.header);
-                    }
-                    None => {
-                        let _ = writeln!(out, "{}", s.header);
-                    }
-                }
-            }
-            for e in keys {
-                match &e.value {
-                    Some(v) => {
-                        let _ = write!(out, "{} = {v}  # {}", toml_key(&e.key), e.origin);
-                    }
-                    None => {
-                        let _ = write!(out, "# {} = (not set)", toml_key(&e.key));
-                    }
-                }
-                if let Some(n) = &e.note {
-                    let _ = write!(out, "; {n}");
-                }
-                out.push('\n');
-            }
-            if notes {
-                for n in &s.notes {
-                    let _ = writeln!(out, "#{}{n}", if n.is_empty() { "" } else { " " });
-                }
-            }
+            s.write(&mut out, &keys, notes);
         }
         out
     }
@@ -364,15 +335,21 @@ fn redact_template(t: &str) -> String {
 /// Every section of the dump, in the order a TOML file must have them (top-level keys
 /// before the first table).
 fn sections(c: &Config, o: &Origins, show_secrets: bool) -> Vec<Section> {
-    let text = |v: &str| {
-        if show_secrets {
-            v.to_string()
-        } else {
-            redact::redact(v).into_owned()
-        }
-    };
-    let mut out = Vec::new();
     let mut top = Section::new("", None);
+    listen_and_process(c, o, &mut top);
+    service_and_fixes(c, o, &mut top);
+    let mut out = vec![top, limits(c, o)];
+    urls(c, o, &mut out);
+    out.push(report(c, o));
+    out.push(reply(c, o, show_secrets));
+    policies(c, o, &mut out);
+    rewrites(c, o, show_secrets, &mut out);
+    scopes(c, o, &mut out);
+    out
+}
+
+/// The top-level keys of how the daemon listens and logs.
+fn listen_and_process(c: &Config, o: &Origins, top: &mut Section) {
     let l = &c.listen;
     top.put(
         "socket",
@@ -444,6 +421,10 @@ fn sections(c: &Config, o: &Origins, show_secrets: bool) -> Vec<Section> {
     ] {
         top.put(key, v.to_string(), o.of(&[&[Key(key)]]));
     }
+}
+
+/// The other top-level keys: the service, the directions, the fixes.
+fn service_and_fixes(c: &Config, o: &Origins, top: &mut Section) {
     top.put(
         "dry_run",
         c.service.dry_run.to_string(),
@@ -495,8 +476,9 @@ fn sections(c: &Config, o: &Origins, show_secrets: bool) -> Vec<Section> {
         f.fold_url_words.to_string(),
         o.of(&[&[Key("fold_url_words")]]),
     );
-    out.push(top);
+}
 
+fn limits(c: &Config, o: &Origins) -> Section {
     let lim = &c.limits;
     let at = |k| o.of(&[&[Key("limits"), Key(k)]]);
     let mut limits = Section::new("[limits]", None);
@@ -520,8 +502,11 @@ fn sections(c: &Config, o: &Origins, show_secrets: bool) -> Vec<Section> {
         s(&lim.spill_directory.display().to_string()),
         at("spill_directory"),
     );
-    out.push(limits);
+    limits
+}
 
+/// `[schemes]` and its direction tables, `[legacy]`.
+fn urls(c: &Config, o: &Origins, out: &mut Vec<Section>) {
     // `[schemes]` holds the inbound values; `[schemes.outbound]` (and, in full, both
     // direction tables) what each direction has in force.
     let u = &c.urls;
@@ -569,7 +554,9 @@ fn sections(c: &Config, o: &Origins, show_secrets: bool) -> Vec<Section> {
         o.of(&[&[Key("legacy"), Key("ftp_with_login")]]),
     );
     out.push(legacy);
+}
 
+fn report(c: &Config, o: &Origins) -> Section {
     let r = &c.report;
     let at = |k| o.of(&[&[Key("report"), Key(k)]]);
     let mut report = Section::new("[report]", None);
@@ -597,8 +584,17 @@ fn sections(c: &Config, o: &Origins, show_secrets: bool) -> Vec<Section> {
         at("min_severity"),
     );
     report.put("redact_urls", r.redact_urls.to_string(), at("redact_urls"));
-    out.push(report);
+    report
+}
 
+fn reply(c: &Config, o: &Origins, show_secrets: bool) -> Section {
+    let text = |v: &str| {
+        if show_secrets {
+            v.to_string()
+        } else {
+            redact::redact(v).into_owned()
+        }
+    };
     let rp = &c.replies;
     let at = |k| o.of(&[&[Key("reply"), Key(k)]]);
     let mut reply = Section::new("[reply]", None);
@@ -607,8 +603,11 @@ fn sections(c: &Config, o: &Origins, show_secrets: bool) -> Vec<Section> {
         reply.put(key, s(&text(&line)), at(key));
     }
     reply.put("quarantine", s(&text(&rp.quarantine)), at("quarantine"));
-    out.push(reply);
+    reply
+}
 
+/// `[policy.inbound]`, `[policy.outbound]`, with the action in force per rule.
+fn policies(c: &Config, o: &Origins, out: &mut Vec<Section>) {
     for (dir, pol) in [
         ("inbound", &c.policy.inbound),
         ("outbound", &c.policy.outbound),
@@ -628,7 +627,11 @@ fn sections(c: &Config, o: &Origins, show_secrets: bool) -> Vec<Section> {
         }
         out.push(sec);
     }
+}
 
+/// Each `[[rewrite]]` in file order.
+fn rewrites(c: &Config, o: &Origins, show_secrets: bool, out: &mut Vec<Section>) {
+    let u = &c.urls;
     for (n, rr) in u.rules.iter().enumerate() {
         let base = [Key("rewrite"), Index(n)];
         let at = |k: &'static str| o.of(&[&[base[0], base[1], Key(k)]]);
@@ -661,7 +664,10 @@ fn sections(c: &Config, o: &Origins, show_secrets: bool) -> Vec<Section> {
         sec.put("template", s(&template), at("template"));
         out.push(sec);
     }
+}
 
+/// Each `[[scope]]` in file order, with its `[scope.policy]` and `[scope.report]`.
+fn scopes(c: &Config, o: &Origins, out: &mut Vec<Section>) {
     let base_entries = c.policy.inbound.entries().len();
     for (n, sc) in c.policy.scopes.iter().enumerate() {
         let base = [Key("scope"), Index(n)];
@@ -735,7 +741,6 @@ fn sections(c: &Config, o: &Origins, show_secrets: bool) -> Vec<Section> {
             }
         }
     }
-    out
 }
 
 /// The entries of a policy table as written, each with its line.
@@ -769,6 +774,41 @@ impl Section {
             origin,
             note: None,
         });
+    }
+
+    /// The section as TOML: its header, `keys` (those it keeps), and its notes as
+    /// comments when `notes`.
+    fn write(&self, out: &mut String, keys: &[&Entry], notes: bool) {
+        if !self.header.is_empty() {
+            out.push('\n');
+            match &self.origin {
+                Some(o) => {
+                    let _ = writeln!(out, "{}  # {o}", self.header);
+                }
+                None => {
+                    let _ = writeln!(out, "{}", self.header);
+                }
+            }
+        }
+        for e in keys {
+            match &e.value {
+                Some(v) => {
+                    let _ = write!(out, "{} = {v}  # {}", toml_key(&e.key), e.origin);
+                }
+                None => {
+                    let _ = write!(out, "# {} = (not set)", toml_key(&e.key));
+                }
+            }
+            if let Some(n) = &e.note {
+                let _ = write!(out, "; {n}");
+            }
+            out.push('\n');
+        }
+        if notes {
+            for n in &self.notes {
+                let _ = writeln!(out, "#{}{n}", if n.is_empty() { "" } else { " " });
+            }
+        }
     }
 
     /// A note on the key put last.

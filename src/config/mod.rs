@@ -3,7 +3,9 @@
 //! one file per section, listed in its `mod.rs`). Every error names the file and line.
 //! Beside them: `recover` (the line of a TOML error), `socket` (the socket
 //! specification, and [`SocketSpecError`], why one does not parse), `socket_access`
-//! (the unix socket's group and mode), `spill` (the spill directory). Reloading the
+//! (the unix socket's group and mode), `spill` (the spill directory), `dump` (the
+//! configuration in force written back as TOML, for `config-dump`; its tests in
+//! `dump/tests.rs`). Reloading the
 //! file is the daemon's (`daemon/reload.rs`); [`Config::keep_restart_only`] is what a
 //! reload keeps. Its tests are in `tests.rs`.
 //!
