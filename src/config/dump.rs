@@ -18,7 +18,8 @@ use std::ops::Range;
 use toml_edit::{ImDocument, Item, TableLike, Value};
 
 use super::{
-    Config, LogFormat, LogTarget, DEFAULT_REPORT_HEADER, DEFAULT_SYSLOG_SOCKET, SYSLOG_FACILITIES,
+    Config, LogFormat, LogTarget, DEFAULT_MAX_HEADER_SIZE, DEFAULT_REPORT_HEADER,
+    DEFAULT_SYSLOG_SOCKET, SPILL_THRESHOLD, SYSLOG_FACILITIES,
 };
 use crate::engine::{FixSigned, HostMatch, Rule};
 use crate::policy::decide::Effect;
@@ -490,7 +491,17 @@ fn limits(c: &Config, o: &Origins) -> Section {
         ("spill_threshold", lim.spill_threshold),
         ("memory_budget", lim.memory_budget),
     ] {
-        limits.put(key, v.to_string(), at(key));
+        let origin = at(key);
+        // Two defaults step down to a small max_message_size: say so, or the dump
+        // shows a "built-in" value that is not the one documented.
+        let default = match key {
+            "max_header_size" => Some(DEFAULT_MAX_HEADER_SIZE),
+            "spill_threshold" => Some(SPILL_THRESHOLD),
+            _ => None,
+        };
+        let capped = origin == "built-in" && default.is_some_and(|d| v < d);
+        limits.put(key, v.to_string(), origin);
+        limits.note(capped.then(|| "the default, capped at max_message_size".to_string()));
     }
     limits.put(
         "oversize_action",

@@ -343,6 +343,14 @@ fn each_value_names_the_line_it_was_written_on() {
         "senders = [\"@a.example\"]  # standard input:9"
     );
     assert_eq!(line("reply_timeout = "), "reply_timeout = 300  # built-in");
+    let small = Config::parse("[limits]\nmax_message_size = 4096\n", "s.toml").unwrap();
+    let dump = small.dump(None, FULL);
+    assert!(
+        dump.contains(
+            "max_header_size = 4096  # built-in; the default, capped at max_message_size\n"
+        ),
+        "{dump}"
+    );
     let changed = cfg.dump(Some(text), CHANGED);
     assert!(!changed.contains("reply_timeout"), "{changed}");
     assert!(changed.contains("max_depth = 9"), "{changed}");
