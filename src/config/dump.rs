@@ -70,6 +70,7 @@ impl Config {
                  --show-secrets writes them.\n",
             );
         }
+        let mut written = 0;
         for s in &sections {
             let keys: Vec<&Entry> = s
                 .entries
@@ -92,6 +93,10 @@ impl Config {
                 continue;
             }
             s.write(&mut out, &keys, notes);
+            written += keys.len();
+        }
+        if written == 0 {
+            out.push_str("# Nothing differs from the built-in configuration.\n");
         }
         out
     }

@@ -176,6 +176,11 @@ min_severity = "error"
 #[test]
 fn the_builtin_configuration_reads_back_the_same() {
     round_trip(&Config::builtin(), None, "built-in");
+    let changed = Config::builtin().dump(None, CHANGED);
+    assert!(
+        changed.ends_with("# Nothing differs from the built-in configuration.\n"),
+        "{changed}"
+    );
 }
 
 #[test]
