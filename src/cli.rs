@@ -1,6 +1,7 @@
-//! Command line: `serve` (the default), `config-check`, and the offline tools `check`,
-//! `fix`, `survey` (`cli/survey/`, its inputs in `cli/mailbox/`; each with its tests in
-//! `tests.rs`) and `cturi`; and `probe`, the health check of a running daemon. Every
+//! Command line: `serve` (the default), `config-check`, `config-dump` (the writing is
+//! `config/dump.rs`), and the offline tools `check`, `fix`, `survey` (`cli/survey/`, its
+//! inputs in `cli/mailbox/`; each with its tests in `tests.rs`) and `cturi`; `probe`,
+//! the health check of a running daemon; `completions`, the shell completions. Every
 //! command returns its outcome or its error, and one place (`cli/exit.rs`) turns them
 //! into messages and exit codes, the daemon's `DaemonError` included.
 //!
@@ -49,7 +50,11 @@ use mailbox::{Message, NotRead};
     name = "mimeref-milter",
     version,
     about = "Milter that keeps the references inside MIME messages well-formed",
-    args_conflicts_with_subcommands = true
+    args_conflicts_with_subcommands = true,
+    after_help = examples(&[
+        "mimeref-milter --config /etc/mimeref-milter/mimeref-milter.toml --dry-run",
+        "mimeref-milter help survey",
+    ])
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]
@@ -58,30 +63,103 @@ pub(crate) struct Cli {
     pub serve: ServeArgs,
 }
 
+// Every subcommand's help ends with two examples (`tests::every_command_ends_with_two_examples`
+// parses them): what admins copy first, the way `postconf(1)` and `git help` show it.
 #[derive(Subcommand, Debug)]
 pub(crate) enum Command {
     /// Run the milter daemon (the default without a subcommand).
+    #[command(after_help = examples(&[
+        "mimeref-milter serve --config /etc/mimeref-milter/mimeref-milter.toml",
+        "mimeref-milter serve --socket unix:/run/mimeref-milter/milter.sock --dry-run",
+    ]))]
     Serve(ServeArgs),
     /// Validate the configuration; print every error with file:line.
+    #[command(after_help = examples(&[
+        "mimeref-milter config-check --config /etc/mimeref-milter/mimeref-milter.toml",
+        "mimeref-milter config-dump -n | mimeref-milter config-check -",
+    ]))]
     ConfigCheck {
-        /// Configuration file [default: /etc/mimeref-milter/mimeref-milter.toml]
+        /// Configuration file; - reads standard input [default: /etc/mimeref-milter/mimeref-milter.toml, else built-in defaults]
         #[arg(long, short = 'c', value_name = "FILE")]
         config: Option<PathBuf>,
+        /// The same as --config FILE, so that `config-dump | config-check -` reads the dump
+        #[arg(value_name = "FILE", conflicts_with = "config")]
+        file: Option<PathBuf>,
     },
+    /// Print the configuration in force as TOML, each value with the file and line it
+    /// came from (or "built-in"); secrets masked.
+    #[command(after_help = examples(&[
+        "mimeref-milter config-dump -n",
+        "mimeref-milter config-dump --config /etc/mimeref-milter/mimeref-milter.toml > effective.toml",
+    ]))]
+    ConfigDump(ConfigDumpArgs),
     /// Check message files offline and print the findings.
+    #[command(after_help = examples(&[
+        "mimeref-milter check --actions message.eml",
+        "mimeref-milter check --format json --direction outbound /var/mail/alice",
+    ]))]
     Check(CheckArgs),
     /// Write a message with every fixable finding fixed.
+    #[command(after_help = examples(&[
+        "mimeref-milter fix message.eml -o fixed.eml",
+        "mimeref-milter fix --as-milter --macro {auth_authen}=alice message.eml",
+    ]))]
     Fix(FixArgs),
     /// What the daemon would have done to mail you already have: .eml files,
     /// directories, mbox files and Maildir folders, summarised.
+    #[command(after_help = examples(&[
+        "mimeref-milter survey --config /etc/mimeref-milter/mimeref-milter.toml /var/mail/alice ~bob/Maildir",
+        "mimeref-milter survey --format json --direction outbound ~/Maildir/.Sent",
+    ]))]
     Survey(survey::SurveyArgs),
     /// Map between Content-Types and ContentType: URIs (draft-eastlake-cturi).
-    #[command(subcommand)]
+    #[command(subcommand, after_help = examples(&[
+        "mimeref-milter cturi to-uri 'text/plain; charset=us-ascii'",
+        "mimeref-milter cturi to-content-type ContentType:text/plain;charset=us-ascii",
+    ]))]
     Cturi(CturiCommand),
     /// Whether the running daemon takes mail: /readyz of metrics_listen, else an
     /// option negotiation on the milter socket; exit 0 (ready) or 1, with one line
     /// saying why. For a container's HEALTHCHECK: needs no curl.
+    #[command(after_help = examples(&[
+        "mimeref-milter probe",
+        "mimeref-milter probe --milter --socket inet:127.0.0.1:8897 --timeout 2",
+    ]))]
     Probe(ProbeArgs),
+    /// Print the shell completions for SHELL on standard output. The packages install
+    /// them for bash, zsh and fish.
+    #[command(after_help = examples(&[
+        "mimeref-milter completions bash > ~/.local/share/bash-completion/completions/mimeref-milter",
+        "mimeref-milter completions zsh > ~/.zfunc/_mimeref-milter",
+    ]))]
+    Completions {
+        /// The shell to write them for
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// The `Examples:` block that ends a command's help.
+fn examples(lines: &[&str]) -> String {
+    let mut s = String::from("Examples:");
+    for l in lines {
+        s.push_str("\n  ");
+        s.push_str(l);
+    }
+    s
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ConfigDumpArgs {
+    /// Configuration file; - reads standard input [default: /etc/mimeref-milter/mimeref-milter.toml, else built-in defaults]
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Only the values that differ from the built-in defaults (as postconf -n)
+    #[arg(short = 'n', long = "non-default")]
+    pub non_default: bool,
+    /// Write URL credentials and literal query values instead of masking them as ***
+    #[arg(long)]
+    pub show_secrets: bool,
 }
 
 #[derive(Args, Debug)]
@@ -279,11 +357,19 @@ pub(crate) struct FixArgs {
 #[derive(Subcommand, Debug)]
 pub(crate) enum CturiCommand {
     /// Content-Type to ContentType: URI, e.g. 'text/plain; charset=us-ascii'
+    #[command(after_help = examples(&[
+        "mimeref-milter cturi to-uri 'text/plain; charset=us-ascii'",
+        "mimeref-milter cturi to-uri 'application/vnd.ms-excel; name=q3.xls'",
+    ]))]
     ToUri {
         /// The Content-Type value, e.g. 'text/plain; charset=us-ascii'
         content_type: String,
     },
     /// URI to application/uri.* Content-Type
+    #[command(after_help = examples(&[
+        "mimeref-milter cturi to-content-type ContentType:text/plain;charset=us-ascii",
+        "mimeref-milter cturi to-content-type http://www.example.org/schemas/invoice",
+    ]))]
     ToContentType {
         /// The ContentType: URI, e.g. 'ContentType:text/plain;charset=us-ascii'
         uri: String,
@@ -295,13 +381,28 @@ pub fn main() -> ExitCode {
     exit::status(match cli.command {
         None => serve(cli.serve.into()),
         Some(Command::Serve(args)) => serve(args.into()),
-        Some(Command::ConfigCheck { config }) => config_check(config.as_deref()),
+        Some(Command::ConfigCheck { config, file }) => config_check(config.or(file).as_deref()),
+        Some(Command::ConfigDump(args)) => config_dump(args),
         Some(Command::Check(args)) => check(args),
         Some(Command::Fix(args)) => fix(args),
         Some(Command::Survey(args)) => survey::run(args),
         Some(Command::Cturi(c)) => cturi(c),
         Some(Command::Probe(args)) => probe(args),
+        Some(Command::Completions { shell }) => completions(shell),
     })
+}
+
+/// `mimeref-milter completions SHELL`: from the clap definition itself, so that they
+/// know every option this binary has. The packages run it at build time.
+fn completions(shell: clap_complete::Shell) -> Result<Done, CliError> {
+    use clap::CommandFactory;
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "mimeref-milter", &mut out);
+    std::io::stdout()
+        .lock()
+        .write_all(&out)
+        .map_err(|e| failed(format!("standard output: {e}")))?;
+    Ok(Done::Success)
 }
 
 /// `mimeref-milter probe`: 0 ready, 1 anything else, the configuration that cannot be
@@ -325,12 +426,30 @@ fn probe(args: ProbeArgs) -> Result<Done, CliError> {
     Ok(Done::Success)
 }
 
+/// A configuration named as `config-check` and `config-dump` take it: `-` is standard
+/// input (named so in messages), else as [`Config::load`]. With the text read, for
+/// `config-dump`'s lines.
+fn load_named(path: Option<&Path>) -> Result<(Config, Option<String>), CliError> {
+    if path != Some(Path::new("-")) {
+        return Config::load_with_text(path).map_err(CliError::Config);
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut text)
+        .map_err(|e| failed(format!("standard input: {e}")))?;
+    let cfg = Config::parse(&text, STDIN_NAME).map_err(CliError::Config)?;
+    Ok((cfg, Some(text)))
+}
+
+/// What configuration errors read from standard input name as their file.
+const STDIN_NAME: &str = "standard input";
+
 /// `mimeref-milter config-check`.
 fn config_check(path: Option<&Path>) -> Result<Done, CliError> {
-    let cfg = Config::load(path).map_err(CliError::Config)?;
-    match cfg.file() {
-        Some(f) => println!("{}: OK", f.display()),
-        None => println!("no configuration file; built-in defaults: OK"),
+    let (cfg, text) = load_named(path)?;
+    match (cfg.file(), text) {
+        (Some(f), _) => println!("{}: OK", f.display()),
+        (None, Some(_)) => println!("{STDIN_NAME}: OK"),
+        (None, None) => println!("no configuration file; built-in defaults: OK"),
     }
     // Valid, so not errors; but each exposes the daemon more than it needs.
     for w in daemon::warnings(&cfg, None) {
@@ -345,6 +464,28 @@ fn config_check(path: Option<&Path>) -> Result<Done, CliError> {
              has its unit's LimitNOFILE=)"
         );
     }
+    Ok(Done::Success)
+}
+
+/// `mimeref-milter config-dump`: the configuration as the daemon would run it. The
+/// exposure warnings go to standard error as config-check prints them, so that the
+/// dump on standard output stays TOML.
+fn config_dump(args: ConfigDumpArgs) -> Result<Done, CliError> {
+    let (cfg, text) = load_named(args.config.as_deref())?;
+    for w in daemon::warnings(&cfg, None) {
+        eprintln!("warning: {w}");
+    }
+    let dump = cfg.dump(
+        text.as_deref(),
+        crate::config::DumpOptions {
+            changed_only: args.non_default,
+            show_secrets: args.show_secrets,
+        },
+    );
+    std::io::stdout()
+        .lock()
+        .write_all(dump.as_bytes())
+        .map_err(|e| failed(format!("standard output: {e}")))?;
     Ok(Done::Success)
 }
 
@@ -619,6 +760,82 @@ fn cturi(c: CturiCommand) -> Result<Done, CliError> {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    /// The words of an example as a shell would pass them: blanks split, '…' quotes
+    /// (the only quoting the examples use) keep them together.
+    fn words(line: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut word: Option<String> = None;
+        let mut quoted = false;
+        for c in line.chars() {
+            match c {
+                '\'' => {
+                    quoted = !quoted;
+                    word.get_or_insert_with(String::new);
+                }
+                c if c.is_whitespace() && !quoted => out.extend(word.take()),
+                c => word.get_or_insert_with(String::new).push(c),
+            }
+        }
+        out.extend(word);
+        out
+    }
+
+    /// `--help` of every command ends with two examples, and each example (each
+    /// command of a pipeline) is a command line this binary accepts: an option renamed
+    /// later cannot leave a stale example behind.
+    #[test]
+    fn every_command_ends_with_two_examples() {
+        fn walk(cmd: &clap::Command, path: Vec<String>, all: &mut Vec<Vec<String>>) {
+            all.push(path.clone());
+            for sub in cmd.get_subcommands() {
+                let mut p = path.clone();
+                p.push(sub.get_name().to_string());
+                walk(sub, p, all);
+            }
+        }
+        let mut all = Vec::new();
+        walk(&Cli::command(), Vec::new(), &mut all);
+        // The help command clap adds has no options of its own to show.
+        all.retain(|p| p.first().is_none_or(|c| c != "help"));
+        assert!(all.len() >= 12, "{all:?}");
+        for path in all {
+            let mut argv = vec!["mimeref-milter".to_string()];
+            argv.extend(path.iter().cloned());
+            for flag in ["-h", "--help"] {
+                let mut a = argv.clone();
+                a.push(flag.into());
+                let err = Cli::try_parse_from(&a).expect_err("help is an early exit");
+                assert_eq!(err.kind(), clap::error::ErrorKind::DisplayHelp, "{a:?}");
+                let help = err.render().to_string();
+                let tail: Vec<&str> = help.trim_end().lines().rev().take(3).collect();
+                assert_eq!(tail.get(2), Some(&"Examples:"), "{a:?}:\n{help}");
+                for example in &tail[..2] {
+                    let line = example
+                        .strip_prefix("  mimeref-milter ")
+                        .unwrap_or_else(|| panic!("{a:?}: not an example: {example:?}"));
+                    let cmd = format!("mimeref-milter {line}");
+                    for part in cmd.split(" | ") {
+                        let part = part.split(" > ").next().unwrap();
+                        let w = words(part);
+                        assert_eq!(w[0], "mimeref-milter", "{part}");
+                        if let Err(e) = Cli::try_parse_from(&w) {
+                            assert_eq!(
+                                e.kind(),
+                                clap::error::ErrorKind::DisplayHelp,
+                                "{a:?}: example {part:?} does not parse: {e}"
+                            );
+                        }
+                    }
+                    // The examples of a subcommand use it.
+                    assert!(
+                        path.is_empty() || cmd.contains(&path.join(" ")),
+                        "{a:?}: {cmd}"
+                    );
+                }
+            }
+        }
+    }
 
     /// Every option and argument of every command says what it is in `--help`: an
     /// empty help line (as `fix -c` had) leaves the admin guessing.

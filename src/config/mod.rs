@@ -3,7 +3,9 @@
 //! one file per section, listed in its `mod.rs`). Every error names the file and line.
 //! Beside them: `recover` (the line of a TOML error), `socket` (the socket
 //! specification, and [`SocketSpecError`], why one does not parse), `socket_access`
-//! (the unix socket's group and mode), `spill` (the spill directory). Reloading the
+//! (the unix socket's group and mode), `spill` (the spill directory), `dump` (the
+//! configuration in force written back as TOML, for `config-dump`; its tests in
+//! `dump/tests.rs`). Reloading the
 //! file is the daemon's (`daemon/reload.rs`); [`Config::keep_restart_only`] is what a
 //! reload keeps. Its tests are in `tests.rs`.
 //!
@@ -21,6 +23,7 @@
 //!
 //! The configuration uses only the engine and the policy (the layers: `lib.rs`).
 
+mod dump;
 mod raw;
 mod recover;
 mod socket;
@@ -42,6 +45,7 @@ use crate::policy::scope::Envelope;
 pub use crate::policy::plan::{Replies, ReplyTemplate};
 pub use crate::policy::report::Report;
 use crate::policy::{Direction, Directions, Policies};
+pub use dump::DumpOptions;
 use raw::RawConfig;
 pub use socket::{SocketSpec, SocketSpecError};
 pub use socket_access::{group_id, socket_has_group};
@@ -119,7 +123,7 @@ pub const SYSLOG_FACILITIES: [(&str, u8); 11] = [
 
 /// The validated configuration. Cheap to share: the daemon holds it in an `Arc` and swaps
 /// it on reload.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// The file read, named or found at the default path (None: built-in defaults):
     /// what a reload reads again, and what messages name.
@@ -272,6 +276,17 @@ pub struct Fixes {
 pub struct Urls {
     pub inbound: UrlPolicy,
     pub outbound: UrlPolicy,
+    /// Every `[[rewrite]]` in file order with the directions it applies to: the two
+    /// lists above lose which rule was one table, and `config-dump` writes the tables.
+    pub rules: Vec<RewriteRule>,
+}
+
+/// One `[[rewrite]]` table as validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RewriteRule {
+    pub rule: UrlRewrite,
+    pub inbound: bool,
+    pub outbound: bool,
 }
 
 impl Urls {
@@ -334,6 +349,12 @@ impl Config {
     /// Loads `path`, or with None the default file if it exists, else the built-in
     /// configuration. A named file that is missing is an error.
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigErrors> {
+        Config::load_with_text(path).map(|(cfg, _)| cfg)
+    }
+
+    /// [`Config::load`], and the text read (None: the built-in configuration), for
+    /// `config-dump` to say on which line each value was written.
+    pub fn load_with_text(path: Option<&Path>) -> Result<(Config, Option<String>), ConfigErrors> {
         let (file, text) = match path {
             Some(p) => match std::fs::read_to_string(p) {
                 Ok(t) => (p.to_path_buf(), t),
@@ -344,7 +365,7 @@ impl Config {
                 match std::fs::read_to_string(p) {
                     Ok(t) => (p.to_path_buf(), t),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        return Ok(Config::builtin())
+                        return Ok((Config::builtin(), None))
                     }
                     Err(e) => return Err(cannot_read(p, e)),
                 }
@@ -352,7 +373,7 @@ impl Config {
         };
         let mut cfg = Config::parse(&text, &file.display().to_string())?;
         cfg.file = Some(file);
-        Ok(cfg)
+        Ok((cfg, Some(text)))
     }
 
     /// The configuration used when there is no file at all.

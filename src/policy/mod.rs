@@ -219,6 +219,12 @@ impl Policy {
 
     /// Whether a key names this rule exactly (not through a glob): the admin asked for
     /// its action in so many words, which `[report] min_severity` does not lower.
+    /// The patterns and actions as written, in file order; a layered policy's start
+    /// with its base's. What `config-dump` writes back.
+    pub fn entries(&self) -> &[(Pattern, Action)] {
+        &self.entries
+    }
+
     pub fn names(&self, rule: Rule) -> bool {
         self.entries.iter().any(|(p, _)| p.as_str() == rule.id())
     }

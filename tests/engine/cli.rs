@@ -539,3 +539,87 @@ fn config_check_reports_socket_group_without_socket_mode_under_a_tight_umask() {
     assert!(loose.status.success(), "{err}");
     assert!(!err.contains("without socket_mode"), "{err}");
 }
+
+/// `config-dump | config-check -`, through the real binary: the dump of a file with
+/// scopes, policies and a rewrite rule is a configuration config-check passes, and
+/// each value written names the file and line it came from.
+#[test]
+fn config_dump_reads_back_through_config_check_stdin() {
+    let dir = std::env::temp_dir().join(format!("mimeref-cli-dump-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("site.toml");
+    std::fs::write(
+        &cfg,
+        "max_connections = 40\n\n[policy.inbound]\n\"related-*\" = \"reject\"\n\n\
+         [[rewrite]]\ntemplate = \"https://u:hunter2@gw.example/f?u={url_pct}\"\n\n\
+         [[scope]]\nname = \"lists\"\nheader = { name = \"List-Id\" }\nexempt = \"log\"\n",
+    )
+    .unwrap();
+    let path = cfg.to_str().unwrap();
+    for flags in [&[][..], &["-n"][..]] {
+        let mut args = vec!["config-dump", "--config", path];
+        args.extend_from_slice(flags);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(0), "{o:?}");
+        let dump = stdout(&o);
+        assert!(
+            dump.contains(&format!("max_connections = 40  # {path}:1\n")),
+            "{dump}"
+        );
+        assert!(
+            dump.contains(&format!("\"related-*\" = \"reject\"  # {path}:4\n")),
+            "{dump}"
+        );
+        assert!(
+            dump.contains("[[scope]]") && dump.contains("name = \"lists\""),
+            "{dump}"
+        );
+        assert!(!dump.contains("hunter2"), "{dump}");
+        let back = run_stdin(&["config-check", "-"], dump.as_bytes());
+        assert_eq!(back.status.code(), Some(0), "{back:?}\n{dump}");
+        assert_eq!(stdout(&back), "standard input: OK\n");
+    }
+    // A mistake read from standard input is named so, with its line.
+    let bad = run_stdin(&["config-check", "-"], b"\nmax_connections = 0\n");
+    assert_eq!(bad.status.code(), Some(1), "{bad:?}");
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("standard input:2: max_connections = 0"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The completions are scripts each shell takes: bash's registers the command (as
+/// the packages' checks do with the installed file), and every shell's names the
+/// subcommands.
+#[test]
+fn completions_for_each_shell() {
+    for shell in ["bash", "zsh", "fish"] {
+        let o = run(&["completions", shell]);
+        assert_eq!(o.status.code(), Some(0), "{o:?}");
+        let script = stdout(&o);
+        for sub in ["config-dump", "config-check", "survey", "completions"] {
+            assert!(script.contains(sub), "{shell}: no {sub}");
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("mimeref-cli-compl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("mimeref-milter");
+    std::fs::write(&file, run(&["completions", "bash"]).stdout).unwrap();
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg("source \"$1\" && complete -p mimeref-milter")
+        .arg("bash")
+        .arg(&file)
+        .output()
+        .expect("bash");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(
+        stdout(&o).contains("-F _mimeref__milter mimeref-milter"),
+        "{o:?}"
+    );
+    let bad = run(&["completions", "tcsh"]);
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+}

@@ -6,7 +6,7 @@ use toml::Spanned;
 
 use super::{line_of, Validator};
 use crate::config::raw::{RawConfig, RawFixSigned, RawRewrite, RawSchemesDir};
-use crate::config::{Fixes, UrlPolicy, Urls};
+use crate::config::{Fixes, RewriteRule, UrlPolicy, Urls};
 use crate::engine::{FixSigned, HostMatch, PathRegex, SchemePolicy, Template, UrlRewrite};
 
 impl Validator<'_> {
@@ -109,6 +109,7 @@ impl Validator<'_> {
         let strip_denied = rs.strip_denied.unwrap_or(false);
         let mut url_inbound = self.url_policy(rs.inbound, &schemes, strip_denied, "inbound");
         let mut url_outbound = self.url_policy(rs.outbound, &schemes, strip_denied, "outbound");
+        let mut rules = Vec::new();
         for (n, r) in raw
             .rewrite
             .take()
@@ -121,8 +122,13 @@ impl Validator<'_> {
                     url_inbound.rewrites.push(rule.clone());
                 }
                 if outbound {
-                    url_outbound.rewrites.push(rule);
+                    url_outbound.rewrites.push(rule.clone());
                 }
+                rules.push(RewriteRule {
+                    rule,
+                    inbound,
+                    outbound,
+                });
             }
         }
         let rl = raw.legacy.take().unwrap_or_default();
@@ -138,6 +144,7 @@ impl Validator<'_> {
         Urls {
             inbound: url_inbound,
             outbound: url_outbound,
+            rules,
         }
     }
 
