@@ -916,6 +916,45 @@ fn fuzz_engine_rfc822_name_with_8bit_before_eml() {
     assert!(f.message.contains("\u{fffd}eml.eml"), "{}", f.message);
 }
 
+/// Found by the engine fuzz target (`fuzz/seeds/engine/rfc822-encoded-past-parts-limit-70`,
+/// flags: few parts): two quoted-printable forwards, the second past `max_parts`.
+/// Retyping the first made its own parts stop counting, so the second came into view
+/// with a fix of its own: past the parts limit no forward is retyped.
+#[test]
+fn fuzz_engine_no_forward_retyped_past_the_parts_limit() {
+    let data = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fuzz/seeds/engine/rfc822-encoded-past-parts-limit-70"
+    ))
+    .unwrap();
+    let (&flags, raw) = data.split_first().unwrap();
+    let opts = fuzz_options::options(flags);
+    assert_eq!(opts.limits.max_parts, 8);
+    let (_, a) = crate::support::invariants::fix_and_verify("parts limit", raw, &opts);
+    let found: Vec<&mimeref_milter::engine::Finding> = a
+        .findings
+        .iter()
+        .filter(|f| f.rule.id() == "rfc822-encoded")
+        .collect();
+    assert!(!found.is_empty());
+    for f in found {
+        assert!(!f.fixable, "{}", f.message);
+        assert!(f.message.contains("parts limit"), "{}", f.message);
+    }
+    // Under the default limit both forwards are retyped in one pass.
+    let (_, a) = crate::support::invariants::fix_and_verify(
+        "no limit",
+        raw,
+        &mimeref_milter::engine::Options::default(),
+    );
+    let fixable = a
+        .findings
+        .iter()
+        .filter(|f| f.rule.id() == "rfc822-encoded" && f.fixable)
+        .count();
+    assert_eq!(fixable, 2);
+}
+
 /// Every input the fuzz targets found (`tests/fixtures/fuzz-*.eml`) keeps the
 /// invariants of a fix: among them a part that two references could each mean by a
 /// different id, which is given neither (repairing it for one changed whom the other

@@ -131,6 +131,11 @@ fn repair(cx: &mut Context, i: usize) -> Result<(usize, String), &'static str> {
     if !matches!(e.encoding, Encoding::Base64 | Encoding::QuotedPrintable) {
         return Err("readers would not decode this encoding either");
     }
+    if msg.overflow.parts_at.is_some() {
+        // Retyped, the forward's own parts stop counting, and parts past the limit that
+        // were never analysed would come into view: one fix must leave nothing to fix.
+        return Err("analysis stopped at the parts limit (mime-parts-exceeded)");
+    }
     let mut fields = msg.fields_named(e, "content-type");
     let (Some((fi, field)), None) = (fields.next(), fields.next()) else {
         return Err("it has no Content-Type field, or more than one");
