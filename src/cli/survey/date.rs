@@ -2,9 +2,10 @@
 //! (RFC 5322 §3.3, obsolete forms included), else the date of its mbox `From ` line
 //! (asctime, as the delivery agent wrote it). All in UTC seconds since 1970.
 //!
-//! A date before 1970 or more than a day ahead of the clock is not believed: such
+//! A date before 1980 or more than a day ahead of the clock is not believed: such
 //! messages are "undated", as are those whose date cannot be read. Spam forges dates,
-//! and a timeline stretched to 2099 by one message would show nothing else.
+//! and a timeline stretched to 2099 by one message would show nothing else; a clock
+//! that was never set writes 1970-01-01 (288 of 50,000 messages of a spam archive).
 
 use crate::policy::matching::TopFields;
 
@@ -129,13 +130,16 @@ pub(crate) fn from_line(line: &[u8]) -> Option<i64> {
     })
 }
 
+/// 1980-01-01: see the top.
+const EARLIEST: i64 = 3652 * 86_400;
+
 /// When `bytes` (a message) was written, if it can be told and believed: see the top.
 /// A `Date` field that cannot be read or believed gives way to the `From ` line's.
 pub(super) fn of_message(bytes: &[u8], envelope: Option<i64>, now: i64) -> Option<i64> {
     let field = TopFields::read(bytes)
         .first_text("Date")
         .and_then(|v| rfc5322(&v));
-    let believed = |t: &i64| *t >= 0 && *t <= now + 86_400;
+    let believed = |t: &i64| *t >= EARLIEST && *t <= now + 86_400;
     field.filter(believed).or(envelope.filter(believed))
 }
 
@@ -236,7 +240,19 @@ mod tests {
         let msg = |d: &str| format!("Date: {d}\r\nSubject: x\r\n\r\nbody\r\n").into_bytes();
         assert!(of_message(&msg("1 Jun 2025 10:00 +0000"), None, now).is_some());
         assert_eq!(of_message(&msg("1 Jun 2031 10:00 +0000"), None, now), None);
-        assert_eq!(of_message(&msg("garbage"), Some(5), now), Some(5));
+        assert_eq!(
+            of_message(&msg("garbage"), Some(EARLIEST + 5), now),
+            Some(EARLIEST + 5)
+        );
         assert_eq!(of_message(&msg("garbage"), None, now), None);
+        assert_eq!(
+            of_message(&msg("Thu, 1 Jan 1970 00:00:00 +0000"), None, now),
+            None
+        );
+        assert_eq!(
+            of_message(&msg("Tue, 1 Jan 1980 00:00:00 +0000"), None, now),
+            Some(EARLIEST)
+        );
+        assert_eq!(civil(EARLIEST / 86_400), (1980, 1, 1));
     }
 }

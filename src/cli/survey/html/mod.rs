@@ -14,7 +14,6 @@
 use std::fmt::Write as _;
 use std::io::Write;
 
-use super::date::ymd;
 use super::summary::{bound_text, Summary, SHOWN_FORMS};
 use crate::cli::mailbox;
 use crate::cli::printable;
@@ -492,7 +491,5 @@ fn rules(s: &Summary, h: &mut String) -> std::fmt::Result {
             rules.len() - SHOWN_RULES
         )?;
     }
-    writeln!(h, "</section>")?;
-    let _ = ymd;
-    Ok(())
+    writeln!(h, "</section>")
 }
