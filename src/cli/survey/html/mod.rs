@@ -462,7 +462,7 @@ fn rules(s: &Summary, h: &mut String) -> std::fmt::Result {
                 for (name, old, new) in changes {
                     writeln!(
                         h,
-                        "<tr><td><code>{}</code></td><td><code class=\"v\">{}</code></td><td><code class=\"v\">{}</code></td></tr>",
+                        "<tr><td><code>{}</code></td><td data-label=\"before\"><code class=\"v\">{}</code></td><td data-label=\"after the fix\"><code class=\"v\">{}</code></td></tr>",
                         text(&name),
                         text(&old),
                         text(&new)

@@ -68,7 +68,7 @@ pub(super) fn table(rule: Rule, h: &mut String) -> std::fmt::Result {
         };
         writeln!(
             h,
-            "<tr data-case=\"{}\"><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr data-case=\"{}\"><td>{}</td><td data-label=\"applied by default\">{}</td><td class=\"num\" data-label=\"better\">{}</td><td class=\"num\" data-label=\"same\">{}</td><td data-label=\"worse\">{}</td><td data-label=\"otherwise\">{}</td></tr>",
             escape(c.id),
             escape(c.title),
             escape(c.applied),
