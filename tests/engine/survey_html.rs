@@ -414,9 +414,22 @@ fn since_and_until_keep_the_messages_of_a_month() {
     let html = page(&survey(
         &[&path],
         &[
-            "--format", "html", "--since", "2025-02", "--until", "2025-02",
+            "--format",
+            "html",
+            "--since",
+            "2025-02",
+            "--until",
+            "2025-02",
+            "--rcpt",
+            "bob@example.net",
         ],
     ));
+    // The example's command sees the message as the survey did, envelope included.
+    let cmd = format!(
+        "<pre class=\"cmd\">mimeref-milter check --actions --direction inbound --rcpt bob@example.net {}:",
+        path.display()
+    );
+    assert!(html.contains(&cmd), "{cmd}");
     assert_eq!(figure(&html, "messages"), 3);
     assert_eq!(figure(&html, "outside"), 2);
     assert_eq!(figure(&html, "undated-left-out"), 1);

@@ -116,6 +116,7 @@ pub(crate) fn run(args: SurveyArgs) -> Result<Done, CliError> {
         .envelope
         .resolve(&cfg, args.direction)
         .map_err(failed)?;
+    let check_args = check_args(&args, direction);
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
@@ -138,6 +139,7 @@ pub(crate) fn run(args: SurveyArgs) -> Result<Done, CliError> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
     let ctx = Context {
+        check_args,
         window,
         now,
         opts: cfg.engine_options(direction),
@@ -202,6 +204,39 @@ struct Context {
     window: Option<(i64, i64)>,
     /// The clock at the start: dates after it (and a day's grace) are not believed.
     now: i64,
+    /// The options `check --actions` needs to see a message as this survey saw it.
+    check_args: Vec<String>,
+}
+
+/// `--config`, `--direction` and the envelope of the survey, as `check` takes them: an
+/// example's command must show what the survey showed, scopes included.
+fn check_args(args: &SurveyArgs, direction: Direction) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    let mut add = |k: &str, val: String| {
+        v.push(k.to_string());
+        v.push(val);
+    };
+    if let Some(c) = &args.config {
+        add("--config", c.display().to_string());
+    }
+    add("--direction", direction.to_string());
+    let e = &args.envelope;
+    for m in &e.macros {
+        add("--macro", m.clone());
+    }
+    if let Some(a) = e.client_addr {
+        add("--client-addr", a.to_string());
+    }
+    if let Some(f) = &e.from {
+        add("--from", f.clone());
+    }
+    for r in &e.rcpt {
+        add("--rcpt", r.clone());
+    }
+    for h in &e.headers {
+        add("--header", h.clone());
+    }
+    v
 }
 
 impl Context {

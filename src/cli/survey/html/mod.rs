@@ -420,7 +420,6 @@ fn rules(s: &Summary, h: &mut String) -> std::fmt::Result {
         writeln!(h, "<p>No findings.</p></section>")?;
         return Ok(());
     }
-    let cfg = s.ctx.cfg.file().map(|f| f.display().to_string());
     for r in rules.iter().take(SHOWN_RULES) {
         let by: Vec<String> = Summary::actions(&r.stats.actions)
             .iter()
@@ -471,15 +470,9 @@ fn rules(s: &Summary, h: &mut String) -> std::fmt::Result {
                 writeln!(h, "</tbody></table>")?;
             }
             let mut cmd = "mimeref-milter check --actions".to_string();
-            if let Some(c) = &cfg {
-                let _ = write!(cmd, " --config {}", shell_word(c));
+            for a in s.ctx.check_args.iter().chain([&f.example.1]) {
+                let _ = write!(cmd, " {}", shell_word(a));
             }
-            let _ = write!(
-                cmd,
-                " --direction {} {}",
-                s.ctx.direction,
-                shell_word(&f.example.1)
-            );
             writeln!(h, "<pre class=\"cmd\">{}</pre></div>", text(&cmd))?;
         }
         writeln!(h, "</article>")?;
@@ -492,4 +485,24 @@ fn rules(s: &Summary, h: &mut String) -> std::fmt::Result {
         )?;
     }
     writeln!(h, "</section>")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_and_text_are_quoted_for_their_place() {
+        assert_eq!(shell_word("box.mbox:48213"), "box.mbox:48213");
+        assert_eq!(shell_word("Mail/a b"), "'Mail/a b'");
+        assert_eq!(shell_word("o'brien"), r"'o'\''brien'");
+        assert_eq!(shell_word("$(rm -rf ~)"), "'$(rm -rf ~)'");
+        assert_eq!(shell_word(""), "''");
+        assert_eq!(
+            text("<b onclick=\"x\">'\u{1b}' http://u:pw@h/p?t=1"),
+            "&lt;b onclick=&quot;x&quot;&gt;&#39;\\u{1b}&#39; http://u:***@h/p?***"
+        );
+        assert_eq!(cut("abcdef", 3), "abc…");
+        assert_eq!(cut("abc", 3), "abc");
+    }
 }
