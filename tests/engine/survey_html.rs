@@ -59,11 +59,20 @@ fn figures(html: &str, key: &str, value: &str) -> Vec<(String, String)> {
         let k = &k[..k.find('"').unwrap()];
         if let Some(v) = tag.find(&format!(" {value}=\"")) {
             let v = &tag[v + value.len() + 3..];
-            out.push((k.to_string(), v[..v.find('"').unwrap()].to_string()));
+            out.push((unescape(k), v[..v.find('"').unwrap()].to_string()));
         }
         rest = &rest[tag_end..];
     }
     out
+}
+
+/// An attribute value as written by the page's escaping.
+fn unescape(s: &str) -> String {
+    s.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&")
 }
 
 fn figure(html: &str, name: &str) -> u64 {
