@@ -231,6 +231,8 @@ fn the_page_shows_the_figures_of_the_json_output() {
         html.contains("<table class=\"readers\">"),
         "no readers' table"
     );
+    // A rule only reported: the page says so rather than leave the fix out silently.
+    assert!(html.contains("the configuration changes nothing for it here (report)."));
 }
 
 /// A message of hostile header fields: `i` makes its X-Mailer (its sender) distinct.

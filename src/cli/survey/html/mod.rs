@@ -374,10 +374,12 @@ fn blocks(s: &Summary, h: &mut String) -> std::fmt::Result {
     writeln!(h, "</div></section>")
 }
 
-/// The header fields the configuration changes for `rule` in the message at `source`,
-/// before and after, as `check --actions` plans them: (field, before, after).
-fn field_changes(s: &Summary, source: &str, rule: Rule) -> Vec<(String, String, String)> {
+/// What the configuration does for `rule` to the message at `source`, as
+/// `check --actions` plans it: the rule's strongest action there, and the header fields
+/// and URLs it changes, before and after: (what, before, after).
+fn fixes(s: &Summary, source: &str, rule: Rule) -> (Option<Action>, Vec<(String, String, String)>) {
     let cfg = &s.ctx.cfg;
+    let mut action = None;
     let mut found = Vec::new();
     let _ = mailbox::given(
         std::path::Path::new(source),
@@ -387,27 +389,42 @@ fn field_changes(s: &Summary, source: &str, rule: Rule) -> Vec<(String, String, 
             let (analysis, scopes) =
                 crate::cli::analyse(cfg, s.ctx.direction, &s.ctx.envelope, &s.ctx.opts, &given);
             let plan = crate::cli::daemon_plan(cfg, s.ctx.direction, &analysis, &given, &scopes);
+            action = plan
+                .decisions
+                .iter()
+                .filter(|(r, _)| *r == rule)
+                .map(|(_, a)| *a)
+                .max();
+            let show = |v: Option<&[u8]>| {
+                v.map_or("(none)".to_string(), |b| {
+                    cut(&String::from_utf8_lossy(b), FIELD_MAX)
+                })
+            };
             for c in plan
                 .field_changes
                 .iter()
                 .filter(|c| c.rules.contains(&rule))
                 .take(2)
             {
-                let show = |v: &Option<Vec<u8>>| {
-                    v.as_deref().map_or("(none)".to_string(), |b| {
-                        cut(&String::from_utf8_lossy(b), FIELD_MAX)
-                    })
-                };
                 found.push((
                     format!("{} (part {})", c.name, c.part),
-                    show(&c.old),
-                    show(&c.new),
+                    show(c.old.as_deref()),
+                    show(c.new.as_deref()),
+                ));
+            }
+            for (part, c) in plan.changes.iter().filter(|(_, c)| c.rule == rule).take(2) {
+                found.push((
+                    format!("URL (part {part})"),
+                    cut(&c.old, FIELD_MAX),
+                    c.new
+                        .as_deref()
+                        .map_or("(stripped)".to_string(), |n| cut(n, FIELD_MAX)),
                 ));
             }
             false
         },
     );
-    found
+    (action, found)
 }
 
 fn rules(s: &Summary, h: &mut String) -> std::fmt::Result {
@@ -455,8 +472,15 @@ fn rules(s: &Summary, h: &mut String) -> std::fmt::Result {
                 text(f.example.2.as_deref().unwrap_or("(no Message-ID)")),
                 text(&f.sender)
             )?;
-            let changes = field_changes(s, &f.example.1, r.rule);
-            if !changes.is_empty() {
+            let (action, changes) = fixes(s, &f.example.1, r.rule);
+            if changes.is_empty() {
+                // Say why nothing is shown: a reader of the page would look for a fix.
+                let why = match action {
+                    Some(a) => format!("the configuration changes nothing for it here ({a})"),
+                    None => "the message could not be read again".to_string(),
+                };
+                writeln!(h, "<p class=\"eg\">{why}.</p>")?;
+            } else {
                 writeln!(h, "<table class=\"fix\"><thead><tr><th>field</th><th>before</th><th>after the fix</th></tr></thead><tbody>")?;
                 for (name, old, new) in changes {
                     writeln!(
