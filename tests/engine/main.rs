@@ -12,3 +12,4 @@ mod hostile;
 mod scopes;
 mod security;
 mod survey;
+mod survey_html;

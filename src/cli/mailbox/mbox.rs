@@ -125,9 +125,11 @@ pub(super) fn split_mbox<R: Read>(
                 bytes: Vec::new(),
                 cut: 0,
                 in_mbox: true,
+                envelope_date: crate::cli::survey::date::from_line(&w.buf[from..]),
             });
             return Ok(());
         };
+        let envelope_date = crate::cli::survey::date::from_line(&w.buf[from..nl]);
         let mut content = nl + 1;
         let mut searched = content;
         // The message's first octets, once it is longer than the window, and how many
@@ -191,6 +193,7 @@ pub(super) fn split_mbox<R: Read>(
             bytes,
             cut: total - held as u64,
             in_mbox: true,
+            envelope_date,
         };
         if !sink(message) {
             return Ok(());

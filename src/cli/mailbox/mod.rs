@@ -56,6 +56,8 @@ pub struct Message {
     pub cut: u64,
     /// It came out of an mbox, its `From ` line taken off.
     pub in_mbox: bool,
+    /// The date of that `From ` line (seconds since 1970, UTC), when it has one.
+    pub envelope_date: Option<i64>,
 }
 
 /// Why an input or a message was not read.
@@ -146,6 +148,7 @@ pub fn read(
         bytes,
         cut,
         in_mbox: false,
+        envelope_date: None,
     });
     Ok(())
 }
@@ -220,6 +223,7 @@ fn stream_chunked<R: Read>(
         bytes,
         cut,
         in_mbox: false,
+        envelope_date: None,
     });
     Ok(())
 }

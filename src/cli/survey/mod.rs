@@ -21,7 +21,9 @@
 //! - `example`: the example messages kept and the order forms and senders are listed in;
 //! - `names`: the "names and types:" block (parts readers show otherwise than the
 //!   sender meant);
-//! - `summary`: the summary and its output, as text or JSON.
+//! - `summary`: the summary and its output, as text or JSON;
+//! - `date`: when a message was written, for the timeline and `--since`/`--until`;
+//! - `html`: the summary as one self-contained page.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -33,14 +35,16 @@ use clap::Args;
 
 use super::exit::{failed, CliError, Done};
 use super::mailbox::{self, Message, NotRead, Source};
-use super::{analyse, load_config, received, DirectionArg, EnvelopeArgs, Format};
+use super::{analyse, load_config, received, DirectionArg, EnvelopeArgs};
 use crate::config::Config;
 use crate::engine::Finding;
 use crate::policy::plan::Plan;
 use crate::policy::scope::Envelope;
 use crate::policy::Direction;
 
+pub(crate) mod date;
 mod example;
+mod html;
 mod names;
 mod pool;
 mod stats;
@@ -52,9 +56,19 @@ use summary::Summary;
 
 #[derive(Args, Debug)]
 pub(crate) struct SurveyArgs {
-    /// A summary for people (text) or one JSON object for scripts (json)
+    /// A summary for people (text), one JSON object for scripts (json), or one
+    /// self-contained HTML page with charts, to look at or forward (html)
     #[arg(long, value_enum, default_value = "text")]
-    pub format: Format,
+    pub format: SurveyFormat,
+    /// Only messages written on or after this day (UTC): YYYY-MM-DD, or YYYY-MM for
+    /// the month's first day. By the Date field, else the mbox From line; undated
+    /// messages are left out (and counted) when a bound is given
+    #[arg(long, value_name = "DATE", value_parser = since)]
+    pub since: Option<i64>,
+    /// Only messages written on or before this day (UTC): YYYY-MM-DD, or YYYY-MM for
+    /// the month's last day
+    #[arg(long, value_name = "DATE", value_parser = until)]
+    pub until: Option<i64>,
     /// Configuration file (policy, scopes, limits, schemes)
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -81,12 +95,28 @@ pub(crate) struct SurveyArgs {
     pub paths: Vec<PathBuf>,
 }
 
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SurveyFormat {
+    Text,
+    Json,
+    Html,
+}
+
+fn since(s: &str) -> Result<i64, String> {
+    date::bound(s).map(|b| b.0)
+}
+
+fn until(s: &str) -> Result<i64, String> {
+    date::bound(s).map(|b| b.1)
+}
+
 pub(crate) fn run(args: SurveyArgs) -> Result<Done, CliError> {
     let cfg = load_config(args.config.as_deref()).map_err(failed)?;
     let (direction, envelope) = args
         .envelope
         .resolve(&cfg, args.direction)
         .map_err(failed)?;
+    let check_args = check_args(&args, direction);
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
@@ -94,7 +124,24 @@ pub(crate) fn run(args: SurveyArgs) -> Result<Done, CliError> {
     let started = Instant::now();
     let terminal = std::io::stderr().is_terminal();
     let inputs = mailbox::walk(&args.paths, &args.exclude, terminal, args.follow_symlinks);
+    if let (Some(a), Some(b)) = (args.since, args.until) {
+        if a > b {
+            return Err(failed("--since is later than --until".to_string()));
+        }
+    }
+    let window = (args.since.is_some() || args.until.is_some()).then(|| {
+        (
+            args.since.unwrap_or(i64::MIN),
+            args.until.unwrap_or(i64::MAX),
+        )
+    });
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
     let ctx = Context {
+        check_args,
+        window,
+        now,
         opts: cfg.engine_options(direction),
         cfg,
         direction,
@@ -131,8 +178,9 @@ pub(crate) fn run(args: SurveyArgs) -> Result<Done, CliError> {
     let out = std::io::stdout();
     let mut out = out.lock();
     let res = match args.format {
-        Format::Text => summary.text(&mut out),
-        Format::Json => summary.json(&mut out),
+        SurveyFormat::Text => summary.text(&mut out),
+        SurveyFormat::Json => summary.json(&mut out),
+        SurveyFormat::Html => html::page(&summary, &mut out),
     };
     if let Err(e) = res.and_then(|_| out.flush()) {
         return Err(failed(format!("writing output: {e}")));
@@ -152,6 +200,43 @@ struct Context {
     envelope: Envelope,
     /// The engine options of the direction, built once.
     opts: crate::engine::Options,
+    /// `--since` and `--until` in seconds since 1970 (UTC), when either is given.
+    window: Option<(i64, i64)>,
+    /// The clock at the start: dates after it (and a day's grace) are not believed.
+    now: i64,
+    /// The options `check --actions` needs to see a message as this survey saw it.
+    check_args: Vec<String>,
+}
+
+/// `--config`, `--direction` and the envelope of the survey, as `check` takes them: an
+/// example's command must show what the survey showed, scopes included.
+fn check_args(args: &SurveyArgs, direction: Direction) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    let mut add = |k: &str, val: String| {
+        v.push(k.to_string());
+        v.push(val);
+    };
+    if let Some(c) = &args.config {
+        add("--config", c.display().to_string());
+    }
+    add("--direction", direction.to_string());
+    let e = &args.envelope;
+    for m in &e.macros {
+        add("--macro", m.clone());
+    }
+    if let Some(a) = e.client_addr {
+        add("--client-addr", a.to_string());
+    }
+    if let Some(f) = &e.from {
+        add("--from", f.clone());
+    }
+    for r in &e.rcpt {
+        add("--rcpt", r.clone());
+    }
+    for h in &e.headers {
+        add("--header", h.clone());
+    }
+    v
 }
 
 impl Context {

@@ -32,6 +32,22 @@ pub(super) struct Stats {
     pub(super) inline: InlineStats,
     pub(super) signed: SignedStats,
     pub(super) names: super::names::NamesStats,
+    pub(super) dates: DateStats,
+    /// Messages with findings by sender ([`sender`]): (messages, first example).
+    pub(super) senders: HashMap<String, Sender>,
+}
+
+/// When the messages were written ([`super::date`]), and those `--since`/`--until` left
+/// out.
+#[derive(Default)]
+pub(super) struct DateStats {
+    /// By day since 1970 (UTC): messages, messages with findings.
+    pub(super) days: BTreeMap<i64, [u64; 2]>,
+    /// Messages without a date that can be read and believed: messages, with findings.
+    pub(super) undated: [u64; 2],
+    /// Left out by `--since`/`--until`: dated outside the bounds, and undated.
+    pub(super) outside: u64,
+    pub(super) undated_left_out: u64,
 }
 
 /// Messages where a signature covered a repair on offer: per reason, the messages where
@@ -175,6 +191,20 @@ fn rule_index(r: Rule) -> usize {
 
 impl Stats {
     pub(super) fn add(&mut self, ctx: &Context, seq: Seq, m: &Message) {
+        let date = super::date::of_message(&m.bytes, m.envelope_date, ctx.now);
+        if let Some((since, until)) = ctx.window {
+            match date {
+                None => {
+                    self.dates.undated_left_out += 1;
+                    return;
+                }
+                Some(t) if t < since || t > until => {
+                    self.dates.outside += 1;
+                    return;
+                }
+                Some(_) => {}
+            }
+        }
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ctx.one(m)));
         let Ok((findings, plan, shown_parts)) = run else {
             self.failed
@@ -186,6 +216,12 @@ impl Stats {
         }
         self.messages += 1;
         self.with_findings += u64::from(!findings.is_empty());
+        let slot = match date {
+            Some(t) => self.dates.days.entry(t.div_euclid(86_400)).or_default(),
+            None => &mut self.dates.undated,
+        };
+        slot[0] += 1;
+        slot[1] += u64::from(!findings.is_empty());
         self.verdicts[plan.verdict as usize] += 1;
         self.signed.add(&plan.signed);
         if let Some(s) = &plan.scope {
@@ -203,6 +239,34 @@ impl Stats {
         self.names.add(seq, m, &findings, &strongest, || {
             from.get_or_insert_with(|| sender(&m.bytes)).clone()
         });
+        if !findings.is_empty() {
+            let who = from.get_or_insert_with(|| sender(&m.bytes)).clone();
+            let key = if self.senders.len() >= MAX_SENDERS && !self.senders.contains_key(&who) {
+                "(other senders)".to_string()
+            } else {
+                who
+            };
+            let fixed = u64::from(plan.decisions.iter().any(|(_, a)| *a == Action::Fix));
+            match self.senders.get_mut(&key) {
+                Some(s) => {
+                    s.messages += 1;
+                    s.repaired += fixed;
+                    if seq < s.example.0 {
+                        s.example = (seq, m.source.clone(), None);
+                    }
+                }
+                None => {
+                    self.senders.insert(
+                        key,
+                        Sender {
+                            messages: 1,
+                            repaired: fixed,
+                            example: (seq, m.source.clone(), None),
+                        },
+                    );
+                }
+            }
+        }
         for (r, a) in strongest {
             let rs = &mut self.rules[rule_index(r)];
             rs.messages += 1;
@@ -349,6 +413,29 @@ impl Stats {
         }
         self.signed.merge(o.signed);
         self.names.merge(o.names);
+        for (day, [n, f]) in o.dates.days {
+            let e = self.dates.days.entry(day).or_default();
+            e[0] += n;
+            e[1] += f;
+        }
+        self.dates.undated[0] += o.dates.undated[0];
+        self.dates.undated[1] += o.dates.undated[1];
+        self.dates.outside += o.dates.outside;
+        self.dates.undated_left_out += o.dates.undated_left_out;
+        for (who, s) in o.senders {
+            match self.senders.get_mut(&who) {
+                Some(m) => {
+                    m.messages += s.messages;
+                    m.repaired += s.repaired;
+                    if s.example.0 < m.example.0 {
+                        m.example = s.example;
+                    }
+                }
+                None => {
+                    self.senders.insert(who, s);
+                }
+            }
+        }
         self.failed.extend(o.failed);
         self.failed.sort();
         let (mine, theirs) = (&mut self.inline, o.inline);

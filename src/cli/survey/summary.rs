@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use super::date::ymd;
 use super::example::{ranked, Sender};
 use super::stats::{Form, RuleStats, Stats};
 use super::Context;
@@ -11,9 +12,9 @@ use crate::engine::Rule;
 use crate::policy::Action;
 
 /// Forms shown per rule.
-const SHOWN_FORMS: usize = 5;
+pub(super) const SHOWN_FORMS: usize = 5;
 /// Senders listed in the summary.
-const SHOWN_SENDERS: usize = 10;
+pub(super) const SHOWN_SENDERS: usize = 10;
 
 pub(super) struct Summary<'a> {
     pub(super) ctx: &'a Context,
@@ -26,14 +27,14 @@ pub(super) struct Summary<'a> {
 }
 
 /// A rule's line of the summary.
-struct RuleLine<'a> {
-    rule: Rule,
-    stats: &'a RuleStats,
-    forms: Vec<(&'a String, &'a Form)>,
+pub(super) struct RuleLine<'a> {
+    pub(super) rule: Rule,
+    pub(super) stats: &'a RuleStats,
+    pub(super) forms: Vec<(&'a String, &'a Form)>,
 }
 
 impl<'a> Summary<'a> {
-    fn share(&self, n: u64) -> f64 {
+    pub(super) fn share(&self, n: u64) -> f64 {
         if self.stats.messages == 0 {
             0.0
         } else {
@@ -42,7 +43,7 @@ impl<'a> Summary<'a> {
     }
 
     /// Rules with findings, most messages first.
-    fn rules(&self) -> Vec<RuleLine<'a>> {
+    pub(super) fn rules(&self) -> Vec<RuleLine<'a>> {
         let mut v: Vec<RuleLine> = Rule::ALL
             .iter()
             .zip(&self.stats.rules)
@@ -67,7 +68,7 @@ impl<'a> Summary<'a> {
         v
     }
 
-    fn actions(counts: &[u64]) -> Vec<(Action, u64)> {
+    pub(super) fn actions(counts: &[u64]) -> Vec<(Action, u64)> {
         Action::ALL
             .iter()
             .rev()
@@ -116,6 +117,7 @@ impl<'a> Summary<'a> {
         if !self.excluded.is_empty() {
             writeln!(out, "excluded (--exclude): {}", self.excluded.len())?;
         }
+        self.dates_text(out)?;
         writeln!(out, "\nverdicts:")?;
         for a in Action::ALL.iter().rev() {
             let n = st.verdicts[*a as usize];
@@ -182,7 +184,7 @@ impl<'a> Summary<'a> {
     }
 
     /// The senders of inline images some reader shows wrongly, most messages first.
-    fn senders(&self) -> Vec<(&String, &Sender)> {
+    pub(super) fn senders(&self) -> Vec<(&String, &Sender)> {
         let mut v: Vec<(&String, &Sender)> = self.stats.inline.senders.iter().collect();
         v.sort_by_key(|(name, s)| ranked(s.messages, s.example.0, name));
         v.truncate(SHOWN_SENDERS);
@@ -222,6 +224,35 @@ impl<'a> Summary<'a> {
                 "              e.g. {} {}",
                 printable(&s.example.1),
                 printable(s.example.2.as_deref().unwrap_or("(no Message-ID)"))
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Senders of messages with findings, most first.
+    pub(super) fn top_senders(&self) -> Vec<(&String, &Sender)> {
+        let mut v: Vec<(&String, &Sender)> = self.stats.senders.iter().collect();
+        v.sort_by_key(|(name, s)| ranked(s.messages, s.example.0, name));
+        v.truncate(SHOWN_SENDERS);
+        v
+    }
+
+    /// The first and last day with messages, and the bounds given.
+    fn dates_text(&self, out: &mut impl Write) -> std::io::Result<()> {
+        let d = &self.stats.dates;
+        let span = match (d.days.keys().next(), d.days.keys().next_back()) {
+            (Some(a), Some(b)) => format!("{} to {}", ymd(*a), ymd(*b)),
+            _ => "none dated".to_string(),
+        };
+        writeln!(out, "dates: {span}, undated {}", d.undated[0])?;
+        if let Some((since, until)) = self.ctx.window {
+            writeln!(
+                out,
+                "left out (--since {} --until {}): {} dated outside, {} undated",
+                bound_text(since),
+                bound_text(until),
+                d.outside,
+                d.undated_left_out
             )?;
         }
         Ok(())
@@ -302,6 +333,20 @@ impl<'a> Summary<'a> {
             "scopes": scopes,
             "rules": rules,
             "names": st.names.json(SHOWN_SENDERS),
+            "dates": {
+                "first": st.dates.days.keys().next().map(|d| ymd(*d)),
+                "last": st.dates.days.keys().next_back().map(|d| ymd(*d)),
+                "undated": st.dates.undated[0],
+                "since": self.ctx.window.map(|w| bound_text(w.0)),
+                "until": self.ctx.window.map(|w| bound_text(w.1)),
+                "left_out": {"outside": st.dates.outside, "undated": st.dates.undated_left_out},
+            },
+            "senders": self.top_senders().iter().map(|(who, s)| json!({
+                "sender": who,
+                "messages": s.messages,
+                "fixed": s.repaired,
+                "source": s.example.1,
+            })).collect::<Vec<_>>(),
             "signed": {
                 "messages": st.signed.messages,
                 "repaired": st.signed.repaired_messages,
@@ -324,6 +369,15 @@ impl<'a> Summary<'a> {
         });
         serde_json::to_writer_pretty(&mut *out, &v).map_err(std::io::Error::other)?;
         writeln!(out)
+    }
+}
+
+/// A bound of `--since`/`--until` as given (a day), or "any" where one is missing.
+pub(super) fn bound_text(t: i64) -> String {
+    if t == i64::MIN || t == i64::MAX {
+        "any".to_string()
+    } else {
+        ymd(t.div_euclid(86_400))
     }
 }
 
