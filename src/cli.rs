@@ -15,6 +15,7 @@
 //! which and why), 2 error. `probe`: 0 ready, 1 not (or no answer). Everything else: 0 success, 1
 //! failure (e.g. config errors), 2 usage.
 
+mod date;
 mod exit;
 mod mailbox;
 mod survey;

@@ -125,11 +125,11 @@ pub(super) fn split_mbox<R: Read>(
                 bytes: Vec::new(),
                 cut: 0,
                 in_mbox: true,
-                envelope_date: crate::cli::survey::date::from_line(&w.buf[from..]),
+                envelope_date: crate::cli::date::from_line(&w.buf[from..]),
             });
             return Ok(());
         };
-        let envelope_date = crate::cli::survey::date::from_line(&w.buf[from..nl]);
+        let envelope_date = crate::cli::date::from_line(&w.buf[from..nl]);
         let mut content = nl + 1;
         let mut searched = content;
         // The message's first octets, once it is longer than the window, and how many

@@ -42,7 +42,6 @@ use crate::policy::plan::Plan;
 use crate::policy::scope::Envelope;
 use crate::policy::Direction;
 
-pub(crate) mod date;
 mod example;
 mod html;
 mod names;
@@ -103,11 +102,11 @@ pub(crate) enum SurveyFormat {
 }
 
 fn since(s: &str) -> Result<i64, String> {
-    date::bound(s).map(|b| b.0)
+    crate::cli::date::bound(s).map(|b| b.0)
 }
 
 fn until(s: &str) -> Result<i64, String> {
-    date::bound(s).map(|b| b.1)
+    crate::cli::date::bound(s).map(|b| b.1)
 }
 
 pub(crate) fn run(args: SurveyArgs) -> Result<Done, CliError> {

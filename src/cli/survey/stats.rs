@@ -191,7 +191,7 @@ fn rule_index(r: Rule) -> usize {
 
 impl Stats {
     pub(super) fn add(&mut self, ctx: &Context, seq: Seq, m: &Message) {
-        let date = super::date::of_message(&m.bytes, m.envelope_date, ctx.now);
+        let date = crate::cli::date::of_message(&m.bytes, m.envelope_date, ctx.now);
         if let Some((since, until)) = ctx.window {
             match date {
                 None => {

@@ -3,10 +3,10 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use super::date::ymd;
 use super::example::{ranked, Sender};
 use super::stats::{Form, RuleStats, Stats};
 use super::Context;
+use crate::cli::date::ymd;
 use crate::cli::printable;
 use crate::engine::Rule;
 use crate::policy::Action;

@@ -4,9 +4,9 @@
 
 use std::fmt::Write as _;
 
-use super::super::date::{civil, days, ymd};
 use super::super::summary::Summary;
 use super::{action_colour, escape, text};
+use crate::cli::date::{civil, days, ymd};
 use crate::policy::Action;
 
 /// Width of every chart's viewBox; the label column and the bar column share it.
