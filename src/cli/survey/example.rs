@@ -20,3 +20,25 @@ pub(super) struct Sender {
 pub(super) fn ranked(messages: u64, first: Seq, text: &str) -> (std::cmp::Reverse<u64>, Seq, &str) {
     (std::cmp::Reverse(messages), first, text)
 }
+
+/// Adds the senders one worker counted (`theirs`) to another's (`mine`): counts summed,
+/// the example the one first in input order.
+pub(super) fn merge_senders<S: std::hash::BuildHasher>(
+    mine: &mut std::collections::HashMap<String, Sender, S>,
+    theirs: impl IntoIterator<Item = (String, Sender)>,
+) {
+    for (who, s) in theirs {
+        match mine.get_mut(&who) {
+            Some(m) => {
+                m.messages += s.messages;
+                m.repaired += s.repaired;
+                if s.example.0 < m.example.0 {
+                    m.example = s.example;
+                }
+            }
+            None => {
+                mine.insert(who, s);
+            }
+        }
+    }
+}

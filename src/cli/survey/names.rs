@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use super::example::{ranked, Sender};
+use super::example::{merge_senders, ranked, Sender};
 use super::pool::Seq;
 use crate::cli::mailbox::Message;
 use crate::cli::printable;
@@ -130,20 +130,7 @@ impl NamesStats {
                 }
             }
         }
-        for (k, s) in o.senders {
-            match self.senders.get_mut(&k) {
-                Some(m) => {
-                    m.messages += s.messages;
-                    m.repaired += s.repaired;
-                    if s.example.0 < m.example.0 {
-                        m.example = s.example;
-                    }
-                }
-                None => {
-                    self.senders.insert(k, s);
-                }
-            }
-        }
+        merge_senders(&mut self.senders, o.senders);
     }
 
     /// Reference forms, most messages first (then input order, then text).

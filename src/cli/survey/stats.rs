@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::example::Sender;
+use super::example::{merge_senders, Sender};
 use super::pool::Seq;
 use super::Context;
 use crate::cli::mailbox::Message;
@@ -422,40 +422,14 @@ impl Stats {
         self.dates.undated[1] += o.dates.undated[1];
         self.dates.outside += o.dates.outside;
         self.dates.undated_left_out += o.dates.undated_left_out;
-        for (who, s) in o.senders {
-            match self.senders.get_mut(&who) {
-                Some(m) => {
-                    m.messages += s.messages;
-                    m.repaired += s.repaired;
-                    if s.example.0 < m.example.0 {
-                        m.example = s.example;
-                    }
-                }
-                None => {
-                    self.senders.insert(who, s);
-                }
-            }
-        }
+        merge_senders(&mut self.senders, o.senders);
         self.failed.extend(o.failed);
         self.failed.sort();
         let (mine, theirs) = (&mut self.inline, o.inline);
         mine.with_images += theirs.with_images;
         mine.misshown += theirs.misshown;
         mine.repaired += theirs.repaired;
-        for (who, s) in theirs.senders {
-            match mine.senders.get_mut(&who) {
-                Some(m) => {
-                    m.messages += s.messages;
-                    m.repaired += s.repaired;
-                    if s.example.0 < m.example.0 {
-                        m.example = s.example;
-                    }
-                }
-                None => {
-                    mine.senders.insert(who, s);
-                }
-            }
-        }
+        merge_senders(&mut mine.senders, theirs.senders);
     }
 }
 
