@@ -1,6 +1,7 @@
 //! Command line: `serve` (the default), `config-check`, `config-dump` (the writing is
 //! `config/dump.rs`), and the offline tools `check`, `fix`, `survey` (`cli/survey/`, its
-//! inputs in `cli/mailbox/`; each with its tests in `tests.rs`) and `cturi`; `probe`,
+//! inputs in `cli/mailbox/`, the dates of messages in `cli/date.rs`; each with its
+//! tests in `tests.rs`) and `cturi`; `probe`,
 //! the health check of a running daemon; `completions`, the shell completions. Every
 //! command returns its outcome or its error, and one place (`cli/exit.rs`) turns them
 //! into messages and exit codes, the daemon's `DaemonError` included.

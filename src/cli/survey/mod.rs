@@ -22,7 +22,6 @@
 //! - `names`: the "names and types:" block (parts readers show otherwise than the
 //!   sender meant);
 //! - `summary`: the summary and its output, as text or JSON;
-//! - `date`: when a message was written, for the timeline and `--since`/`--until`;
 //! - `html`: the summary as one self-contained page.
 
 use std::io::{IsTerminal, Write};
