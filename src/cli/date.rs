@@ -59,7 +59,9 @@ fn clock(s: &str) -> Option<i64> {
     let h: i64 = it.next()?.parse().ok()?;
     let m: i64 = it.next()?.parse().ok()?;
     let sec: i64 = it.next().map_or(Some(0), |x| x.parse().ok())?;
-    (it.next().is_none() && h < 24 && m < 60 && sec <= 60).then_some(h * 3600 + m * 60 + sec)
+    // `then`, not `then_some`: the sum of an hour out of range may not fit.
+    (it.next().is_none() && (0..24).contains(&h) && (0..60).contains(&m) && (0..=60).contains(&sec))
+        .then(|| h * 3600 + m * 60 + sec)
 }
 
 fn valid(y: i64, m: i64, d: i64) -> bool {
@@ -201,6 +203,13 @@ mod tests {
         assert_eq!(rfc5322("31 Feb 2025 10:00 +0000"), None);
         assert_eq!(rfc5322("yesterday"), None);
         assert_eq!(rfc5322("Mon, 3 Mar 2025 25:00:00 +0000"), None);
+        // Found by the mailbox fuzz target: an hour that does not fit the sum.
+        assert_eq!(rfc5322("3 Mar 2025 9223372036854775807:00 +0000"), None);
+        assert_eq!(
+            from_line(b"From a Mon Mar  3 9223372036854775807:00:01 2025"),
+            None
+        );
+        assert_eq!(rfc5322("3 Mar 2025 -1:00 +0000"), None);
         let f = from_line(b"From alice@example.org Mon Mar  3 10:00:01 2025").unwrap();
         assert_eq!(f, days(2025, 3, 3) * 86_400 + 36_001);
         assert_eq!(
