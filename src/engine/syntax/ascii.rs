@@ -108,6 +108,11 @@ pub fn same_octets(a: &[u8], b: &[u8]) -> bool {
 /// controls escaped, cut at 80 characters. Findings reach logs and
 /// report headers, so no control character ever gets through.
 pub fn excerpt(v: &[u8]) -> String {
+    // Most quoted values (a URL, a Content-ID) are short printable ASCII without a
+    // space: the loop below would give them back as they are, a character at a time.
+    if v.len() <= 80 && v.iter().all(|b| (0x21..0x7f).contains(b)) {
+        return String::from_utf8_lossy(v).into_owned();
+    }
     let text = String::from_utf8_lossy(v);
     let mut out = String::new();
     let mut n = 0;
@@ -154,6 +159,19 @@ pub fn hex_value(b: u8) -> Option<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn excerpts_of_short_printable_values_are_the_values() {
+        let url = "cid:pic@example.org";
+        assert_eq!(excerpt(url.as_bytes()), url);
+        let eighty = "x".repeat(80);
+        assert_eq!(excerpt(eighty.as_bytes()), eighty);
+        // Past 80, with white space, a control or 8-bit: the character loop.
+        assert_eq!(excerpt("x".repeat(81).as_bytes()), format!("{eighty}…"));
+        assert_eq!(excerpt(b"a \t\r\n b"), "a b");
+        assert_eq!(excerpt(b"a\x01b"), "a\\u{1}b");
+        assert_eq!(excerpt("é".as_bytes()), "é");
+    }
 
     #[test]
     fn lowers_exactly_the_capital_letters() {
