@@ -981,6 +981,30 @@ fn fuzz_engine_inputs_keep_the_fix_invariants() {
     assert!(n >= 4, "{n} inputs");
 }
 
+/// Found by the engine fuzz target (`fuzz/seeds/engine/retyped-forward-unknown-disposition-70`):
+/// a base64 forward named on Content-Type only, under a Content-Disposition of an
+/// unknown type. Offered as `application/octet-stream` it is listed as an attachment,
+/// so its name is copied to `filename` in the same pass, and only with the retype.
+#[test]
+fn fuzz_engine_a_retyped_forward_gets_its_filename_in_the_same_pass() {
+    let data = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fuzz/seeds/engine/retyped-forward-unknown-disposition-70"
+    ))
+    .unwrap();
+    let (&flags, raw) = data.split_first().unwrap();
+    let opts = fuzz_options::options(flags);
+    let (fixed, a) = crate::support::invariants::fix_and_verify("retyped forward", raw, &opts);
+    let text = String::from_utf8_lossy(&fixed);
+    assert!(
+        text.contains("Content-Disposition: attach0BleGFtK; filename=\"alert-20261121.eml\""),
+        "{text}"
+    );
+    // The copy rides on the retype: without it the forward is a message, shown inline.
+    let only_name = a.edits_for(|f| f.rule.id() == "part-name-one-field");
+    assert!(only_name.is_empty(), "{only_name:?}");
+}
+
 #[path = "../support/fuzz_options.rs"]
 mod fuzz_options;
 

@@ -125,8 +125,17 @@ pub fn check(cx: &mut Context) {
         eight_bit::check(cx, &mut part);
         rfc2231_only::check(cx, &mut part);
         let shown = shown.get_or_insert_with(|| shown_parts(cx));
-        if listed(msg, i, part.cd.as_ref(), shown) {
-            one_field::check(cx, &mut part);
+        let ct = part.ct.as_ref().map(|c| &c.params);
+        if listed(msg, i, ct, part.cd.as_ref(), shown) {
+            // Listed only as a repair retypes it (an encoded forward offered as a
+            // file): the copy of its name is made only with that repair.
+            let retype = match &part.ct {
+                Some(c) if !listed(msg, i, None, part.cd.as_ref(), shown) => {
+                    cx.edits.find(&c.range)
+                }
+                _ => None,
+            };
+            one_field::check(cx, &mut part, retype);
         }
     }
 }
@@ -317,8 +326,17 @@ fn shown_parts(cx: &Context) -> HashSet<usize> {
         .collect()
 }
 
-/// Whether readers list part `i` as an attachment (see the module doc).
-fn listed(msg: &Message, i: usize, cd: Option<&NameField>, shown: &HashSet<usize>) -> bool {
+/// Whether readers list part `i` as an attachment (see the module doc), typed `ct` as
+/// the repairs on offer leave it: an encoded forward offered as
+/// `application/octet-stream` is listed under any disposition but `inline`, so the
+/// copy of its name is judged in the same pass as its retype.
+fn listed(
+    msg: &Message,
+    i: usize,
+    ct: Option<&ContentType>,
+    cd: Option<&NameField>,
+    shown: &HashSet<usize>,
+) -> bool {
     if shown.contains(&i) {
         return false;
     }
@@ -327,7 +345,7 @@ fn listed(msg: &Message, i: usize, cd: Option<&NameField>, shown: &HashSet<usize
         return true;
     }
     let e = &msg.entities[i];
-    let t = &e.ctype;
+    let t = ct.unwrap_or(&e.ctype);
     let parent = e.parent.map(|p| &msg.entities[p].ctype);
     // A signature or an encrypted payload: readers show a badge or the decrypted
     // content, never the part.

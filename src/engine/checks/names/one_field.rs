@@ -16,7 +16,8 @@ use crate::engine::model::rules::Rule;
 use super::fields::{insert_disposition, offer, rewritten, NameField, NewParam, Which};
 use super::{show, Part, MAX_NAME};
 
-pub(super) fn check(cx: &mut Context, part: &mut Part) {
+/// `with`: the edit that makes the part listed (a retype), which the copy rides on.
+pub(super) fn check(cx: &mut Context, part: &mut Part, with: Option<usize>) {
     let named = |w: Which| part.get(w).is_some_and(NameField::named);
     let source = match (named(Which::Type), named(Which::Disposition)) {
         (true, false) => Which::Type,
@@ -97,6 +98,9 @@ pub(super) fn check(cx: &mut Context, part: &mut Part) {
         }
     };
     if let Some(i) = edit {
+        if let Some(on) = with {
+            cx.edits.ride_on(i, on);
+        }
         finding = finding.with_edit(i);
         part.reread(cx, target);
     }
