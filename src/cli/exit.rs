@@ -49,6 +49,11 @@ pub(crate) fn failed(msg: impl fmt::Display) -> CliError {
 /// so that a unit or a script can tell "another instance runs" from a failure.
 const EX_UNAVAILABLE: u8 = 69;
 
+/// sysexits(3) EX_CONFIG: `serve` on a configuration it cannot load. The unit names it
+/// in RestartPreventExitStatus=, so that a bad edit ends in a failed unit with the
+/// error in the journal rather than a start every RestartSec= until the start limit.
+const EX_CONFIG: u8 = 78;
+
 /// The exit status of a command, its error said where it belongs.
 pub(crate) fn status(result: Result<Done, CliError>) -> ExitCode {
     let code = match result {
@@ -80,7 +85,8 @@ pub(crate) fn status(result: Result<Done, CliError>) -> ExitCode {
 /// What the daemon's error comes to: the message on standard error before logging
 /// began; after, in the log and, when the log goes elsewhere (syslog), on standard
 /// error too, so that an admin who started it by hand sees why it stopped. Exit status
-/// 69 when another process serves the socket, 1 otherwise.
+/// 69 when another process serves the socket, 78 when the configuration cannot be
+/// loaded, 1 otherwise.
 fn daemon_stopped(e: &DaemonError) -> u8 {
     let before_logging = matches!(
         e,
@@ -96,6 +102,7 @@ fn daemon_stopped(e: &DaemonError) -> u8 {
     }
     match e {
         DaemonError::SocketInUse { .. } => EX_UNAVAILABLE,
+        DaemonError::Config(_) => EX_CONFIG,
         _ => 1,
     }
 }

@@ -1,7 +1,7 @@
 //! Whether a unix socket with `socket_group` can work, judged before the daemon binds
-//! it. `config-check` runs as the service's user (the unit's ExecStartPre=), so it
-//! sees what the daemon will: the two ways this setup used to fail only once the
-//! service ran were a group the daemon's user may not give the socket (chown(2) needs
+//! it, by `serve` as it loads its configuration (as the service's user, under the
+//! unit) and by `config-check` (as whoever runs it, the unit's ExecReload= among
+//! them): the two ways this setup used to fail only once the service ran were a group the daemon's user may not give the socket (chown(2) needs
 //! membership: "Operation not permitted" at start) and a directory the group cannot
 //! enter (the daemon starts, and the MTA gets "Permission denied" on every message).
 //!
