@@ -337,10 +337,7 @@ fn every_message_opens_by_its_offset() {
     let text = "\u{feff}From a\nSubject: 1\n\nbody\nFrom here\n>From quoted\n\n\
                     From b\r\nSubject: 2\r\n\r\nFrom c\n\nFrom d\nSubject: 4\n";
     fs::write(&p, text).unwrap();
-    let src = Source {
-        path: p.clone(),
-        named: true,
-    };
+    let src = Source::named(p.clone());
     let mut all = Vec::new();
     read(
         &src,
