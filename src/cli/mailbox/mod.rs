@@ -16,12 +16,17 @@
 //! Only what is named is read. A symbolic link found in a walk is followed only when it
 //! leads to a file inside the tree named on the command line (its real path); a link
 //! out of it, or to a folder (which could lead back up), is skipped and named, as are
-//! FIFOs, devices, sockets, and folders where a Maildir keeps messages. Files found in
-//! a walk are opened without following a link (one that replaced the file since the
-//! walk is skipped), every file without waiting (a FIFO would wait for a writer), and
-//! only what the open descriptor says is a regular file is read. Of each message at
-//! most `max_message_size` octets are kept: the rest is counted, not held, as the
-//! daemon does past that limit.
+//! FIFOs, devices, sockets, and folders where a Maildir keeps messages. Links in the
+//! path of the folder named are followed (as `find` follows its arguments), none below
+//! it but those allowed: the walk opens each folder from its parent's descriptor with
+//! `O_NOFOLLOW`, and a file found in a walk is opened by its path below the folder
+//! named, from that folder's descriptor, without following a link anywhere along it
+//! (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, or a folder at a time with
+//! `O_NOFOLLOW`): a file or folder that became a link since the walk listed it is
+//! skipped and named, never read. Every file is opened without waiting (a FIFO would
+//! wait for a writer), and only what the open descriptor says is a regular file is
+//! read. Of each message at most `max_message_size` octets are kept: the rest is
+//! counted, not held, as the daemon does past that limit.
 //!
 //! A path or message that cannot be read is reported and the rest goes on.
 //!
