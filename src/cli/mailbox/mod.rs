@@ -16,12 +16,17 @@
 //! Only what is named is read. A symbolic link found in a walk is followed only when it
 //! leads to a file inside the tree named on the command line (its real path); a link
 //! out of it, or to a folder (which could lead back up), is skipped and named, as are
-//! FIFOs, devices, sockets, and folders where a Maildir keeps messages. Files found in
-//! a walk are opened without following a link (one that replaced the file since the
-//! walk is skipped), every file without waiting (a FIFO would wait for a writer), and
-//! only what the open descriptor says is a regular file is read. Of each message at
-//! most `max_message_size` octets are kept: the rest is counted, not held, as the
-//! daemon does past that limit.
+//! FIFOs, devices, sockets, and folders where a Maildir keeps messages. Links in the
+//! path of the folder named are followed (as `find` follows its arguments), none below
+//! it but those allowed: the walk opens each folder from its parent's descriptor with
+//! `O_NOFOLLOW`, and a file found in a walk is opened by its path below the folder
+//! named, from that folder's descriptor, without following a link anywhere along it
+//! (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, or a folder at a time with
+//! `O_NOFOLLOW`): a file or folder that became a link since the walk listed it is
+//! skipped and named, never read. Every file is opened without waiting (a FIFO would
+//! wait for a writer), and only what the open descriptor says is a regular file is
+//! read. Of each message at most `max_message_size` octets are kept: the rest is
+//! counted, not held, as the daemon does past that limit.
 //!
 //! A path or message that cannot be read is reported and the rest goes on.
 //!
@@ -33,8 +38,13 @@
 
 use std::fs::{self, File};
 use std::io::{self, Read};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Component, Path};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
 
 mod mbox;
 mod offset;
@@ -91,7 +101,6 @@ impl NotRead {
 /// `nofollow`, without following a link; the descriptor's own type decides (no race
 /// with a file replaced since it was listed): a regular file, else skipped.
 pub(super) fn open_regular(path: &Path, nofollow: bool) -> Result<(File, u64), NotRead> {
-    let name = path.display().to_string();
     let mut flags = libc::O_NONBLOCK;
     if nofollow {
         flags |= libc::O_NOFOLLOW;
@@ -99,22 +108,96 @@ pub(super) fn open_regular(path: &Path, nofollow: bool) -> Result<(File, u64), N
     let f = fs::OpenOptions::new()
         .read(true)
         .custom_flags(flags)
-        .open(path)
-        .map_err(|e| {
-            if nofollow && e.raw_os_error() == Some(libc::ELOOP) {
-                NotRead::skip(
-                    &name,
-                    "a symbolic link since the folder was listed: not followed",
-                )
-            } else {
-                NotRead::error(&name, e)
-            }
-        })?;
+        .open(path);
+    regular(path, f, nofollow)
+}
+
+/// Opens the file `src` as [`open_regular`] does; one found in a walk below a folder
+/// named is opened by its path below that folder's descriptor, without following a
+/// link anywhere along it.
+fn open_source(src: &Source) -> Result<(File, u64), NotRead> {
+    match src.below() {
+        Some((dir, rel)) => {
+            let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+            regular(
+                &src.path,
+                open_beneath(dir, rel, flags).map(File::from),
+                true,
+            )
+        }
+        None => open_regular(&src.path, !src.named),
+    }
+}
+
+/// The file `f` opened at `path` when it is a regular file, and its size.
+fn regular(path: &Path, f: io::Result<File>, nofollow: bool) -> Result<(File, u64), NotRead> {
+    let name = path.display().to_string();
+    let f = f.map_err(|e| {
+        if nofollow && e.raw_os_error() == Some(libc::ELOOP) {
+            NotRead::skip(&name, walk::SWAPPED)
+        } else {
+            NotRead::error(&name, e)
+        }
+    })?;
     let m = f.metadata().map_err(|e| NotRead::error(&name, e))?;
     if !m.is_file() {
-        return Err(NotRead::skip(&name, not_a_file(m.file_type())));
+        return Err(NotRead::skip(&name, not_a_file(walk::file_type(&m))));
     }
     Ok((f, m.len()))
+}
+
+/// The kernel has no `openat2` (before Linux 5.6, or a sandbox refusing it): the
+/// paths below a folder are opened a folder at a time.
+static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
+
+/// Opens `rel`, a path below the folder `dir` (no `..`), with `flags`, following no
+/// link anywhere along it (`ELOOP` where one is met): `openat2` with `RESOLVE_BENEATH`
+/// and `RESOLVE_NO_SYMLINKS`, or where the kernel lacks it, [`open_by_folder`].
+pub(super) fn open_beneath(dir: BorrowedFd<'_>, rel: &Path, flags: OFlags) -> io::Result<OwnedFd> {
+    if !NO_OPENAT2.load(Ordering::Relaxed) {
+        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS;
+        match rfs::openat2(dir, rel, flags | OFlags::NOFOLLOW, Mode::empty(), resolve) {
+            Err(Errno::NOSYS) => NO_OPENAT2.store(true, Ordering::Relaxed),
+            // Refused by a sandbox, or a rename raced the lookup: a folder at a time.
+            Err(Errno::PERM | Errno::AGAIN) => {}
+            r => return r.map_err(io::Error::from),
+        }
+    }
+    open_by_folder(dir, rel, flags)
+}
+
+/// [`open_beneath`] without `openat2`: each folder on the path opened from the one
+/// above with `O_NOFOLLOW`, then the file itself.
+pub(super) fn open_by_folder(
+    dir: BorrowedFd<'_>,
+    rel: &Path,
+    flags: OFlags,
+) -> io::Result<OwnedFd> {
+    let mut names = rel.components().peekable();
+    let mut at: Option<OwnedFd> = None;
+    loop {
+        let Some(Component::Normal(name)) = names.next() else {
+            return Err(io::Error::from(Errno::INVAL));
+        };
+        let from = at.as_ref().map_or(dir, |f| f.as_fd());
+        if names.peek().is_none() {
+            return Ok(rfs::openat(
+                from,
+                name,
+                flags | OFlags::NOFOLLOW,
+                Mode::empty(),
+            )?);
+        }
+        let folder = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        at = Some(rfs::openat(from, name, folder, Mode::empty()).map_err(|e| {
+            // A link opened with O_PATH, O_DIRECTORY and O_NOFOLLOW is "not a folder".
+            let link = e == Errno::NOTDIR
+                && rfs::statat(from, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
+                    rfs::FileType::from_raw_mode(st.st_mode) == rfs::FileType::Symlink
+                });
+            io::Error::from(if link { Errno::LOOP } else { e })
+        })?);
+    }
 }
 
 /// Reads the file `src`: one message, or every message of an mbox, each handed to
@@ -127,7 +210,7 @@ pub fn read(
     mut sink: impl FnMut(Message) -> bool,
     mut read: impl FnMut(u64),
 ) -> Result<(), NotRead> {
-    let (mut f, size) = open_regular(&src.path, !src.named)?;
+    let (mut f, size) = open_source(src)?;
     let name = src.path.display().to_string();
     if size > WHOLE || size > limit as u64 {
         // A large file, an mbox most likely: streamed, a message at a time.

@@ -337,10 +337,7 @@ fn every_message_opens_by_its_offset() {
     let text = "\u{feff}From a\nSubject: 1\n\nbody\nFrom here\n>From quoted\n\n\
                     From b\r\nSubject: 2\r\n\r\nFrom c\n\nFrom d\nSubject: 4\n";
     fs::write(&p, text).unwrap();
-    let src = Source {
-        path: p.clone(),
-        named: true,
-    };
+    let src = Source::named(p.clone());
     let mut all = Vec::new();
     read(
         &src,
@@ -374,5 +371,162 @@ fn every_message_opens_by_its_offset() {
     fs::write(dir.join("plain"), "Subject: x\n\n").unwrap();
     let e = read_at(&dir.join("plain"), 0, usize::MAX).unwrap_err();
     assert!(e.why.contains("not an mbox"), "{e:?}");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The subjects of every message `files` hold, and why those not read were not.
+fn subjects(files: &[Source]) -> (Vec<String>, Vec<NotRead>) {
+    let (mut got, mut not) = (Vec::new(), Vec::new());
+    for f in files {
+        let res = read(
+            f,
+            usize::MAX,
+            |m| {
+                got.push(String::from_utf8_lossy(&m.bytes).into_owned());
+                true
+            },
+            |_| {},
+        );
+        not.extend(res.err());
+    }
+    (got, not)
+}
+
+/// A tree and, beside it, a folder out of it whose messages must never be read.
+fn swap_tree(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("mimeref-{name}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    for d in ["tree/a/sub", "tree/b/gone", "tree/md/cur", "tree/md/new"] {
+        fs::create_dir_all(dir.join(d)).unwrap();
+    }
+    for d in ["outside/sub", "outside/cur", "outside/a/sub"] {
+        fs::create_dir_all(dir.join(d)).unwrap();
+    }
+    fs::write(dir.join("tree/a/sub/m1"), "Subject: in\n\nx\n").unwrap();
+    fs::write(dir.join("tree/a/z.eml"), "Subject: in\n\nx\n").unwrap();
+    fs::write(dir.join("tree/b/gone/m2"), "Subject: in\n\nx\n").unwrap();
+    fs::write(dir.join("tree/c.eml"), "Subject: in\n\nx\n").unwrap();
+    fs::write(dir.join("tree/md/cur/m3"), "Subject: in\n\nx\n").unwrap();
+    for f in [
+        "outside/sub/m1",
+        "outside/cur/m3",
+        "outside/a/sub/m1",
+        "outside/a/z.eml",
+    ] {
+        fs::write(dir.join(f), "Subject: OUTSIDE\n\nx\n").unwrap();
+    }
+    fs::write(dir.join("outside/c.eml"), "Subject: OUTSIDE\n\nx\n").unwrap();
+    dir
+}
+
+/// Folders swapped for links out of the tree, and a folder removed, between the
+/// listing of their parent and their opening: nothing outside is read, the links are
+/// skipped and named, the folder gone is unreadable, and the rest is read.
+#[test]
+fn a_folder_swapped_for_a_link_during_the_walk_is_not_followed() {
+    let dir = swap_tree("swap-walk");
+    let tree = dir.join("tree");
+    let mut listed = Vec::new();
+    let inputs = walk::walk_listed(
+        std::slice::from_ref(&tree),
+        &[],
+        true,
+        false,
+        &mut |p: &Path| {
+            listed.push(p.to_path_buf());
+            if p == tree {
+                // The Maildir's cur/ is a link when the Maildir is opened.
+                fs::rename(tree.join("md/cur"), dir.join("stash-cur")).unwrap();
+                std::os::unix::fs::symlink(dir.join("outside/cur"), tree.join("md/cur")).unwrap();
+            } else if p == tree.join("a") {
+                fs::rename(tree.join("a/sub"), dir.join("stash-sub")).unwrap();
+                std::os::unix::fs::symlink(dir.join("outside/sub"), tree.join("a/sub")).unwrap();
+            } else if p == tree.join("b") {
+                fs::remove_dir_all(tree.join("b/gone")).unwrap();
+            }
+        },
+    );
+    assert!(listed.contains(&tree.join("a")), "{listed:?}");
+    let rel: Vec<String> = inputs
+        .files
+        .iter()
+        .map(|f| f.path.strip_prefix(&tree).unwrap().display().to_string())
+        .collect();
+    assert_eq!(rel, ["a/z.eml", "c.eml"]);
+    let skipped: Vec<(String, String)> = inputs
+        .skipped
+        .iter()
+        .map(|(p, why)| {
+            (
+                Path::new(p)
+                    .strip_prefix(&tree)
+                    .unwrap()
+                    .display()
+                    .to_string(),
+                why.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(skipped.len(), 2, "{skipped:?}");
+    assert_eq!(skipped[0].0, "a/sub");
+    assert_eq!(skipped[0].1, walk::SWAPPED);
+    assert_eq!(skipped[1].0, "md/cur");
+    assert!(skipped[1].1.contains("outside"), "{skipped:?}");
+    assert_eq!(inputs.unreadable.len(), 1, "{:?}", inputs.unreadable);
+    assert!(inputs.unreadable[0].0.ends_with("b/gone"));
+    let (got, not) = subjects(&inputs.files);
+    assert_eq!(got.len(), 2, "{got:?} {not:?}");
+    assert!(got.iter().all(|s| s.starts_with("Subject: in")), "{got:?}");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Folders and files swapped for links out of the tree after the walk listed them and
+/// before they are read: opening them fails, with `openat2` and a folder at a time,
+/// and nothing outside is read.
+#[test]
+fn a_folder_swapped_for_a_link_before_reading_is_not_followed() {
+    let dir = swap_tree("swap-read");
+    let tree = dir.join("tree");
+    let inputs = walk(std::slice::from_ref(&tree), &[], false, false);
+    let rel: Vec<String> = inputs
+        .files
+        .iter()
+        .map(|f| f.path.strip_prefix(&tree).unwrap().display().to_string())
+        .collect();
+    assert_eq!(
+        rel,
+        ["a/sub/m1", "a/z.eml", "b/gone/m2", "c.eml", "md/cur/m3"]
+    );
+    fs::rename(tree.join("a"), dir.join("stash-a")).unwrap();
+    std::os::unix::fs::symlink(dir.join("outside/a"), tree.join("a")).unwrap();
+    fs::rename(tree.join("c.eml"), dir.join("stash-c.eml")).unwrap();
+    std::os::unix::fs::symlink(dir.join("outside/c.eml"), tree.join("c.eml")).unwrap();
+    let (got, not) = subjects(&inputs.files);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got.iter().all(|s| s.starts_with("Subject: in")), "{got:?}");
+    let not: Vec<(String, bool)> = not
+        .iter()
+        .map(|n| (n.source.clone(), n.skipped && n.why == walk::SWAPPED))
+        .collect();
+    let want: Vec<(String, bool)> = ["a/sub/m1", "a/z.eml", "c.eml"]
+        .iter()
+        .map(|r| (tree.join(r).display().to_string(), true))
+        .collect();
+    assert_eq!(not, want);
+    // The same, a folder at a time (a kernel without openat2).
+    let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NONBLOCK;
+    for f in &inputs.files {
+        let (at, rel) = f.below().unwrap();
+        let got = open_by_folder(at, rel, flags).map(|_| ());
+        if rel.starts_with("a") || rel == Path::new("c.eml") {
+            assert_eq!(
+                got.unwrap_err().raw_os_error(),
+                Some(libc::ELOOP),
+                "{rel:?}"
+            );
+        } else {
+            got.unwrap();
+        }
+    }
     fs::remove_dir_all(&dir).unwrap();
 }
