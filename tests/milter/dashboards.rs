@@ -9,7 +9,7 @@ mod support;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use indymilter_test::{Actions, TestConnection};
+use indymilter_test::{Actions, Status, TestConnection};
 use support::milter::*;
 
 fn read(rel: &str) -> String {
@@ -47,8 +47,18 @@ async fn exported() -> BTreeSet<String> {
         .collect()
 }
 
-/// A scrape of the in-process daemon after a message, a refused negotiation and a
-/// reload.
+/// After the reload: a scope, and a max_message_size that the second message passes.
+const RELOADED: &str = r#"[limits]
+max_message_size = 1024
+[[scope]]
+name = "archive"
+recipients = ["archive@example.net"]
+exempt = "log"
+"#;
+
+/// A scrape of the in-process daemon after a message, a refused negotiation, a
+/// reload, and a message to a scope over max_message_size (the series that only a
+/// scope and an oversize message make).
 async fn scrape() -> String {
     let m = Milter::start_http("dashboards", "").await;
     // One message with findings: messages, findings, bytes and both histograms.
@@ -62,7 +72,22 @@ async fn scrape() -> String {
         .open_tcp(m.addr)
         .await;
     assert!(refused.is_err());
-    m.reload_with("").await;
+    m.reload_with(RELOADED).await;
+    let mut big = m.conn().await;
+    connect(&mut big, REMOTE, None).await;
+    assert_eq!(
+        big.mail(["<alice@example.org>"]).await.unwrap(),
+        Status::Continue
+    );
+    assert_eq!(
+        big.rcpt(["<archive@example.net>"]).await.unwrap(),
+        Status::Continue
+    );
+    let mut over = eml(&fixture("milter/clean.eml"));
+    over.body = b"0123456789abcdef\r\n".repeat(100);
+    let (_, st) = send_data(&mut big, &Envelope::default(), &over).await;
+    assert_eq!(st, Status::Accept);
+    big.close().await.unwrap();
     let (code, body) = http_get(m.http.unwrap(), "/metrics").await;
     assert_eq!(code, 200);
     c.close().await.unwrap();
@@ -257,6 +282,120 @@ fn every_metric_in_the_source_is_documented_and_described() {
         assert!(
             help.contains(&format!("(\"{name}\", Kind::")),
             "src/milter/metrics.rs HELP lacks {name}"
+        );
+    }
+}
+
+/// Metrics that need neither an alert nor a panel, each with the reason. Every other
+/// metric the daemon exports has one or the other, so that no failure it counts goes
+/// unseen (issue 41). Empty now: each metric has a panel, an alert or both.
+const UNWATCHED: &[(&str, &str)] = &[];
+
+/// The PromQL of the dashboard's panels: their targets' `expr`, rows' panels included
+/// (not the template variables, which show nothing).
+fn panel_exprs(v: &serde_json::Value, out: &mut Vec<String>) {
+    for p in v["panels"].as_array().into_iter().flatten() {
+        for t in p["targets"].as_array().into_iter().flatten() {
+            if let Some(e) = t["expr"].as_str() {
+                out.push(e.to_string());
+            }
+        }
+        panel_exprs(p, out);
+    }
+}
+
+/// The `expr` of each alerting rule, a block scalar (`expr: |`) whole: not the
+/// comments nor the annotations, which may name a metric the alert does not read.
+fn alert_exprs(rules: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut lines = rules.lines().peekable();
+    while let Some(l) = lines.next() {
+        let Some(rest) = l.trim_start().strip_prefix("expr:") else {
+            continue;
+        };
+        let indent = l.len() - l.trim_start().len();
+        let rest = rest.trim();
+        if !matches!(rest, "|" | ">" | "|-" | ">-") {
+            out.push(rest.to_string());
+            continue;
+        }
+        let mut block = String::new();
+        while let Some(next) = lines.peek() {
+            if !next.trim().is_empty() && next.len() - next.trim_start().len() <= indent {
+                break;
+            }
+            block.push_str(next.trim());
+            block.push('\n');
+            lines.next();
+        }
+        out.push(block);
+    }
+    out
+}
+
+/// Every metric the daemon exports (in a scrape, or described in the HELP table of
+/// src/milter/metrics.rs, which holds those a scrape shows only under some
+/// configuration or traffic) is read by an alert in the rules file or a panel of the
+/// dashboard, or is in UNWATCHED with its reason.
+#[tokio::test]
+async fn every_exported_metric_has_an_alert_or_a_panel() {
+    let body = scrape().await;
+    let mut families: BTreeSet<String> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|t| t.split_whitespace().next())
+        .map(String::from)
+        .collect();
+    let help = regex::Regex::new(r#"\("(mimeref_[a-z0-9_]+)", Kind::"#).unwrap();
+    let described: BTreeSet<String> = help
+        .captures_iter(&read("src/milter/metrics.rs"))
+        .map(|c| c[1].to_string())
+        .collect();
+    assert!(described.len() >= 25, "{described:?}");
+    families.extend(described);
+
+    let dash: serde_json::Value =
+        serde_json::from_str(&read("packaging/grafana/mimeref-milter.json")).unwrap();
+    let mut panels = Vec::new();
+    panel_exprs(&dash, &mut panels);
+    let panels = metric_names(&panels.join("\n"));
+    let alerts = alert_exprs(&read("packaging/prometheus/mimeref-milter.rules.yml"));
+    assert!(alerts.len() >= 15, "{alerts:?}");
+    let alerts = metric_names(&alerts.join("\n"));
+    // A histogram is read as its _bucket (or _sum, _count) series.
+    let reads = |used: &BTreeSet<String>, family: &str| {
+        ["", "_bucket", "_sum", "_count"]
+            .iter()
+            .any(|s| used.contains(&format!("{family}{s}")))
+    };
+
+    let mut unwatched = Vec::new();
+    for f in &families {
+        let (panel, alert) = (reads(&panels, f), reads(&alerts, f));
+        let exempt = UNWATCHED.iter().find(|(n, _)| n == f);
+        match (panel || alert, exempt) {
+            (false, None) => unwatched.push(f.clone()),
+            (true, Some(_)) => panic!(
+                "{f} is in UNWATCHED but has {}: take it out of the list",
+                if alert { "an alert" } else { "a panel" }
+            ),
+            _ => {}
+        }
+    }
+    assert!(
+        unwatched.is_empty(),
+        "exported, but read by no alert (packaging/prometheus/mimeref-milter.rules.yml) \
+         and no panel (packaging/grafana/mimeref-milter.json): {unwatched:?}; add one, \
+         or an entry with its reason to UNWATCHED"
+    );
+    for (name, reason) in UNWATCHED {
+        assert!(
+            families.contains(*name),
+            "UNWATCHED names {name}, not exported"
+        );
+        assert!(
+            !reason.trim().is_empty(),
+            "UNWATCHED gives {name} no reason"
         );
     }
 }

@@ -2,7 +2,7 @@
 //! failures (rejected and tempfailed mail, a spill directory gone, a caught panic, an
 //! MTA whose negotiation is refused, an HTTP client at the milter port, connections
 //! past both limits, a syslog that is not there, a failed reload, the unix socket
-//! file removed), `/metrics` is
+//! file removed, mail transactions stalled past transaction_timeout), `/metrics` is
 //! scraped before and after, and promtool evaluates
 //! packaging/prometheus/mimeref-milter.rules.yml over a series file built from the two
 //! scrapes: counters going on at the rate between the scrapes (the failure persists),
@@ -571,4 +571,66 @@ memory_budget = 1024
         expected_at.into_iter().collect::<Vec<_>>().join(", "),
         silent.join(", ")
     );
+}
+
+/// Mail transactions that stall past transaction_timeout (a stuck MTA, a dripping
+/// client): each connection is closed and its message gets milter_default_action.
+/// Both the timeouts and the cut transactions alert, and nothing else: the policy
+/// refused no mail.
+#[tokio::test]
+async fn stalled_transactions_are_timeouts_and_cuts() {
+    if !require_promtool() {
+        return;
+    }
+    let dir = TempDir::new("alerts-stalled");
+    let (port, http) = (free_port(), free_port());
+    let cfg = dir.path().join("c.toml");
+    let mut child = Started::new(
+        dir.path(),
+        &cfg,
+        &format!("metrics_listen = \"127.0.0.1:{http}\"\ntransaction_timeout = 1\n"),
+        port,
+    );
+    let before = parse(&scrape(http).await);
+    let clean = eml(&fixture("milter/clean.eml"));
+    assert_eq!(message(port, &clean).await, Status::Accept);
+    // Two transactions opened with MAIL FROM and never finished.
+    let mut stalled = Vec::new();
+    for _ in 0..2 {
+        let mut c = open(port, None).await.unwrap();
+        connect(&mut c, REMOTE, None).await;
+        assert_eq!(
+            c.mail(["<alice@example.org>"]).await.unwrap(),
+            Status::Continue
+        );
+        stalled.push(c);
+    }
+    let during_text = support::wait_until(
+        "two transactions cut at transaction_timeout",
+        Duration::from_secs(15),
+        Duration::from_millis(200),
+        || async {
+            let s = scrape(http).await;
+            let cut = "mimeref_transactions_cut_total{cause=\"transaction_timeout\"} 2";
+            if s.lines().any(|l| l == cut) {
+                Ok(s)
+            } else {
+                Err(s)
+            }
+        },
+    )
+    .await;
+    let during = parse(&during_text);
+    drop(stalled);
+    child.stop();
+    let want: BTreeSet<String> = ["MimerefMilterTimeouts", "MimerefMilterTransactionsCut"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    if let Err(report) = promtool(dir.path(), &before, &during, http, &want) {
+        panic!(
+            "promtool on the real scrapes:\n{report}\nscrape:\n{during_text}\nlog:\n{}",
+            child.log()
+        );
+    }
 }
