@@ -255,3 +255,26 @@ fn config_check_warns_of_a_missing_syslog_socket() {
     assert!(!stderr.contains("syslog_socket"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `serve` on a configuration it cannot load stops before it binds anything, with the
+/// error (FILE:LINE) on standard error and sysexits' EX_CONFIG, 78: the unit's
+/// RestartPreventExitStatus= names it, so systemd leaves the unit failed instead of
+/// starting it again every RestartSec=. `config-check` says 1 for the same file.
+#[test]
+fn serve_exits_78_on_a_configuration_it_cannot_load() {
+    let dir = std::env::temp_dir().join(format!("mimeref-serve-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("bad.toml");
+    std::fs::write(&p, "socket = \"inet:127.0.0.1:0\"\nmax_depth = \"deep\"\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mimeref-milter"))
+        .arg("serve")
+        .arg("--config")
+        .arg(&p)
+        .output()
+        .expect("run mimeref-milter serve");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    assert!(err.contains(&format!("{}:2:", p.display())), "{err}");
+    assert_eq!(config_check(&p), Some(1));
+    std::fs::remove_dir_all(&dir).ok();
+}
