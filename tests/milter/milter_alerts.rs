@@ -324,6 +324,17 @@ impl Drop for Started {
     }
 }
 
+/// A daemon on a TCP milter port with its metrics endpoint, `extra` added to its
+/// configuration: the folder, the milter port, the metrics port and the process.
+fn started_with_metrics(name: &str, extra: &str) -> (TempDir, u16, u16, Started) {
+    let dir = TempDir::new(name);
+    let (port, http) = (free_port(), free_port());
+    let cfg = dir.path().join("c.toml");
+    let config = format!("metrics_listen = \"127.0.0.1:{http}\"\n{extra}");
+    let child = Started::new(dir.path(), &cfg, &config, port);
+    (dir, port, http, child)
+}
+
 /// The headline case: an MTA whose every negotiation is refused (one that does not
 /// offer the actions the configuration needs) sends no message at all, so every
 /// message it has gets milter_default_action. The daemon exports every term of the
@@ -334,15 +345,7 @@ async fn every_negotiation_refused_is_most_mail_refused() {
     if !require_promtool() {
         return;
     }
-    let dir = TempDir::new("alerts-refused");
-    let (port, http) = (free_port(), free_port());
-    let cfg = dir.path().join("c.toml");
-    let mut child = Started::new(
-        dir.path(),
-        &cfg,
-        &format!("metrics_listen = \"127.0.0.1:{http}\"\n"),
-        port,
-    );
+    let (dir, port, http, mut child) = started_with_metrics("alerts-refused", "");
     let before = parse(&scrape(http).await);
     for _ in 0..6 {
         assert!(open(port, Some(Actions::ADD_HEADER)).await.is_err());
@@ -582,15 +585,8 @@ async fn stalled_transactions_are_timeouts_and_cuts() {
     if !require_promtool() {
         return;
     }
-    let dir = TempDir::new("alerts-stalled");
-    let (port, http) = (free_port(), free_port());
-    let cfg = dir.path().join("c.toml");
-    let mut child = Started::new(
-        dir.path(),
-        &cfg,
-        &format!("metrics_listen = \"127.0.0.1:{http}\"\ntransaction_timeout = 1\n"),
-        port,
-    );
+    let (dir, port, http, mut child) =
+        started_with_metrics("alerts-stalled", "transaction_timeout = 1\n");
     let before = parse(&scrape(http).await);
     let clean = eml(&fixture("milter/clean.eml"));
     assert_eq!(message(port, &clean).await, Status::Accept);
