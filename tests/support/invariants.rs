@@ -66,11 +66,14 @@ fn assert_outside_identical(name: &str, raw: &[u8], fixed: &[u8], analysis: &Ana
         // insertion adds whole lines of one field, named as the edit says, and a
         // removal takes one whole field.
         let old = &raw[e.range.clone()];
+        // The obsolete syntax allows white space before the colon (RFC 5322 §4.5.8,
+        // `Content-Base :http://…`), and a removal takes it with the field.
         let whole_field = |f: &[u8]| {
+            let n = e.field.name.len();
             f.ends_with(b"\n")
-                && f.len() > e.field.name.len()
-                && f[..e.field.name.len()].eq_ignore_ascii_case(e.field.name.as_bytes())
-                && f[e.field.name.len()] == b':'
+                && f.len() > n
+                && f[..n].eq_ignore_ascii_case(e.field.name.as_bytes())
+                && f[n..].iter().find(|b| !matches!(b, b' ' | b'\t')) == Some(&b':')
         };
         let ok = match e.kind {
             engine::EditKind::Field => !old.ends_with(b"\n") && !rep.ends_with(b"\n"),
