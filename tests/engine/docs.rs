@@ -1,4 +1,4 @@
-//! The documentation names every rule: the README's table and the man page.
+//! The documentation names every rule: the rule table of docs/RULES.md and the man pages.
 
 use std::fs;
 use std::path::Path;
@@ -9,22 +9,60 @@ fn read(rel: &str) -> String {
     fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)).unwrap()
 }
 
+/// The rows of the rule table of docs/RULES.md (the lines after its heading row up to
+/// the first line that is not a table row).
+fn rule_table(rules: &str) -> Vec<&str> {
+    let rows: Vec<&str> = rules
+        .lines()
+        .skip_while(|l| *l != "| rule | severity | default action | why |")
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    assert!(!rows.is_empty(), "docs/RULES.md has no rule table");
+    rows
+}
+
 #[test]
-fn readme_table_lists_every_rule_with_its_severity() {
-    let readme = read("README.md");
+fn rules_doc_table_lists_every_rule_with_its_severity() {
+    let rules = read("docs/RULES.md");
+    let table = rule_table(&rules);
     for &rule in Rule::ALL {
         let row = format!("| `{}` | {} |", rule.id(), rule.severity());
-        assert!(readme.contains(&row), "README.md lacks the row {row}");
-        let fix_documented = readme
-            .lines()
+        assert!(
+            table.iter().any(|l| l.starts_with(&row)),
+            "docs/RULES.md lacks the row {row}"
+        );
+        let fix_documented = table
+            .iter()
             .any(|l| l.starts_with(&row) && l.contains("fix"));
         assert_eq!(
             fix_documented,
             rule.has_fix(),
-            "README.md default action of {} disagrees with has_fix",
+            "docs/RULES.md default action of {} disagrees with has_fix",
             rule.id()
         );
     }
+}
+
+/// And the other way: every row of the table is a rule of the code, once.
+#[test]
+fn rules_doc_table_has_no_rule_the_code_lacks() {
+    let rules = read("docs/RULES.md");
+    let mut seen = Vec::new();
+    for row in rule_table(&rules) {
+        let id = row
+            .strip_prefix("| `")
+            .and_then(|r| r.split_once('`'))
+            .map(|(id, _)| id)
+            .unwrap_or_else(|| panic!("docs/RULES.md: a row without a rule id: {row}"));
+        assert!(
+            Rule::ALL.iter().any(|r| r.id() == id),
+            "docs/RULES.md has a row for {id}, which is no rule of the code"
+        );
+        assert!(!seen.contains(&id), "docs/RULES.md has two rows for {id}");
+        seen.push(id);
+    }
+    assert_eq!(seen.len(), Rule::ALL.len());
 }
 
 #[test]
@@ -41,7 +79,7 @@ fn man_page_lists_every_rule() {
     }
 }
 
-/// The README sends admins to mimeref-milter(8) for the catalogue "with conditions and
+/// docs/RULES.md sends admins to mimeref-milter(8) for the catalogue "with conditions and
 /// standards": that page has it, each rule with its severity, when it fires and the
 /// standard (or the setting) it checks.
 #[test]
@@ -77,11 +115,11 @@ fn daemon_page_catalogue_gives_each_rule_its_condition_and_standard() {
             rule.id()
         );
     }
-    let readme = read("README.md");
-    assert!(readme.contains("The catalogue with conditions and standards is\n`mimeref-milter(8)`"));
+    let rules = read("docs/RULES.md");
+    assert!(rules.contains("The catalogue with conditions and standards is\n`mimeref-milter(8)`"));
 }
 
-/// The three worked examples of scopes, as README.md, both man pages and the sample
+/// The three worked examples of scopes, as docs/RULES.md, both man pages and the sample
 /// configuration give them: each copy is valid and does what its text says.
 mod scope_examples {
     use super::read;
@@ -172,10 +210,10 @@ mod scope_examples {
 
     /// Admins copy the examples as they are: a rule a scope rejects for must be one
     /// readers show wrong (severity error: they disagree on what the message shows),
-    /// not one the README's table says no reader is affected by. `"related-*"` once
+    /// not one the table of docs/RULES.md says no reader is affected by. `"related-*"` once
     /// rejected 1,124 of 56,788 real messages, most for `related-type-missing`.
     fn rejects_only_what_readers_show_wrong(what: &str, toml: &str) {
-        let readme = read("README.md");
+        let rules = read("docs/RULES.md");
         let doc: toml::Table = toml.parse().unwrap();
         let mut rejected: Vec<Rule> = Vec::new();
         for scope in doc["scope"].as_array().unwrap() {
@@ -195,7 +233,7 @@ mod scope_examples {
         }
         assert!(!rejected.is_empty(), "{what}: no scope example rejects");
         for rule in rejected {
-            let row = readme
+            let row = rules
                 .lines()
                 .find(|l| l.starts_with(&format!("| `{}` |", rule.id())))
                 .unwrap();
@@ -211,9 +249,9 @@ mod scope_examples {
     }
 
     #[test]
-    fn readme() {
-        let readme = read("README.md");
-        let block = between(&readme, "Three worked examples", "```\n");
+    fn rules_doc() {
+        let rules = read("docs/RULES.md");
+        let block = between(&rules, "Three worked examples", "```\n");
         let toml: String = block
             .iter()
             .skip_while(|l| !l.starts_with("```toml"))
@@ -221,7 +259,7 @@ mod scope_examples {
             .take_while(|l| !l.starts_with("```"))
             .map(|l| format!("{l}\n"))
             .collect();
-        check("README.md", &toml);
+        check("docs/RULES.md", &toml);
     }
 
     #[test]

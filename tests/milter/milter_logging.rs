@@ -528,7 +528,7 @@ async fn message_from(
 
 /// The line says why the direction was chosen, in the words of the setting that chose
 /// it, and with `log_format = "json"` each value is a key of its own (numbers as
-/// numbers), the text line kept in `message`; the README's jq example runs on those
+/// numbers), the text line kept in `message`; the jq example of docs/OPERATIONS.md runs on those
 /// lines as they are.
 #[tokio::test]
 async fn lines_say_why_the_direction_and_json_lines_carry_every_value() {
@@ -672,15 +672,15 @@ exempt = "ignore"
         "{f}"
     );
 
-    // The README's jq example, run on these lines.
+    // The jq example of docs/OPERATIONS.md, run on these lines.
     if !Path::new("/usr/bin/jq").exists() {
         panic!("jq is not installed: sudo scripts/install-test-deps");
     }
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let (_, rest) = readme
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/OPERATIONS.md"))
+        .unwrap();
+    let (_, rest) = doc
         .split_once("| jq -R -r '")
-        .expect("a jq example in README.md");
+        .expect("a jq example in docs/OPERATIONS.md");
     let (program, _) = rest.split_once('\'').unwrap();
     let dir = TempDir::new("jq");
     let file = dir.path().join("log.json");

@@ -1,4 +1,4 @@
-//! The container mail stack recipes (packaging/postfix/recipes/, shown in the README's
+//! The container mail stack recipes (packaging/postfix/recipes/, shown in docs/MTA.md,
 //! "Container mail stacks") on the real Postfix of the suite. The stacks' images are
 //! not pulled: each test writes the milter lines the stack's own files give its
 //! main.cf, applies the recipe file the way the stack applies its override (appended,
@@ -11,7 +11,7 @@
 //!     `milter_default_action`;
 //! (c) the other milters keep the stack's default action.
 //!
-//! Then the three Postfix settings people get wrong, each file as the README shows it:
+//! Then the three Postfix settings people get wrong, each file as docs/MTA.md shows it:
 //! the re-injection listener of a content filter without milters
 //! (`reinjection-master.cf`), `smtpd_milter_maps` for a relay's network
 //! (`smtpd_milter_maps.cf`, `smtpd_milter_map.cidr`), and `non_smtpd_milters` for mail
@@ -441,17 +441,17 @@ const RECIPES: [&str; 7] = [
     "smtpd_milter_map.cidr",
 ];
 
-/// The README shows each recipe file as it is, so the two cannot drift apart.
+/// docs/MTA.md shows each recipe file as it is, so the two cannot drift apart.
 #[test]
-fn readme_shows_every_recipe_file_verbatim() {
-    let readme = fs::read_to_string(repo("README.md")).unwrap();
+fn mta_doc_shows_every_recipe_file_verbatim() {
+    let doc = fs::read_to_string(repo("docs/MTA.md")).unwrap();
     let mut names = Vec::new();
     for e in fs::read_dir(repo("packaging/postfix/recipes")).unwrap() {
         let path = e.unwrap().path();
         let text = fs::read_to_string(&path).unwrap();
         assert!(
-            readme.contains(&format!("```\n{text}```\n")),
-            "README.md does not show {} as it is",
+            doc.contains(&format!("```\n{text}```\n")),
+            "docs/MTA.md does not show {} as it is",
             path.display()
         );
         names.push(path.file_name().unwrap().to_string_lossy().into_owned());

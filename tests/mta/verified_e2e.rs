@@ -1,7 +1,7 @@
 //! Received mail under a DKIM signature, repaired when a verifier at this hop says the
 //! signature holds (`fix_signed = "verified"`, issue 38), behind a real, private Postfix
 //! and Sendmail (see tests/support/mta/mod.rs). The recipe is read from
-//! packaging/verified/ (the README's "Repairing received, DKIM-signed mail" shows it):
+//! packaging/verified/ (docs/MTA.md, "Repairing received, DKIM-signed mail", shows it):
 //! the verifier first, its Authentication-Results field trusted by authserv-id, fields
 //! that a client forges with that id deleted before any milter sees them.
 //!
@@ -943,18 +943,18 @@ fn sendmail_verifier_first_then_the_daemon_repairs() {
     );
 }
 
-/// The README shows each recipe file as it is, so the two cannot drift apart.
+/// docs/MTA.md shows each recipe file as it is, so the two cannot drift apart.
 #[test]
-fn readme_shows_the_recipe_files_verbatim() {
-    let readme = fs::read_to_string(repo("README.md")).unwrap();
+fn mta_doc_shows_the_recipe_files_verbatim() {
+    let doc = fs::read_to_string(repo("docs/MTA.md")).unwrap();
     let mut n = 0;
     for e in fs::read_dir(repo("packaging/verified")).unwrap() {
         let path = e.unwrap().path();
         let text = fs::read_to_string(&path).unwrap();
         assert!(
-            readme.contains(&format!("```\n{text}```\n"))
-                || readme.contains(&format!("```toml\n{text}```\n")),
-            "README.md does not show {} as it is",
+            doc.contains(&format!("```\n{text}```\n"))
+                || doc.contains(&format!("```toml\n{text}```\n")),
+            "docs/MTA.md does not show {} as it is",
             path.display()
         );
         n += 1;

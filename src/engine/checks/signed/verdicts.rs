@@ -5,7 +5,7 @@
 //! a milter its own Received field, and a verifier milter before this one inserts its
 //! field at the top: so a field above every Received field was added at this hop, or
 //! forged at the top by the client (which the MTA must strip before the milters run:
-//! the README's recipe). A field below a Received field arrived from outside, whatever
+//! the recipe in docs/MTA.md). A field below a Received field arrived from outside, whatever
 //! id it claims. A message file read by `check` is read the same way: the delivering
 //! MTA's own Received field lies between a field its verifier added and the client's.
 
