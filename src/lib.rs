@@ -36,6 +36,11 @@ pub use daemon::{bind, run, AnyListener, DaemonError, Reload, Reloaded, Sockets}
 pub use policy::scope::Envelope;
 pub use policy::Direction;
 
+/// The tests' pseudo-random generator, shared with the integration tests' support.
+#[cfg(test)]
+#[path = "../tests/support/xorshift.rs"]
+mod xorshift;
+
 /// The layer rule, checked on the sources: no module names a later layer.
 #[cfg(test)]
 mod layers {

@@ -19,6 +19,7 @@ use mimeref_milter::Direction;
 use support::message::with_attachment;
 use support::milter::*;
 use support::mta::{free_port, Daemon};
+use support::xorshift::XorShift64;
 
 const THRESHOLD: usize = 64 << 10;
 
@@ -503,12 +504,10 @@ async fn files_put_in_the_spill_directory_do_not_stop_spilling() {
     for seq in 0..100 {
         std::fs::write(dir.join(format!(".mimeref-milter-{pid}-{seq}")), b"").unwrap();
     }
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ u64::from(pid);
+    // Names of any shape, from the tests' generator seeded with the pid.
+    let mut rng = XorShift64::new(0x9e37_79b9_7f4a_7c15 ^ u64::from(pid));
     for _ in 0..100 {
-        // Names of any shape, from a generator of the test's own.
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        let x = rng.next_u64();
         std::fs::write(
             dir.join(format!(".mimeref-milter-{x:016x}{:016x}", !x)),
             b"",

@@ -1,8 +1,9 @@
 //! Support for every integration test binary: message bytes and fixtures
 //! ([`message`]), the fix invariants ([`invariants`]), the daemon run in-process and
 //! driven like an MTA ([`milter`]), the spawned daemon with private Postfix,
-//! Sendmail and the other programs around it ([`mta`]), and the scope configuration
-//! the scope tests share ([`scopes`]).
+//! Sendmail and the other programs around it ([`mta`]), the scope configuration
+//! the scope tests share ([`scopes`]), and the deterministic pseudo-random generator
+//! ([`xorshift`], which the crate's unit tests take in too).
 //!
 //! Each binary takes it in with `#[path = "../support/mod.rs"] mod support;` and uses
 //! only part of it.
@@ -13,6 +14,7 @@ pub mod message;
 pub mod milter;
 pub mod mta;
 pub mod scopes;
+pub mod xorshift;
 
 use std::time::{Duration, Instant};
 

@@ -343,14 +343,9 @@ mod tests {
             b"\n\t",
         ];
         const OCTETS: &[u8] = b": \t\r\n\0\xffFromXa";
-        let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = move |n: usize| {
-            // xorshift64*: deterministic, and enough to spread the cases.
-            rng ^= rng >> 12;
-            rng ^= rng << 25;
-            rng ^= rng >> 27;
-            (rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
-        };
+        // xorshift64*: deterministic, and enough to spread the cases.
+        let mut rng = crate::xorshift::XorShift64::new(0x9e37_79b9_7f4a_7c15);
+        let mut next = move |n: usize| rng.below(n);
         let (mut found, mut missed) = (0, 0);
         for _ in 0..200_000 {
             let mut heading = Vec::new();

@@ -68,11 +68,33 @@ impl Daemon {
             child: None,
             starts: 0,
         };
+        // free_port() only checked that the port was free: something else may have
+        // bound it since. The daemon then exits at once with 69 (EX_UNAVAILABLE,
+        // src/cli/exit.rs), and it starts again on another port, in the same log file.
+        for _ in 1..MOVES {
+            match d.try_spawn() {
+                Ok(()) => return d,
+                Err(st) if st.code() == Some(IN_USE) => {
+                    d.starts -= 1;
+                    d.port = free_port();
+                }
+                Err(st) => panic!("daemon exited at start ({st}):\n{}", d.log()),
+            }
+        }
         d.spawn();
         d
     }
 
+    /// Starts the process on `self.port` and waits until it listens there; panics
+    /// when it exits first.
     fn spawn(&mut self) {
+        if let Err(st) = self.try_spawn() {
+            panic!("daemon exited at start ({st}):\n{}", self.log());
+        }
+    }
+
+    /// [`Daemon::spawn`], the exit status returned when the process exits at start.
+    fn try_spawn(&mut self) -> Result<(), std::process::ExitStatus> {
         assert!(self.child.is_none(), "daemon already running");
         self.starts += 1;
         let log = fs::File::create(self.dir.path().join(format!("daemon.{}.log", self.starts)))
@@ -100,8 +122,9 @@ impl Daemon {
             .spawn()
             .unwrap_or_else(|e| panic!("start {}: {e}", daemon_bin().display()));
         let mut child = child;
-        wait_listening("daemon", &mut child, self.port, WAIT, || self.log());
+        try_wait_listening("daemon", &mut child, self.port, WAIT, || self.log())?;
         self.child = Some(child);
+        Ok(())
     }
 
     /// SIGTERM and wait, as an admin's `systemctl stop` would.
@@ -220,6 +243,12 @@ pub fn as_milter(direction: &str, cfg: &str, msg: &[u8]) -> Vec<u8> {
     offline_fix(&["--as-milter", "--direction", direction], cfg, msg)
 }
 
+/// The exit status of `serve` when its socket is taken: sysexits(3) EX_UNAVAILABLE.
+pub const IN_USE: i32 = 69;
+
+/// How many ports [`Daemon::start`] tries before it gives up.
+const MOVES: usize = 5;
+
 /// Waits until `child` accepts connections on 127.0.0.1:PORT. Panics, with `log()`,
 /// when it exits first or does not listen within `timeout` (killed then).
 pub fn wait_listening(
@@ -229,13 +258,31 @@ pub fn wait_listening(
     timeout: Duration,
     log: impl Fn() -> String,
 ) {
+    if let Err(st) = try_wait_listening(what, child, port, timeout, &log) {
+        panic!("{what} exited at start ({st}):\n{}", log());
+    }
+}
+
+/// [`wait_listening`], the exit status returned when `child` exits first (a port
+/// taken meanwhile: [`IN_USE`]).
+pub fn try_wait_listening(
+    what: &str,
+    child: &mut Child,
+    port: u16,
+    timeout: Duration,
+    log: impl Fn() -> String,
+) -> Result<(), std::process::ExitStatus> {
     let end = Instant::now() + timeout;
     loop {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
         if let Ok(Some(st)) = child.try_wait() {
-            panic!("{what} exited at start ({st}):\n{}", log());
+            return Err(st);
+        }
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            // Not a process that has just exited, the port taken by what answered.
+            match child.try_wait() {
+                Ok(Some(st)) => return Err(st),
+                _ => return Ok(()),
+            }
         }
         if Instant::now() >= end {
             stop_child(child);

@@ -242,12 +242,74 @@ pub fn chown(p: &Path, user: &str) {
     assert!(st.success(), "chown {user} {}", p.display());
 }
 
-/// A loopback port nobody listens on right now (the OS picks it).
+/// A loopback port nobody listens on right now, for a daemon that binds it later.
+///
+/// Between this check and the daemon's bind(2) the port is free for anyone to take,
+/// so it is picked where little else looks: outside the kernel's ephemeral range
+/// (`net.ipv4.ip_local_port_range`), from which every bind to port 0 (the in-process
+/// daemons of tests/milter, other test binaries' listeners) and every outgoing
+/// connection's local port come; and never twice in one process (the tests of a
+/// binary run on parallel threads), starting at a place that differs from process to
+/// process (test binaries run side by side). [`Daemon`] also starts again on another
+/// port when its own is taken after all (exit status 69).
 pub fn free_port() -> u16 {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    static GIVEN: Mutex<Option<(HashSet<u16>, u64)>> = Mutex::new(None);
+
+    let (lo, hi) = ports_outside_ephemeral_range();
+    let span = u64::from(hi - lo) + 1;
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    let (seen, next) = given.get_or_insert_with(|| {
+        // A start of its own for each process: the pid and the clock, mixed.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let mut x = (u64::from(std::process::id()) << 32) ^ t;
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        (HashSet::new(), x % span)
+    });
+    for _ in 0..span {
+        let port = lo + (*next % span) as u16;
+        *next += 1;
+        if seen.contains(&port) {
+            continue;
+        }
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            seen.insert(port);
+            return port;
+        }
+    }
+    // Every one of them taken (hardly): the OS's choice, as before.
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("pick a free port")
+}
+
+/// The larger of the two port ranges around the ephemeral one, above 10000 (below it
+/// sit the well-known services a test machine may run): [10000, first ephemeral) or
+/// (last ephemeral, 65535]. Linux's default range 32768–60999 gives 10000–32767.
+fn ports_outside_ephemeral_range() -> (u16, u16) {
+    const FLOOR: u32 = 10_000;
+    let (first, last) = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| {
+            let mut it = s.split_whitespace().map(|w| w.parse::<u32>().ok());
+            Some((it.next()??, it.next()??))
+        })
+        .unwrap_or((32_768, 60_999));
+    let below = first.saturating_sub(FLOOR);
+    let above = 65_535u32.saturating_sub(last);
+    if below >= above && below > 0 {
+        (FLOOR as u16, (first - 1) as u16)
+    } else if above > 0 {
+        ((last + 1) as u16, 65_535)
+    } else {
+        (FLOOR as u16, 65_535)
+    }
 }
 
 /// Waits until something accepts connections on 127.0.0.1:PORT.
