@@ -667,11 +667,18 @@ fn fix(args: FixArgs) -> Result<Done, CliError> {
              fix fixes every finding whatever the policy",
         ));
     }
-    // The whole message: what fix does not change is written as it is.
+    // The whole message: what fix does not change is written as it is. Of an mbox, the
+    // first message, and whether another follows (read only to tell: fix then refuses).
     let mut got = None;
+    let mut several = false;
     if let Err(e) = mailbox::given(&args.file, usize::MAX, &mut |m| {
+        if got.is_some() {
+            several = true;
+            return false;
+        }
+        let more = m.in_mbox;
         got = Some(m);
-        false
+        more
     }) {
         return Err(failed(not_read(&e)));
     }
@@ -681,21 +688,21 @@ fn fix(args: FixArgs) -> Result<Done, CliError> {
             printable(&display_name(&args.file))
         )));
     };
-    let named_one = args.file != Path::new("-") && mailbox::at_offset(&args.file).is_some();
-    if message.in_mbox && !named_one {
-        // Even an mbox of one message: what would be written, the message or an mbox?
+    if several {
+        // An mbox of one message is fixed as FILE:0 would be (the message, without its
+        // From line); of several, which one to write is the user's to say.
         return Err(failed(if args.file == Path::new("-") {
-            "standard input is an mbox (it starts with a From line); fix writes one \
-             message: save it to a file and name a message of it as FILE:OFFSET, the \
-             offset of its From line as `survey` and `check` print it (FILE:0 is the \
-             first)"
+            "standard input is an mbox of several messages (it starts with a From \
+             line); fix writes one message: save it to a file and name a message of it \
+             as FILE:OFFSET, the offset of its From line as `survey` and `check` print \
+             it (FILE:0 is the first)"
                 .to_string()
         } else {
             let name = printable(&display_name(&args.file)).into_owned();
             format!(
-                "{name} is an mbox (it starts with a From line); fix writes one message: \
-                 name it as {name}:OFFSET, the offset of its From line as `survey` and \
-                 `check` print it ({name}:0 is the first)"
+                "{name} is an mbox of several messages (it starts with a From line); fix \
+                 writes one message: name it as {name}:OFFSET, the offset of its From \
+                 line as `survey` and `check` print it ({name}:0 is the first)"
             )
         }));
     }
