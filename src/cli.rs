@@ -44,8 +44,8 @@ use crate::policy::matching;
 use crate::policy::plan::{self, Plan};
 use crate::policy::scope::{Envelope, Selection};
 use crate::policy::Direction;
-use exit::{failed, CliError, Done};
-use mailbox::{Message, NotRead};
+use exit::{failed, input_not_read, not_read, CliError, Done};
+use mailbox::Message;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -534,10 +534,6 @@ fn display_name(path: &Path) -> String {
     path.display().to_string()
 }
 
-fn not_read(n: &NotRead) -> String {
-    format!("{}: {}", printable(&n.source), printable(&n.why))
-}
-
 fn check(args: CheckArgs) -> Result<Done, CliError> {
     let cfg = load_config(args.config.as_deref()).map_err(failed)?;
     let (direction, envelope) = args
@@ -580,7 +576,7 @@ fn check(args: CheckArgs) -> Result<Done, CliError> {
             return Err(failed(format!("writing output: {e}")));
         }
         if let Err(e) = res {
-            eprintln!("mimeref-milter: {}", not_read(&e));
+            input_not_read(&e);
             errors = true;
         }
     }
