@@ -44,8 +44,8 @@ use crate::policy::matching;
 use crate::policy::plan::{self, Plan};
 use crate::policy::scope::{Envelope, Selection};
 use crate::policy::Direction;
-use exit::{failed, CliError, Done};
-use mailbox::{Message, NotRead};
+use exit::{failed, input_not_read, not_read, CliError, Done};
+use mailbox::Message;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -534,10 +534,6 @@ fn display_name(path: &Path) -> String {
     path.display().to_string()
 }
 
-fn not_read(n: &NotRead) -> String {
-    format!("{}: {}", printable(&n.source), printable(&n.why))
-}
-
 fn check(args: CheckArgs) -> Result<Done, CliError> {
     let cfg = load_config(args.config.as_deref()).map_err(failed)?;
     let (direction, envelope) = args
@@ -580,7 +576,7 @@ fn check(args: CheckArgs) -> Result<Done, CliError> {
             return Err(failed(format!("writing output: {e}")));
         }
         if let Err(e) = res {
-            eprintln!("mimeref-milter: {}", not_read(&e));
+            input_not_read(&e);
             errors = true;
         }
     }
@@ -667,11 +663,18 @@ fn fix(args: FixArgs) -> Result<Done, CliError> {
              fix fixes every finding whatever the policy",
         ));
     }
-    // The whole message: what fix does not change is written as it is.
+    // The whole message: what fix does not change is written as it is. Of an mbox, the
+    // first message, and whether another follows (read only to tell: fix then refuses).
     let mut got = None;
+    let mut several = false;
     if let Err(e) = mailbox::given(&args.file, usize::MAX, &mut |m| {
+        if got.is_some() {
+            several = true;
+            return false;
+        }
+        let more = m.in_mbox;
         got = Some(m);
-        false
+        more
     }) {
         return Err(failed(not_read(&e)));
     }
@@ -681,21 +684,21 @@ fn fix(args: FixArgs) -> Result<Done, CliError> {
             printable(&display_name(&args.file))
         )));
     };
-    let named_one = args.file != Path::new("-") && mailbox::at_offset(&args.file).is_some();
-    if message.in_mbox && !named_one {
-        // Even an mbox of one message: what would be written, the message or an mbox?
+    if several {
+        // An mbox of one message is fixed as FILE:0 would be (the message, without its
+        // From line); of several, which one to write is the user's to say.
         return Err(failed(if args.file == Path::new("-") {
-            "standard input is an mbox (it starts with a From line); fix writes one \
-             message: save it to a file and name a message of it as FILE:OFFSET, the \
-             offset of its From line as `survey` and `check` print it (FILE:0 is the \
-             first)"
+            "standard input is an mbox of several messages (it starts with a From \
+             line); fix writes one message: save it to a file and name a message of it \
+             as FILE:OFFSET, the offset of its From line as `survey` and `check` print \
+             it (FILE:0 is the first)"
                 .to_string()
         } else {
             let name = printable(&display_name(&args.file)).into_owned();
             format!(
-                "{name} is an mbox (it starts with a From line); fix writes one message: \
-                 name it as {name}:OFFSET, the offset of its From line as `survey` and \
-                 `check` print it ({name}:0 is the first)"
+                "{name} is an mbox of several messages (it starts with a From line); fix \
+                 writes one message: name it as {name}:OFFSET, the offset of its From \
+                 line as `survey` and `check` print it ({name}:0 is the first)"
             )
         }));
     }

@@ -13,7 +13,12 @@
 //! hands out ([`Listen`], [`Limits`], [`Report`], [`Replies`]) and the [`SocketSpec`] it
 //! listens on; the daemon's [`bind`] and [`run`], which the binary and
 //! the tests both use, with the [`Reload`] request that answers when the reload is over;
-//! and the [`Direction`] and [`Envelope`] a message is decided under.
+//! and the [`Direction`] and [`Envelope`] (its [`Recipients`]) a message is decided
+//! under. Each is public at this one path.
+//!
+//! Two types are named `Limits`: [`Limits`] here is the configuration's `[limits]`
+//! section (sizes, spilling, the memory budget); [`engine::Limits`] is the engine's
+//! structural limits, the share of it [`Limits::engine`] gives.
 
 #![forbid(unsafe_code)]
 
@@ -33,7 +38,7 @@ pub use config::{
 };
 pub use daemon::probe::{probe, ProbeTarget};
 pub use daemon::{bind, run, AnyListener, DaemonError, Reload, Reloaded, Sockets};
-pub use policy::scope::Envelope;
+pub use policy::scope::{Envelope, Recipients};
 pub use policy::Direction;
 
 /// The tests' pseudo-random generator, shared with the integration tests' support.

@@ -6,6 +6,8 @@
 use std::fmt;
 use std::process::ExitCode;
 
+use super::mailbox::NotRead;
+use super::printable;
 use crate::config::ConfigErrors;
 use crate::daemon::{self, DaemonError};
 
@@ -43,6 +45,18 @@ pub(crate) enum CliError {
 /// A [`CliError::Failed`] from anything that words itself.
 pub(crate) fn failed(msg: impl fmt::Display) -> CliError {
     CliError::Failed(msg.to_string())
+}
+
+/// An input (a file, a message of an mbox) that could not be read, worded: its name
+/// and why, both printable.
+pub(crate) fn not_read(n: &NotRead) -> String {
+    format!("{}: {}", printable(&n.source), printable(&n.why))
+}
+
+/// Says, as it comes, that an input could not be read, for a command that goes on with
+/// the rest and ends in [`Done::NotRead`] (`check`).
+pub(crate) fn input_not_read(n: &NotRead) {
+    eprintln!("mimeref-milter: {}", not_read(n));
 }
 
 /// sysexits(3) EX_UNAVAILABLE: what OpenDKIM exits with when its socket is taken,

@@ -212,7 +212,9 @@ impl InternalErrorAction {
     }
 }
 
-/// `[limits]` but `oversize_action` (in `Policies`).
+/// `[limits]` but `oversize_action` (in `Policies`); public as `mimeref_milter::Limits`.
+/// Not [`engine::Limits`], the engine's structural limits, which [`Limits::engine`]
+/// gives from these.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     pub max_message_size: usize,

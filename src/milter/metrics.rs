@@ -47,7 +47,25 @@ pub fn install() -> Result<PrometheusHandle, RecorderError> {
     if let Some(h) = INSTALLED.get() {
         return Ok(h.clone());
     }
-    let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
+    let handle = install_recorder()?;
+    spawn_upkeep(&handle)?;
+    let _ = HANDLES.set(Handles {
+        messages: Default::default(),
+        bytes: Default::default(),
+        processing: Default::default(),
+        eom: Default::default(),
+        oversize: Default::default(),
+        memory_held: Default::default(),
+    });
+    describe_all();
+    initial_series();
+    let _ = INSTALLED.set(handle.clone());
+    Ok(handle)
+}
+
+/// The global recorder, with the histograms' buckets.
+fn install_recorder() -> Result<PrometheusHandle, RecorderError> {
+    metrics_exporter_prometheus::PrometheusBuilder::new()
         .set_buckets_for_metric(
             metrics_exporter_prometheus::Matcher::Full("mimeref_processing_seconds".into()),
             &[
@@ -65,10 +83,13 @@ pub fn install() -> Result<PrometheusHandle, RecorderError> {
         )
         .map_err(RecorderError::Build)?
         .install_recorder()
-        .map_err(RecorderError::Build)?;
-    // What the exporter's own listener did every 5 s: drain histogram samples, so that
-    // memory stays bounded between scrapes. A thread rather than a task: the recorder
-    // outlives any one runtime (tests run several).
+        .map_err(RecorderError::Build)
+}
+
+/// What the exporter's own listener did every 5 s: drain histogram samples, so that
+/// memory stays bounded between scrapes. A thread rather than a task: the recorder
+/// outlives any one runtime (tests run several).
+fn spawn_upkeep(handle: &PrometheusHandle) -> Result<(), RecorderError> {
     let upkeep = handle.clone();
     std::thread::Builder::new()
         .name("metrics-upkeep".into())
@@ -77,14 +98,11 @@ pub fn install() -> Result<PrometheusHandle, RecorderError> {
             upkeep.run_upkeep();
         })
         .map_err(RecorderError::Upkeep)?;
-    let _ = HANDLES.set(Handles {
-        messages: Default::default(),
-        bytes: Default::default(),
-        processing: Default::default(),
-        eom: Default::default(),
-        oversize: Default::default(),
-        memory_held: Default::default(),
-    });
+    Ok(())
+}
+
+/// Every metric's `# HELP` line, from `HELP`.
+fn describe_all() {
     for &(name, kind, help) in HELP {
         match kind {
             Kind::Counter => metrics::describe_counter!(name, help),
@@ -92,8 +110,12 @@ pub fn install() -> Result<PrometheusHandle, RecorderError> {
             Kind::Histogram => metrics::describe_histogram!(name, help),
         }
     }
-    // Series that alerts and dashboards rate() over exist from the start, at 0: a
-    // series that appears with its first increment hides that increment from rate().
+}
+
+/// The series that exist from the start, before anything counts in them. Those that
+/// alerts and dashboards rate() over start at 0: a series that appears with its first
+/// increment hides that increment from rate().
+fn initial_series() {
     counter!("mimeref_connections_refused_total").increment(0);
     // The share of mail refused is read over every verdict and every kind of refusal:
     // a term without a series would leave the whole sum, and the alert, empty.
@@ -144,8 +166,6 @@ pub fn install() -> Result<PrometheusHandle, RecorderError> {
     metrics::gauge!("mimeref_connections_open").set(0.0);
     // The configuration at start-up loaded, or the daemon would not be running.
     metrics::gauge!("mimeref_config_last_reload_successful").set(1.0);
-    let _ = INSTALLED.set(handle.clone());
-    Ok(handle)
 }
 
 #[derive(Clone, Copy)]

@@ -118,6 +118,58 @@ fn check_reads_stdin() {
     assert!(stdout(&o).starts_with("-: 2: "), "{}", stdout(&o));
 }
 
+/// An mbox of one message (as the sample files of Ruby's mail and of mime4j are):
+/// there is nothing to choose, so `fix FILE` writes what `fix FILE:0` writes, from a
+/// file or standard input, and `check` takes it too; of several messages `fix`
+/// refuses and names the `FILE:OFFSET` form.
+#[test]
+fn fix_takes_an_mbox_of_one_message_and_refuses_several() {
+    let dir = std::env::temp_dir().join(format!("mimeref-cli-one-mbox-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut one = b"From dup@example.org Mon Jan  1 00:00:01 2024\n".to_vec();
+    one.extend_from_slice(&std::fs::read(fixture_path("milter/cid-dup.eml")).unwrap());
+    let mut two = one.clone();
+    two.extend_from_slice(b"\nFrom legacy@example.org Mon Jan  1 00:00:01 2024\n");
+    two.extend_from_slice(&std::fs::read(fixture_path("milter/legacy-top.eml")).unwrap());
+    let (one_path, two_path) = (dir.join("one.mbox"), dir.join("two.mbox"));
+    std::fs::write(&one_path, &one).unwrap();
+    std::fs::write(&two_path, &two).unwrap();
+    let one_name = one_path.to_str().unwrap();
+    let named = run(&["fix", &format!("{one_name}:0")]);
+    assert_eq!(named.status.code(), Some(0), "{named:?}");
+    assert!(
+        named.stdout.starts_with(b"From: alice@example.org\n"),
+        "{named:?}"
+    );
+    let whole = run(&["fix", one_name]);
+    assert_eq!(whole.status.code(), Some(0), "{whole:?}");
+    assert_eq!(whole.stdout, named.stdout, "fix FILE is fix FILE:0");
+    let piped = run_stdin(&["fix", "-"], &one);
+    assert_eq!(piped.status.code(), Some(0), "{piped:?}");
+    assert_eq!(piped.stdout, named.stdout);
+    let checked = run(&["check", one_name]);
+    assert_eq!(checked.status.code(), Some(1), "{checked:?}");
+    assert!(
+        stdout(&checked).starts_with(&format!("{one_name}:0: ")),
+        "{checked:?}"
+    );
+    let two_name = two_path.to_str().unwrap();
+    let o = run(&["fix", two_name]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(o.stdout.is_empty(), "{o:?}");
+    assert!(err.contains("is an mbox of several messages"), "{err}");
+    assert!(err.contains(&format!("{two_name}:0 is the first")), "{err}");
+    let o = run_stdin(&["fix", "-"], &two);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(o.stdout.is_empty(), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("FILE:OFFSET"),
+        "{o:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A configuration file in a fresh temporary directory, removed when dropped.
 struct TempConfig(PathBuf);
 

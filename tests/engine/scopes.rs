@@ -258,3 +258,12 @@ exempt = "log"
     let o = run(&["config-check", "--config", good.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{o:?}");
 }
+
+/// A user of the library can name the type of every field of `Envelope`, its recipients
+/// too.
+#[test]
+fn envelope_recipients_can_be_named() {
+    let envelope = mimeref_milter::Envelope::default();
+    let recipients: mimeref_milter::Recipients = envelope.recipients;
+    assert_eq!(recipients.count(), 0);
+}

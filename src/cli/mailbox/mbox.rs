@@ -69,6 +69,29 @@ impl<R: Read> Window<R> {
         self.base += at as u64;
     }
 
+    /// The end of the line that starts at `from` (a From line: its text is not
+    /// needed, so a long one is dropped and `from` moves with the window); `None` when
+    /// the file ends first.
+    fn line_end(
+        &mut self,
+        from: &mut usize,
+        read: &mut impl FnMut(u64),
+    ) -> io::Result<Option<usize>> {
+        loop {
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[*from..]) {
+                return Ok(Some(*from + i));
+            }
+            if self.eof {
+                return Ok(None);
+            }
+            if self.buf.len() - *from > self.chunk {
+                self.drop_front(self.buf.len());
+                *from = 0;
+            }
+            self.fill(read)?;
+        }
+    }
+
     /// Forgets the octets before `at` once they are a chunk or more; returns how many.
     fn compact(&mut self, at: usize) -> usize {
         if at < self.chunk {
@@ -104,21 +127,7 @@ pub(super) fn split_mbox<R: Read>(
     let mut at = first_at;
     loop {
         let err = |e: io::Error| NotRead::error(format!("{name}:{at}"), e);
-        // The end of the From line; its text is not needed, so a long one is dropped.
-        let nl = loop {
-            if let Some(i) = memchr::memchr(b'\n', &w.buf[from..]) {
-                break Some(from + i);
-            }
-            if w.eof {
-                break None;
-            }
-            if w.buf.len() - from > w.chunk {
-                w.drop_front(w.buf.len());
-                from = 0;
-            }
-            w.fill(read).map_err(err)?;
-        };
-        let Some(nl) = nl else {
+        let Some(nl) = w.line_end(&mut from, read).map_err(err)? else {
             // A From line with nothing after it: an empty message.
             sink(Message {
                 source: format!("{name}:{at}"),
@@ -177,21 +186,11 @@ pub(super) fn split_mbox<R: Read>(
             Some(p) => p,
             None => w.buf.len(),
         };
-        let rest = &w.buf[content..end];
-        let total = passed + rest.len() as u64;
-        let take = rest.len().min(limit.saturating_sub(kept.len()));
-        let held = kept.len() + take;
-        let bytes = if kept.is_empty() {
-            unquote(&rest[..take])
-        } else {
-            kept.extend_from_slice(&rest[..take]);
-            unquote_in_place(&mut kept);
-            kept
-        };
+        let (bytes, cut) = message_bytes(kept, passed, &w.buf[content..end], limit);
         let message = Message {
             source: format!("{name}:{at}"),
             bytes,
-            cut: total - held as u64,
+            cut,
             in_mbox: true,
             envelope_date,
         };
@@ -205,6 +204,23 @@ pub(super) fn split_mbox<R: Read>(
         at = w.base + from as u64;
         from -= w.compact(from);
     }
+}
+
+/// A message's octets, unquoted, and how many were cut: `kept` (its first octets,
+/// once it was longer than the window), `passed` octets gone past the window, and
+/// `rest` still in it; at most `limit` are kept.
+fn message_bytes(mut kept: Vec<u8>, passed: u64, rest: &[u8], limit: usize) -> (Vec<u8>, u64) {
+    let total = passed + rest.len() as u64;
+    let take = rest.len().min(limit.saturating_sub(kept.len()));
+    let held = kept.len() + take;
+    let bytes = if kept.is_empty() {
+        unquote(&rest[..take])
+    } else {
+        kept.extend_from_slice(&rest[..take]);
+        unquote_in_place(&mut kept);
+        kept
+    };
+    (bytes, total - held as u64)
 }
 
 /// A message's lines of one or more `>` before `From ` lose one `>` (mboxrd).

@@ -2,7 +2,10 @@
 //! sender), and the order in which forms and senders are listed: shared by the
 //! counts of `stats` and `names` and the output of `summary`.
 
-use super::pool::Seq;
+/// The input order of a message: (file, message within the file). Defined here, in
+/// the module every other one may use, so that `pool` and `stats` need not import
+/// each other.
+pub(super) type Seq = (u64, u64);
 
 /// A sender's messages, how many of them the configuration repairs, and the first:
 /// (input order, source, Message-ID).

@@ -6,8 +6,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use super::example::{merge_senders, ranked, Sender};
-use super::pool::Seq;
+use super::example::{merge_senders, ranked, Sender, Seq};
 use crate::cli::mailbox::Message;
 use crate::cli::printable;
 use crate::engine::{Finding, Rule};

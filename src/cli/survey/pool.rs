@@ -5,12 +5,10 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Condvar, Mutex};
 
+use super::example::Seq;
 use super::stats::Stats;
 use super::{Context, Progress};
 use crate::cli::mailbox::{self, Message, NotRead, Source};
-
-/// The input order of a message: (file, message within the file).
-pub(super) type Seq = (u64, u64);
 
 /// What the workers share.
 pub(super) struct Pool<'a> {

@@ -3,8 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::example::{merge_senders, Sender};
-use super::pool::Seq;
+use super::example::{merge_senders, Sender, Seq};
 use super::Context;
 use crate::cli::mailbox::Message;
 use crate::engine::Rule;

@@ -209,7 +209,7 @@ impl<'a> Summary<'a> {
         }
         writeln!(
             out,
-            "  shown wrongly, by sender (messages, repaired; rules: those marked * above):"
+            "  shown wrongly, by sender (messages, repaired; rules: those marked * below):"
         )?;
         for (who, s) in self.senders() {
             writeln!(

@@ -1,7 +1,7 @@
 //! Tests of the survey: the forms a summary shows mask what differs between messages.
 
 use super::example::ranked;
-use super::pool::Seq;
+use super::example::Seq;
 use super::stats::form;
 
 #[test]

@@ -3,6 +3,9 @@
 use crate::engine::model::url_rules::UrlRewrite;
 
 /// Structural limits. Exceeding one is a finding, never a panic or a hang.
+///
+/// Public as `mimeref_milter::engine::Limits`. The configuration's `[limits]` section is
+/// another type, `mimeref_milter::Limits`, whose `engine()` gives these.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// Deepest nesting of multiparts and encapsulated messages analysed.

@@ -8,7 +8,8 @@ use std::net::IpAddr;
 use super::Scopes;
 use crate::policy::matching::normalize_address;
 
-/// The envelope recipients of one transaction, as the scopes they satisfy.
+/// The envelope recipients of one transaction, as the scopes they satisfy; the type
+/// of [`Envelope::recipients`], public as `mimeref_milter::Recipients`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Recipients {
     pub(super) words: usize,
