@@ -20,6 +20,9 @@ pub const CONTENT_DISPOSITION: u8 = 32;
 
 /// Which of the MIME fields the checks look for `name` is (its bit), or 0. The length
 /// settles it for nearly every other name, so each field costs at most one comparison.
+/// Inlined into the scan, in another file: called there, it cost a 10 000-part message
+/// 2 % more.
+#[inline]
 pub(super) fn mime_field(name: &[u8]) -> u8 {
     let is = |bit: u8, yes: bool| if yes { bit } else { 0 };
     match name.len() {
@@ -40,6 +43,7 @@ pub(super) fn mime_field(name: &[u8]) -> u8 {
 }
 
 /// What the body of an entity of type `ctype` is, before a multipart's body is split.
+#[inline]
 pub(super) fn kind_of(ctype: &ContentType, phantom: bool) -> Kind {
     if phantom {
         Kind::Phantom
