@@ -13,9 +13,10 @@
 //! - `heading`: the heading reader, header fields as byte offsets ([`Field`],
 //!   [`fields_read_on`] for readers that go on past a stray line);
 //! - `delimiters`: the delimiter index and the multipart split;
-//! - `tree`: the entity tree and its walk ([`Message`], [`Entity`], [`Kind`]);
 //! - `kinds`: what a heading's MIME fields make of its entity (the `CONTENT_…` bits,
-//!   the effective type, the kind) and the lists of entities by kind.
+//!   the effective type, its [`Kind`]) and the lists of entities by kind;
+//! - `tree`: the entity tree and its walk ([`Message`], [`Entity`]), the one file
+//!   that uses the others.
 
 mod delimiters;
 mod heading;
@@ -23,8 +24,9 @@ mod kinds;
 mod tree;
 
 pub use heading::{fields_read_on, fields_read_on_by_piece, line_lengths, next_field_start, Field};
+pub use kinds::Kind;
 pub use kinds::{
     CONTENT_BASE, CONTENT_DISPOSITION, CONTENT_ID, CONTENT_LOCATION, CONTENT_TRANSFER_ENCODING,
     CONTENT_TYPE,
 };
-pub use tree::{Entity, Kind, Message, Overflow};
+pub use tree::{Entity, Message, Overflow};

@@ -17,7 +17,7 @@ use smallvec::SmallVec;
 use super::delimiters::{split_multipart_indexed, DelimiterIndex};
 use super::heading::{read_heading, Field};
 use super::kinds::{
-    default_type, kind_of, mime_field, ByKind, LastType, CONTENT_DISPOSITION, CONTENT_ID,
+    default_type, kind_of, mime_field, ByKind, Kind, LastType, CONTENT_DISPOSITION, CONTENT_ID,
     CONTENT_TRANSFER_ENCODING, CONTENT_TYPE,
 };
 use crate::engine::model::options::Limits;
@@ -25,27 +25,6 @@ use crate::engine::syntax::ascii::eq_lower;
 use crate::engine::syntax::cturi_map::uri_forms;
 use crate::engine::syntax::decode::{self, parse_encoding, Encoding};
 use crate::engine::syntax::params::ContentType;
-
-/// What an entity's body is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Kind {
-    Leaf,
-    /// A multipart; `children` are its body parts, in order.
-    Multipart {
-        boundary: Vec<u8>,
-        /// The close delimiter was found.
-        closed: bool,
-        /// No delimiter line opens a part (the whole body is preamble; a close
-        /// delimiter may still have been found, see `closed`).
-        no_parts: bool,
-    },
-    /// message/rfc822 (or global/news): the child is the encapsulated message.
-    Message,
-    /// message/external-body: the child is the phantom heading and body.
-    ExternalBody,
-    /// The phantom heading and body inside a message/external-body.
-    Phantom,
-}
 
 /// One MIME entity: a heading and a body.
 #[derive(Debug, Clone)]
@@ -137,7 +116,7 @@ pub struct Message<'a> {
     /// order.
     all_children: Vec<usize>,
     /// The entities listed by kind.
-    pub(super) by_kind: ByKind,
+    by_kind: ByKind,
     pub overflow: Overflow,
     /// Length of the original input.
     pub len: usize,
@@ -156,6 +135,27 @@ impl<'a> Message<'a> {
         };
         m.scan(limits);
         m
+    }
+
+    /// The multipart/related entities (a multipart's kind and type), in document order.
+    pub fn related(&self) -> &[usize] {
+        &self.by_kind.related
+    }
+
+    /// The text/html leaves (no phantom heading), in document order.
+    pub fn html_leaves(&self) -> &[usize] {
+        &self.by_kind.html_leaves
+    }
+
+    /// The message/external-body entities, in document order.
+    pub fn external_bodies(&self) -> &[usize] {
+        &self.by_kind.external_bodies
+    }
+
+    /// The entities whose Content-Type field has a form of a URI's mapping
+    /// (draft-eastlake-cturi, see `cturi_map::uri_forms`), in document order.
+    pub fn uri_types(&self) -> &[usize] {
+        &self.by_kind.uri_types
     }
 
     /// The header fields of `e`, in order.
