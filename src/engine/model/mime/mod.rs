@@ -24,9 +24,8 @@ mod kinds;
 mod tree;
 
 pub use heading::{fields_read_on, fields_read_on_by_piece, line_lengths, next_field_start, Field};
-pub use kinds::Kind;
 pub use kinds::{
-    CONTENT_BASE, CONTENT_DISPOSITION, CONTENT_ID, CONTENT_LOCATION, CONTENT_TRANSFER_ENCODING,
-    CONTENT_TYPE,
+    Kind, CONTENT_BASE, CONTENT_DISPOSITION, CONTENT_ID, CONTENT_LOCATION,
+    CONTENT_TRANSFER_ENCODING, CONTENT_TYPE,
 };
 pub use tree::{Entity, Message, Overflow};

@@ -2,10 +2,9 @@
 //! in document order, read by one iterative walk within the configured limits, and what
 //! the checks ask of it (fields by name, part paths, ancestors).
 //!
-//! The walk is iterative so that deep nesting costs heap, not stack. The entities and
-//! their fields and children sit in three vectors for the whole message rather than one
-//! per part, and a part's path is made only when asked for: a 10 000-part message paid
-//! for every allocation and move a part.
+//! The entities, their fields and their children sit in three vectors for the whole
+//! message rather than one per part, and a part's path is made only when asked for: a
+//! 10 000-part message paid for every allocation and move a part.
 
 use std::borrow::Cow;
 use std::ops::Range;
